@@ -1,0 +1,13 @@
+"""etc-fairseq: ETC (Extended Transformer Construction, Ainslie et al., EMNLP 2020) for fairseq.
+
+Layout (data flows top to bottom):
+
+- ``etc_fairseq.prepare``    raw files -> text / binarized fairseq datasets
+- ``etc_fairseq.structure``  pure functions: structure ids -> 4 masks + 4 relative-label tensors;
+                              the one relative-label vocabulary and the global-token types
+- ``etc_fairseq.attention``  the global-local attention kernel (blocked l2l) and its dense reference
+- ``etc_fairseq.models``     the ``etc`` fairseq model, its layers and architectures
+- ``user_dir``               (outside the package) the thin fairseq ``--user-dir`` that registers it all
+"""
+
+__version__ = "0.1.0"

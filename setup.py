@@ -1,0 +1,47 @@
+"""etc-fairseq: ETC (Extended Transformer Construction) as a fairseq plugin.
+
+fairseq itself is not in install_requires: every fairseq 0.12 release declares torchaudio, which pulls
+a CUDA torch. Install it with --no-deps (``scripts/setup.sh`` does this: ve-fairseq 0.12.3 on
+Python >= 3.11, fairseq 0.12.2 below); its real runtime dependencies are listed here.
+"""
+from setuptools import find_packages, setup
+
+FAIRSEQ_RUNTIME_DEPS = [
+    "cffi",
+    "cython",
+    "hydra-core>=1.0.7,<1.4",
+    "omegaconf>=2.0.6,<2.4",
+    "numpy>=1.21",
+    "regex",
+    "sacrebleu>=1.4.12",
+    "tqdm",
+    "bitarray",
+    "scikit-learn",
+    "packaging",
+]
+
+setup(
+    name="etc-fairseq",
+    version="0.1.0",
+    description="ETC (Extended Transformer Construction) global-local attention encoders for fairseq",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.8",
+    packages=find_packages(include=["etc_fairseq", "etc_fairseq.*"]),
+    install_requires=[
+        "torch>=2.1",
+        "sentencepiece>=0.1.99",
+        "mwparserfromhell>=0.6",
+    ]
+    + FAIRSEQ_RUNTIME_DEPS,
+    extras_require={
+        "test": ["pytest>=7"],
+        # Only for benchmarks/layer_vs_peers.py (HF Longformer / BigBird layers as peers).
+        "bench": ["transformers"],
+    },
+    entry_points={
+        "console_scripts": [
+            "etc-prepare = etc_fairseq.cli.prepare:main",
+        ],
+    },
+)
