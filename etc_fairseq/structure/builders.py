@@ -1,0 +1,503 @@
+"""Structure ids -> the four attention masks and four relative-label tensors.
+
+The global-local attention kernel (``etc_fairseq.attention``) consumes, per batch:
+
+============  ===========================  ===========================================
+piece         shape                        meaning of ``[b, q, k]``
+============  ===========================  ===========================================
+``l2l``       ``[batch, long_len, 2r+1]``  long query ``i``, slot ``w``: long key
+                                           ``j = i + w - r``
+``l2g``       ``[batch, long_len, G]``     long query ``i``, global key ``g``
+``g2g``       ``[batch, G, G]``            global query ``g``, global key ``h``
+``g2l``       ``[batch, G, long_len]``     global query ``g``, long key ``i``
+============  ===========================  ===========================================
+
+each as a bool mask (True = may attend) and an int64 label-id tensor indexing a
+:class:`~etc_fairseq.structure.labels.RelativeLabelVocab`.  Where a mask is False
+the label id is 0 (always a valid id).  ``G`` is ``global_len``.
+
+The structure is described by small per-token int64 id tensors (see
+:func:`build_structure`): the segment (global token) each long token belongs to,
+the parent of each global token (a forest: sentence -> context), unordered
+context ids, packed example ids and optional extra links.  Everything is
+vectorised torch and runs on the device of the inputs; the only Python loop is
+over the ancestor depth (at most :data:`MAX_HIERARCHY_DEPTH`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Dict, Optional, Sequence, Tuple
+
+import torch
+
+from .labels import DEFAULT_STRUCTURE_LABELS, RelativeLabelVocab
+
+__all__ = [
+    "MAX_HIERARCHY_DEPTH",
+    "REQUIRED_STRUCTURE_LABELS",
+    "GlobalLocalStructure",
+    "build_structure",
+    "fixed_block_ids",
+    "segment_ids_from_lengths",
+]
+
+#: longest allowed ``global_parent`` chain (number of ancestors of one global token).
+MAX_HIERARCHY_DEPTH = 8
+
+#: structure labels :func:`build_structure` needs from its vocabulary.
+#: The structure labels build_structure assigns; a vocabulary may append more for task-specific use.
+REQUIRED_STRUCTURE_LABELS = DEFAULT_STRUCTURE_LABELS
+
+_MASK_FIELDS = ("l2l_mask", "l2g_mask", "g2g_mask", "g2l_mask")
+_REL_FIELDS = ("l2l_rel", "l2g_rel", "g2g_rel", "g2l_rel")
+
+
+# ---------------------------------------------------------------------------
+# container
+# ---------------------------------------------------------------------------
+@dataclass
+class GlobalLocalStructure:
+    """The kernel's 4 masks + 4 label-id tensors for one batch.
+
+    Fields (``B`` = batch, ``L`` = long_len, ``G`` = global_len, ``r`` = local_radius):
+        l2l_mask: bool ``[B, L, 2r+1]``; l2l_rel: int64 ``[B, L, 2r+1]``
+        l2g_mask: bool ``[B, L, G]``;    l2g_rel: int64 ``[B, L, G]``
+        g2g_mask: bool ``[B, G, G]``;    g2g_rel: int64 ``[B, G, G]``
+        g2l_mask: bool ``[B, G, L]``;    g2l_rel: int64 ``[B, G, L]``
+        local_radius: int ``r``.
+    Shapes and dtypes are validated on construction (ValueError).
+    """
+
+    l2l_mask: torch.Tensor
+    l2g_mask: torch.Tensor
+    g2g_mask: torch.Tensor
+    g2l_mask: torch.Tensor
+    l2l_rel: torch.Tensor
+    l2g_rel: torch.Tensor
+    g2g_rel: torch.Tensor
+    g2l_rel: torch.Tensor
+    local_radius: int
+
+    def __post_init__(self) -> None:
+        r = self.local_radius
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+            raise ValueError(f"local_radius must be an int >= 0, got {r!r}")
+        for name in _MASK_FIELDS + _REL_FIELDS:
+            t = getattr(self, name)
+            if not isinstance(t, torch.Tensor) or t.dim() != 3:
+                shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"{name} must be a 3-D tensor, got {shape}")
+            want = torch.bool if name.endswith("_mask") else torch.long
+            if t.dtype != want:
+                raise ValueError(f"{name} must have dtype {want}, got {t.dtype}")
+        B, L, W = self.l2l_mask.shape
+        if W != 2 * r + 1:
+            raise ValueError(
+                f"l2l_mask last dim must be 2*local_radius+1 = {2 * r + 1}, got {W}"
+            )
+        G = self.g2g_mask.shape[1]
+        expected = {
+            "l2l": (B, L, 2 * r + 1),
+            "l2g": (B, L, G),
+            "g2g": (B, G, G),
+            "g2l": (B, G, L),
+        }
+        for piece, shape in expected.items():
+            for suffix in ("_mask", "_rel"):
+                got = tuple(getattr(self, piece + suffix).shape)
+                if got != shape:
+                    raise ValueError(f"{piece}{suffix} must have shape {shape}, got {got}")
+
+    @property
+    def batch_size(self) -> int:
+        return self.l2l_mask.shape[0]
+
+    @property
+    def long_len(self) -> int:
+        return self.l2l_mask.shape[1]
+
+    @property
+    def global_len(self) -> int:
+        return self.g2g_mask.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        return self.l2l_mask.device
+
+    def to(self, device) -> "GlobalLocalStructure":
+        """A copy with every tensor moved to ``device``."""
+        moved = {
+            f.name: (getattr(self, f.name).to(device) if f.name != "local_radius" else self.local_radius)
+            for f in fields(self)
+        }
+        return GlobalLocalStructure(**moved)
+
+    def as_kernel_kwargs(self) -> Dict[str, torch.Tensor]:
+        """``{l2l_mask, l2g_mask, g2g_mask, g2l_mask, l2l_rel, l2g_rel, g2g_rel, g2l_rel}``.
+
+        The kernel's keyword names; ``local_radius`` is implied by ``l2l_mask``'s
+        last dim and is not included.
+        """
+        return {name: getattr(self, name) for name in _MASK_FIELDS + _REL_FIELDS}
+
+
+# ---------------------------------------------------------------------------
+# validation helpers
+# ---------------------------------------------------------------------------
+def _check_mask(name: str, t) -> None:
+    """bool 2-D tensor ``[batch, len]``."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.bool:
+        raise ValueError(f"{name} must have dtype torch.bool, got {t.dtype}")
+    if t.dim() != 2:
+        raise ValueError(f"{name} must be 2-D [batch, len], got shape {tuple(t.shape)}")
+
+
+def _check_ids(
+    name: str,
+    t,
+    shape: Tuple[int, ...],
+    device: torch.device,
+    *,
+    trailing_free: bool = False,
+) -> None:
+    """dtype int64, expected shape (last dim free when ``trailing_free``), same device."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.long:
+        raise ValueError(f"{name} must have dtype torch.int64, got {t.dtype}")
+    got = tuple(t.shape)
+    if trailing_free:
+        ok = t.dim() == len(shape) + 1 and got[:-1] == shape
+        want = f"{shape[:] + ('max_links',)}"
+    else:
+        ok = got == shape
+        want = f"{shape}"
+    if not ok:
+        raise ValueError(f"{name} must have shape {want}, got {got}")
+    if t.device != device:
+        raise ValueError(f"{name} must be on device {device}, got {t.device}")
+
+
+def _check_index_range(name: str, t: torch.Tensor, valid: torch.Tensor, global_len: int) -> None:
+    """Entries of ``t`` where ``valid`` must be -1 or in ``[0, global_len)``."""
+    bad = valid & ((t < -1) | (t >= global_len))
+    if bool(bad.any()):
+        pos = tuple(int(x) for x in bad.nonzero()[0].tolist())
+        raise ValueError(
+            f"{name} values must be -1 or in [0, global_len={global_len}), "
+            f"got {int(t[pos])} at index {pos}"
+        )
+
+
+def _check_not_padded_target(
+    name: str, t: torch.Tensor, valid: torch.Tensor, global_padding_mask: torch.Tensor
+) -> None:
+    """Entries of ``t`` (global indices) where ``valid`` must not point at padded globals."""
+    if global_padding_mask.shape[1] == 0:  # range check already forced all -1
+        return
+    B = t.shape[0]
+    flat = t.reshape(B, -1)  # [B, N]
+    target_pad = torch.gather(global_padding_mask, 1, flat.clamp(min=0)).reshape(t.shape)
+    bad = valid & (t >= 0) & target_pad
+    if bool(bad.any()):
+        pos = tuple(int(x) for x in bad.nonzero()[0].tolist())
+        raise ValueError(
+            f"{name} must point at non-padding global tokens, got {int(t[pos])} at index {pos} "
+            f"which is padding in global_padding_mask"
+        )
+
+
+# ---------------------------------------------------------------------------
+# hierarchy
+# ---------------------------------------------------------------------------
+def _ancestors(global_parent: torch.Tensor) -> torch.Tensor:
+    """Strict-ancestor relation of a parent forest.
+
+    Args:
+        global_parent: int64 ``[B, G]``, parent index or -1 (already range-checked).
+    Returns:
+        bool ``[B, G, G]``: ``[b, g, h]`` True iff ``h`` is a strict ancestor of ``g``.
+    Raises:
+        ValueError on a cycle or a chain longer than :data:`MAX_HIERARCHY_DEPTH`.
+    """
+    B, G = global_parent.shape
+    # one extra column G absorbs the "-1 = none" entries of scatter_
+    anc = torch.zeros(B, G, G + 1, dtype=torch.bool, device=global_parent.device)
+    cur = global_parent  # [B, G]: the depth-d ancestor of each g, or -1
+    for _ in range(MAX_HIERARCHY_DEPTH):
+        if not bool((cur >= 0).any()):
+            break
+        anc.scatter_(2, torch.where(cur >= 0, cur, G).unsqueeze(-1), True)
+        nxt = torch.gather(global_parent, 1, cur.clamp(min=0))  # [B, G]
+        cur = torch.where(cur >= 0, nxt, torch.full_like(cur, -1))
+    anc = anc[:, :, :G]  # [B, G, G]
+    if bool((cur >= 0).any()):
+        diag = anc.diagonal(dim1=1, dim2=2)  # [B, G]
+        if bool(diag.any()):
+            b, g = (int(x) for x in diag.nonzero()[0].tolist())
+            raise ValueError(
+                f"global_parent must be a forest (acyclic), got a cycle through global "
+                f"index {g} in batch row {b}"
+            )
+        b, g = (int(x) for x in (cur >= 0).nonzero()[0].tolist())
+        raise ValueError(
+            f"global_parent chains must have at most {MAX_HIERARCHY_DEPTH} ancestors, "
+            f"got a longer chain (or a longer cycle) from global index {g} in batch row {b}"
+        )
+    return anc
+
+
+# ---------------------------------------------------------------------------
+# main builder
+# ---------------------------------------------------------------------------
+def build_structure(
+    *,
+    long_padding_mask: torch.Tensor,
+    global_padding_mask: torch.Tensor,
+    vocab: RelativeLabelVocab,
+    local_radius: int,
+    long_segment: Optional[torch.Tensor] = None,
+    global_parent: Optional[torch.Tensor] = None,
+    long_context: Optional[torch.Tensor] = None,
+    global_context: Optional[torch.Tensor] = None,
+    long_example: Optional[torch.Tensor] = None,
+    global_example: Optional[torch.Tensor] = None,
+    long_links: Optional[torch.Tensor] = None,
+    hard_g2l: bool = False,
+    hard_l2g: bool = False,
+) -> GlobalLocalStructure:
+    """Build the 4 masks and 4 label tensors from per-token structure ids.
+
+    Shapes: ``B`` batch, ``L`` long_len, ``G`` global_len, ``K`` max_links.
+
+    Args:
+        long_padding_mask: bool ``[B, L]``, True = padding.
+        global_padding_mask: bool ``[B, G]``, True = padding.
+        vocab: the label vocabulary; must contain :data:`REQUIRED_STRUCTURE_LABELS`.
+        local_radius: ``r >= 0``; l2l covers offsets ``-r .. r``.
+        long_segment: int64 ``[B, L]``: global index of the segment token (e.g.
+            sentence) each long token belongs to, -1 = none.  Default all -1.
+        global_parent: int64 ``[B, G]``: global index of each global token's
+            parent (e.g. sentence -> its context token), -1 = root.  Default all -1.
+            Must be acyclic with at most :data:`MAX_HIERARCHY_DEPTH` ancestors.
+        long_context: int64 ``[B, L]``: context id (unordered groups; l2l never
+            crosses contexts).  Default all 0.
+        global_context: int64 ``[B, G]``: context id of each global token (g2g
+            relative order only inside one context).  Default all 0.
+        long_example: int64 ``[B, L]``: packed-example id.  Default all 0.
+        global_example: int64 ``[B, G]``: packed-example id.  Default all 0.
+            No attention crosses example ids, in any piece.
+        long_links: int64 ``[B, L, K]``: extra global indices each long token is
+            linked to (e.g. a candidate and its mentions), -1 = none.  Default none.
+        hard_g2l: g2l only for "belongs"/"linked" pairs (paper Sec. 3.3).
+        hard_l2g: l2g only for "belongs"/"linked" pairs.
+
+    Values at padding positions are ignored.  Non-padding ``long_segment``,
+    ``global_parent`` and ``long_links`` entries must be -1 or the index of a
+    non-padding global token.
+
+    Rules (all pieces also need both tokens non-padding and the same example id):
+        l2l ``[b, i, w]`` (key ``j = i + w - r``): ``0 <= j < L`` and same
+            context; label ``vocab.position_ids(j - i)``.
+        l2g ``[b, i, g]`` / g2l ``[b, g, i]``: label "belongs" if ``g`` is
+            ``long_segment[i]`` or one of its ancestors, else "linked" if ``g``
+            is in ``long_links[i]``, else "not_belongs".  Contexts do not cut it.
+        g2g ``[b, g, h]``: "parent" if ``h`` is an ancestor of ``g``, "child" if
+            ``g`` is an ancestor of ``h``, else ``vocab.position_ids(h - g)`` in the
+            same context, else "other_context".
+
+    Returns:
+        :class:`GlobalLocalStructure` on the inputs' device; labels are 0 where
+        masks are False.
+    Raises:
+        ValueError: bad shapes / dtypes / devices / index ranges, parent cycles.
+        KeyError: the vocabulary lacks a required structure label.
+    """
+    # ---------------------------------------------------------------- checks
+    _check_mask("long_padding_mask", long_padding_mask)
+    _check_mask("global_padding_mask", global_padding_mask)
+    B, L = long_padding_mask.shape
+    Bg, G = global_padding_mask.shape
+    if Bg != B:
+        raise ValueError(
+            f"global_padding_mask must have batch size {B} (from long_padding_mask), got {Bg}"
+        )
+    device = long_padding_mask.device
+    if global_padding_mask.device != device:
+        raise ValueError(
+            f"global_padding_mask must be on device {device}, got {global_padding_mask.device}"
+        )
+    if not isinstance(vocab, RelativeLabelVocab):
+        raise ValueError(f"vocab must be a RelativeLabelVocab, got {type(vocab).__name__}")
+    r = local_radius
+    if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+        raise ValueError(f"local_radius must be an int >= 0, got {r!r}")
+    ids = {name: vocab.label(name) for name in REQUIRED_STRUCTURE_LABELS}
+
+    long_valid = ~long_padding_mask  # [B, L]
+    global_valid = ~global_padding_mask  # [B, G]
+
+    def ids_or(name, t, shape, fill):
+        if t is None:
+            return torch.full(shape, fill, dtype=torch.long, device=device)
+        _check_ids(name, t, shape, device)
+        return t
+
+    long_segment = ids_or("long_segment", long_segment, (B, L), -1)
+    global_parent = ids_or("global_parent", global_parent, (B, G), -1)
+    long_context = ids_or("long_context", long_context, (B, L), 0)
+    global_context = ids_or("global_context", global_context, (B, G), 0)
+    long_example = ids_or("long_example", long_example, (B, L), 0)
+    global_example = ids_or("global_example", global_example, (B, G), 0)
+    if long_links is None:
+        long_links = torch.full((B, L, 0), -1, dtype=torch.long, device=device)
+    else:
+        _check_ids("long_links", long_links, (B, L), device, trailing_free=True)
+
+    _check_index_range("long_segment", long_segment, long_valid, G)
+    _check_index_range("global_parent", global_parent, global_valid, G)
+    _check_index_range("long_links", long_links, long_valid.unsqueeze(-1), G)
+    # ignore whatever the padding positions hold
+    long_segment = torch.where(long_valid, long_segment, torch.full_like(long_segment, -1))
+    global_parent = torch.where(global_valid, global_parent, torch.full_like(global_parent, -1))
+    long_links = torch.where(long_valid.unsqueeze(-1), long_links, torch.full_like(long_links, -1))
+    _check_not_padded_target("long_segment", long_segment, long_valid, global_padding_mask)
+    _check_not_padded_target("global_parent", global_parent, global_valid, global_padding_mask)
+    _check_not_padded_target(
+        "long_links", long_links, long_valid.unsqueeze(-1), global_padding_mask
+    )
+
+    # ---------------------------------------------------------------- hierarchy
+    anc = _ancestors(global_parent)  # [B, G, G]: h strict ancestor of g
+    eye = torch.eye(G, dtype=torch.bool, device=device)
+    anc_or_self = anc | eye  # [B, G, G]
+
+    # ---------------------------------------------------------------- l2l
+    W = 2 * r + 1
+    offsets = torch.arange(-r, r + 1, device=device)  # [W]: j - i per slot
+    key = torch.arange(L, device=device).unsqueeze(1) + offsets  # [L, W]
+    in_range = (key >= 0) & (key < L)  # [L, W]
+    key_c = key.clamp(0, max(L - 1, 0))  # [L, W], safe gather index
+    l2l_mask = (
+        in_range.unsqueeze(0)
+        & long_valid.unsqueeze(-1)
+        & long_valid[:, key_c]  # [B, L, W]
+        & (long_example[:, key_c] == long_example.unsqueeze(-1))
+        & (long_context[:, key_c] == long_context.unsqueeze(-1))
+    )  # [B, L, W]
+    l2l_rel = torch.where(
+        l2l_mask, vocab.position_ids(offsets).expand(B, L, W), torch.zeros((), dtype=torch.long, device=device)
+    )
+
+    # ---------------------------------------------------------------- l2g / g2l
+    has_seg = long_segment >= 0  # [B, L]
+    seg_rows = long_segment.clamp(min=0).unsqueeze(-1).expand(B, L, G)  # [B, L, G]
+    belongs = torch.gather(anc_or_self, 1, seg_rows) & has_seg.unsqueeze(-1)  # [B, L, G]
+    # extra column G absorbs -1 links
+    linked = torch.zeros(B, L, G + 1, dtype=torch.bool, device=device)
+    linked.scatter_(2, torch.where(long_links >= 0, long_links, G), True)
+    linked = linked[:, :, :G]  # [B, L, G]
+
+    lg_rel = torch.where(
+        belongs,
+        ids["belongs"],
+        torch.where(linked, ids["linked"], ids["not_belongs"]),
+    )  # [B, L, G]
+    lg_allowed = (
+        long_valid.unsqueeze(-1)
+        & global_valid.unsqueeze(1)
+        & (long_example.unsqueeze(-1) == global_example.unsqueeze(1))
+    )  # [B, L, G]
+    strong = belongs | linked  # [B, L, G]
+    l2g_mask = lg_allowed & strong if hard_l2g else lg_allowed
+    g2l_mask = (lg_allowed & strong if hard_g2l else lg_allowed).transpose(1, 2)  # [B, G, L]
+    l2g_rel = torch.where(l2g_mask, lg_rel, 0)
+    g2l_rel = torch.where(g2l_mask, lg_rel.transpose(1, 2), 0)
+
+    # ---------------------------------------------------------------- g2g
+    g2g_mask = (
+        global_valid.unsqueeze(-1)
+        & global_valid.unsqueeze(1)
+        & (global_example.unsqueeze(-1) == global_example.unsqueeze(1))
+    )  # [B, G, G]
+    gpos = torch.arange(G, device=device)
+    g_offsets = vocab.position_ids(gpos.unsqueeze(0) - gpos.unsqueeze(1))  # [G, G]: h - g
+    same_ctx = global_context.unsqueeze(-1) == global_context.unsqueeze(1)  # [B, G, G]
+    gg_rel = torch.where(
+        anc,
+        ids["parent"],
+        torch.where(
+            anc.transpose(1, 2),
+            ids["child"],
+            torch.where(same_ctx, g_offsets, ids["other_context"]),
+        ),
+    )  # [B, G, G]
+    g2g_rel = torch.where(g2g_mask, gg_rel, 0)
+
+    return GlobalLocalStructure(
+        l2l_mask=l2l_mask,
+        l2g_mask=l2g_mask,
+        g2g_mask=g2g_mask,
+        g2l_mask=g2l_mask.contiguous(),
+        l2l_rel=l2l_rel.contiguous(),
+        l2g_rel=l2g_rel,
+        g2g_rel=g2g_rel,
+        g2l_rel=g2l_rel.contiguous(),
+        local_radius=r,
+    )
+
+
+# ---------------------------------------------------------------------------
+# small id helpers
+# ---------------------------------------------------------------------------
+def fixed_block_ids(
+    long_padding_mask: torch.Tensor, block_len: int
+) -> Tuple[torch.Tensor, int, torch.Tensor]:
+    """The paper's "fixed blocks": one global token per ``block_len`` long tokens.
+
+    Blocks are counted over non-padding tokens only (cumsum), so left, right or
+    interior padding all give block ``n // block_len`` to the ``n``-th real token.
+
+    Args:
+        long_padding_mask: bool ``[B, L]``, True = padding.
+        block_len: int ``>= 1``.
+    Returns:
+        long_segment: int64 ``[B, L]``, block index, -1 at padding.
+        global_len: int, the most blocks of any row (``ceil(n_real / block_len)``),
+            at least 1 when ``L > 0`` (so all-padding batches still have one
+            fully padded global slot), 0 when ``L == 0``.
+        global_padding_mask: bool ``[B, global_len]``, True past each row's block count.
+    """
+    _check_mask("long_padding_mask", long_padding_mask)
+    if isinstance(block_len, bool) or not isinstance(block_len, int) or block_len < 1:
+        raise ValueError(f"block_len must be an int >= 1, got {block_len!r}")
+    B, L = long_padding_mask.shape
+    device = long_padding_mask.device
+    real = (~long_padding_mask).long()  # [B, L]
+    rank = real.cumsum(dim=1) - 1  # [B, L]: 0-based index among real tokens
+    segment = torch.where(real.bool(), rank // block_len, torch.full_like(rank, -1))
+    n_blocks = (real.sum(dim=1) + block_len - 1) // block_len  # [B]
+    if L == 0:
+        global_len = 0
+    else:
+        global_len = max(int(n_blocks.max()) if B > 0 else 0, 1)
+    global_padding_mask = torch.arange(global_len, device=device).unsqueeze(0) >= n_blocks.unsqueeze(1)
+    return segment, global_len, global_padding_mask  # [B, L], int, [B, global_len]
+
+
+def segment_ids_from_lengths(lengths: Sequence[int], *, start: int = 0) -> torch.Tensor:
+    """Segment ids for consecutive segments: ``[2, 3] -> [0, 0, 1, 1, 1]``.
+
+    Args:
+        lengths: non-negative segment lengths.
+        start: id of the first segment (e.g. 1 when global index 0 is a CLS token).
+    Returns:
+        int64 ``[sum(lengths)]``.
+    """
+    lengths_t = torch.as_tensor(list(lengths), dtype=torch.long)
+    if bool((lengths_t < 0).any()):
+        raise ValueError(f"lengths must be >= 0, got {list(lengths)}")
+    return torch.repeat_interleave(torch.arange(len(lengths_t), dtype=torch.long) + start, lengths_t)

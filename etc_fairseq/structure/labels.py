@@ -1,0 +1,166 @@
+"""The relative-label vocabulary: the single definition of every label id.
+
+ETC (Sec. 3.1 and 3.4 of the paper) gives every attention edge (query -> key) a
+*label*; each label id selects a learnable vector ``a^K`` that is added to the key
+before the dot product.  The kernel holds these vectors in a table
+``[num_labels, heads, head_dim]`` and receives int64 label ids that index it.
+This module is the only place where the id layout is defined; everything else
+(builders, model embeddings, checkpoints) asks a :class:`RelativeLabelVocab`.
+
+Id layout for a clipping distance ``k = max_distance`` (offset = key - query)::
+
+    0              offset 0 (the token itself)
+    1 .. k         offsets +1 .. +k   (key to the right; offsets >= k share id k)
+    k+1 .. 2k      offsets -1 .. -k   (key to the left;  offsets <= -k share id 2k)
+    2k+1 ..        the named structure labels, in the order given
+
+Default structure labels (:data:`DEFAULT_STRUCTURE_LABELS`), in id order:
+
+``belongs``
+    long <-> global (used by both l2g and g2l): the global token is the long
+    token's own segment token (e.g. its sentence) or an ancestor of that segment
+    token (e.g. the context/paragraph the sentence is part of).
+``not_belongs``
+    long <-> global: every other long/global pair (not belonging, not linked).
+``other_context``
+    g2g between two global tokens of *different* contexts that are not
+    ancestor/descendant of each other.  Contexts are unordered (e.g. the
+    paragraphs of multi-document QA), so no relative position is given.
+``linked``
+    long <-> global: an extra, explicit link that is not segment membership,
+    e.g. a candidate-answer global token and the long tokens of its mentions
+    (WikiHop).
+``parent``
+    g2g from a global token (query) to one of its ancestors (key), e.g.
+    sentence -> its context token.  Any depth (grandparents too).
+``child``
+    g2g from a global token (query) to one of its descendants (key), e.g.
+    context token -> its sentences.
+
+Global tokens of the *same* context that are not ancestor/descendant of each other
+get the clipped relative position of their global indices (order of sentences
+within a context), exactly like long tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Sequence, Tuple
+
+import torch
+
+__all__ = ["DEFAULT_STRUCTURE_LABELS", "RelativeLabelVocab"]
+
+DEFAULT_STRUCTURE_LABELS: Tuple[str, ...] = (
+    "belongs",
+    "not_belongs",
+    "other_context",
+    "linked",
+    "parent",
+    "child",
+)
+
+
+@dataclass(frozen=True)
+class RelativeLabelVocab:
+    """Relative position labels clipped at ``max_distance`` plus named structure labels.
+
+    Args:
+        max_distance: clipping distance ``k >= 0`` (``k = 0`` gives a single
+            position id, 0, for every offset).
+        structure_labels: names of the extra labels; ids start at ``2k+1`` in
+            this order.  Names must be unique, non-empty and must not look like a
+            position name (``"pos..."``).
+    """
+
+    max_distance: int
+    structure_labels: Sequence[str] = DEFAULT_STRUCTURE_LABELS  # stored as a tuple
+
+    def __post_init__(self) -> None:
+        k = self.max_distance
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"max_distance must be an int >= 0, got {k!r}")
+        if isinstance(self.structure_labels, str):
+            raise ValueError(
+                "structure_labels must be a sequence of names, got the single string "
+                f"{self.structure_labels!r}"
+            )
+        labels = tuple(self.structure_labels)
+        for name in labels:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"structure label names must be non-empty str, got {name!r}")
+            if name.startswith("pos"):
+                raise ValueError(
+                    f"structure label {name!r} collides with the position label names 'pos...'"
+                )
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"structure_labels must be unique, got {labels}")
+        object.__setattr__(self, "structure_labels", labels)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def num_position_labels(self) -> int:
+        """Number of relative-position ids: ``2k + 1``."""
+        return 2 * self.max_distance + 1
+
+    @property
+    def size(self) -> int:
+        """Total number of label ids (rows of the label table)."""
+        return self.num_position_labels + len(self.structure_labels)
+
+    def __len__(self) -> int:
+        return self.size
+
+    # ------------------------------------------------------------------ ids
+    def position_id(self, offset: int) -> int:
+        """Id of one integer offset ``key - query`` (clipped at ``k``)."""
+        return int(self.position_ids(torch.tensor(int(offset))).item())
+
+    def position_ids(self, offsets: torch.Tensor) -> torch.Tensor:
+        """Map offsets ``key - query`` to position label ids, elementwise.
+
+        Args:
+            offsets: int64 (any integer dtype) tensor of any shape ``[*]``.
+        Returns:
+            int64 ``[*]`` (same shape and device): 0 for offset 0, ``o`` for
+            ``0 < o``, ``k + |o|`` for ``o < 0``, with ``|o|`` clipped at ``k``.
+        """
+        if offsets.dtype.is_floating_point or offsets.dtype == torch.bool:
+            raise ValueError(f"offsets must be an integer tensor, got dtype {offsets.dtype}")
+        k = self.max_distance
+        o = offsets.to(torch.long).clamp(-k, k)
+        return torch.where(o < 0, k - o, o)
+
+    def label(self, name: str) -> int:
+        """Id of a structure label (e.g. ``"belongs"``) or a position name (``"pos-3"``)."""
+        try:
+            return self.num_position_labels + self.structure_labels.index(name)
+        except ValueError:
+            pass
+        names = self.names()
+        if name in names:  # position names, e.g. "pos+1"
+            return names.index(name)
+        k = self.max_distance
+        positions = f"'pos+0', 'pos+1'..'pos+{k}', 'pos-1'..'pos-{k}'" if k else "'pos+0'"
+        raise KeyError(
+            f"unknown relative label {name!r}; known structure labels: "
+            f"{list(self.structure_labels)}; position labels: {positions}"
+        )
+
+    def has_label(self, name: str) -> bool:
+        """Whether ``name`` is a structure label of this vocabulary."""
+        return name in self.structure_labels
+
+    def names(self) -> List[str]:
+        """All label names in id order, e.g. ``["pos+0", "pos+1", "pos-1", "belongs", ...]``.
+
+        A clipped id is named by its smallest offset (``"pos+k"`` also covers
+        offsets beyond ``k``).
+        """
+        k = self.max_distance
+        return (
+            ["pos+0"]
+            + [f"pos+{d}" for d in range(1, k + 1)]
+            + [f"pos-{d}" for d in range(1, k + 1)]
+            + list(self.structure_labels)
+        )
