@@ -45,8 +45,8 @@ __all__ = [
 #: longest allowed ``global_parent`` chain (number of ancestors of one global token).
 MAX_HIERARCHY_DEPTH = 8
 
-#: structure labels :func:`build_structure` needs from its vocabulary.
-#: The structure labels build_structure assigns; a vocabulary may append more for task-specific use.
+#: The structure labels :func:`build_structure` assigns (all must be in its vocabulary; a vocabulary
+#: may append more for task-specific use).
 REQUIRED_STRUCTURE_LABELS = DEFAULT_STRUCTURE_LABELS
 
 _MASK_FIELDS = ("l2l_mask", "l2g_mask", "g2g_mask", "g2l_mask")
