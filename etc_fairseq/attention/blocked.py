@@ -1,0 +1,363 @@
+"""Blocked global-local attention (paper Sec. 3.2 and Appendix A) -- the production kernel.
+
+Where the l2l blocking lives
+----------------------------
+Long-to-long (l2l) attention is restricted to a radius ``r``: long query ``i`` may see
+long keys ``j`` with ``|j - i| <= r``.  Callers describe it in *band form*: a tensor
+``[batch, long_len, 2r+1]`` whose slot ``w`` of row ``i`` is the key ``j = i + w - r``.
+
+Materialising a ``(2r+1)``-wide window of keys per query would cost
+``O(long_len * r * head_dim)`` memory, so (Appendix A) the long sequence is cut into
+blocks of ``b = r + 1`` positions (padded up to a multiple of ``b``) and every query
+block attends to 3 key blocks: the previous one, its own and the next one (zero blocks
+beyond the ends).  That gives local logits ``[batch, heads, num_blocks, b, 3b]``; the
+columns a query must not see (outside its radius, or padding) are masked out.  Query
+``p`` of a block (position ``i = n*b + p``) sees band slot ``w`` in window column
+``c = p + 1 + w`` (:func:`band_to_blocked` "skews" band-form masks/labels into that
+layout, :func:`blocked_to_band` is its inverse).
+
+The global keys are side keys of every long query: logits
+``[batch, heads, num_blocks, b, global_len]``.  Both groups go through ONE softmax
+(:func:`etc_fairseq.attention.common.masked_joint_softmax`) and the output is
+``probs_local @ blocked_values + probs_global @ global_values``.  Memory is
+``O(long_len * (r + global_len))``; nothing is ``O(long_len^2)``.
+
+Global queries attend densely to all global and all long keys
+(``O(global_len * (global_len + long_len))``).
+
+Relative position labels (Appendix A, "Efficient Relative Attention"): the query is
+dotted with every label vector once (``[batch, heads, len, num_labels]``) and the scalar
+of each query-key pair is gathered by its label id.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from .common import (
+    dropout_probs,
+    gather_relative_logits,
+    masked_joint_softmax,
+    relative_scores,
+    validate_global_local_inputs,
+    validate_global_query_inputs,
+    validate_long_query_inputs,
+)
+
+__all__ = [
+    "global_local_attention",
+    "long_query_attention",
+    "global_query_attention",
+    "band_to_blocked",
+    "blocked_to_band",
+    "band_key_in_range",
+]
+
+
+# ----------------------------------------------------------------------------
+# band form <-> blocked form (pure reshapes, no python loop over positions)
+# ----------------------------------------------------------------------------
+
+
+def band_to_blocked(band: torch.Tensor, local_radius: int) -> torch.Tensor:
+    """Skew a band-form tensor into the 3-block window layout.
+
+    Row ``i = n*b + p`` (``b = r + 1``), slot ``w`` of ``band`` lands in block ``n``,
+    row ``p``, column ``p + 1 + w`` of the output; all other columns are 0 / False.
+    ``long_len`` is padded up to ``num_blocks * b`` with rows of 0 / False.
+
+    Trick: pad every row with 1 zero on the left and zeros on the right to width
+    ``3b + 1``, flatten the ``b`` rows of a block, drop the last ``b`` entries and
+    re-read the result with rows of width ``3b``: row ``p`` is shifted right by ``p``.
+
+    Args:
+        band: any dtype (bool mask or int64 labels) ``[batch, long_len, 2*r+1]``.
+        local_radius: ``r >= 0``.
+
+    Returns:
+        same dtype ``[batch, num_blocks, b, 3*b]`` with ``num_blocks = ceil(long_len / b)``.
+    """
+    r = int(local_radius)
+    b = r + 1
+    width = 2 * r + 1
+    batch, long_len, w_in = band.shape
+    if w_in != width:
+        raise ValueError(f"band: expected shape [batch, long_len, {width}], got {list(band.shape)}")
+    num_blocks = -(-long_len // b)
+    padded_len = num_blocks * b
+    # [batch, padded_len, 3b+1]: 1 zero column left, zeros right, padded rows of zeros
+    x = F.pad(band, (1, 3 * b - width, 0, padded_len - long_len))
+    x = x.reshape(batch, num_blocks, b * (3 * b + 1))  # rows of one block, flattened
+    x = x[:, :, : b * 3 * b]  # drop the last b entries (all padding)
+    return x.reshape(batch, num_blocks, b, 3 * b)  # row p now shifted right by p
+
+
+def blocked_to_band(blocked: torch.Tensor, local_radius: int, long_len: int) -> torch.Tensor:
+    """Inverse of :func:`band_to_blocked` ("unskew").
+
+    Args:
+        blocked: any dtype ``[batch, num_blocks, b, 3*b]`` with ``b = r + 1``.
+        local_radius: ``r >= 0``.
+        long_len: number of real rows to keep (``<= num_blocks * b``).
+
+    Returns:
+        same dtype ``[batch, long_len, 2*r+1]``: slot ``w`` of row ``n*b + p`` is
+        ``blocked[:, n, p, p + 1 + w]``.
+    """
+    r = int(local_radius)
+    b = r + 1
+    width = 2 * r + 1
+    batch, num_blocks, rows, cols = blocked.shape
+    if rows != b or cols != 3 * b:
+        raise ValueError(
+            f"blocked: expected shape [batch, num_blocks, {b}, {3 * b}], got {list(blocked.shape)}"
+        )
+    x = blocked.reshape(batch, num_blocks, b * 3 * b)
+    x = F.pad(x, (0, b))  # [batch, num_blocks, b*(3b+1)]
+    x = x.reshape(batch, num_blocks, b, 3 * b + 1)  # row p now shifted left by p
+    x = x[:, :, :, 1 : width + 1]  # [batch, num_blocks, b, 2r+1]
+    return x.reshape(batch, num_blocks * b, width)[:, :long_len]
+
+
+def band_key_in_range(long_len: int, local_radius: int, device=None) -> torch.Tensor:
+    """Which band slots point at a real key: ``0 <= i + w - r < long_len``.
+
+    Returns:
+        bool ``[long_len, 2*r+1]``.
+    """
+    r = int(local_radius)
+    i = torch.arange(long_len, device=device).unsqueeze(1)
+    w = torch.arange(2 * r + 1, device=device).unsqueeze(0)
+    j = i + w - r
+    return (j >= 0) & (j < long_len)
+
+
+# ----------------------------------------------------------------------------
+# the two halves
+# ----------------------------------------------------------------------------
+
+
+def _effective_radius(local_radius: int, long_len: int) -> int:
+    """``min(r, long_len - 1)`` (at least 0): slots beyond it can never hold a real key."""
+    return max(0, min(int(local_radius), long_len - 1))
+
+
+def long_query_attention(
+    long_q: torch.Tensor,
+    l2l_k: torch.Tensor,
+    l2l_v: torch.Tensor,
+    l2g_k: torch.Tensor,
+    l2g_v: torch.Tensor,
+    *,
+    local_radius: int,
+    l2l_mask: torch.Tensor,
+    l2g_mask: torch.Tensor,
+    l2l_rel: Optional[torch.Tensor] = None,
+    l2g_rel: Optional[torch.Tensor] = None,
+    rel_emb: Optional[torch.Tensor] = None,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
+    """Long queries -> (local long keys + all global keys), one softmax, blocked l2l.
+
+    Args:
+        long_q: float ``[batch, heads, long_len, head_dim]``.
+        l2l_k, l2l_v: float ``[batch, heads, long_len, head_dim]`` long keys/values seen by long queries.
+        l2g_k, l2g_v: float ``[batch, heads, global_len, head_dim]`` global keys/values seen by long queries.
+        local_radius: int ``r >= 0``.
+        l2l_mask: bool ``[batch, long_len, 2*r+1]``, slot ``w`` = key ``i + w - r``
+            (slots pointing outside ``[0, long_len)`` are ignored whatever their value).
+        l2g_mask: bool ``[batch, long_len, global_len]``.
+        l2l_rel: int64 ``[batch, long_len, 2*r+1]`` label ids or None.
+        l2g_rel: int64 ``[batch, long_len, global_len]`` label ids or None.
+        rel_emb: float ``[num_labels, heads, head_dim]`` label key vectors or None.
+        dropout_p: dropout on the attention probabilities (0 in eval).
+
+    Returns:
+        float ``[batch, heads, long_len, head_dim]``; rows with no allowed key are 0.
+    """
+    r = int(local_radius)
+    validate_long_query_inputs(
+        long_q, l2l_k, l2l_v, l2g_k, l2g_v, r, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb
+    )
+    batch, heads, long_len, head_dim = long_q.shape
+    global_len = l2g_k.shape[2]
+
+    if long_len == 0:
+        # nothing to attend from; keep the (empty) result attached to the graph
+        return long_q * 0.0
+
+    # Radius larger than the sequence: keep only the slots that can be valid.
+    r_eff = _effective_radius(r, long_len)
+    if r_eff != r:
+        l2l_mask = l2l_mask[:, :, r - r_eff : r + r_eff + 1]
+        if l2l_rel is not None:
+            l2l_rel = l2l_rel[:, :, r - r_eff : r + r_eff + 1]
+    b = r_eff + 1
+    num_blocks = -(-long_len // b)
+    padded_len = num_blocks * b
+    pad_rows = padded_len - long_len
+
+    scale = 1.0 / math.sqrt(head_dim)
+    q = long_q * scale
+    if pad_rows:
+        q = F.pad(q, (0, 0, 0, pad_rows))  # [batch, heads, padded_len, head_dim]
+    q_blocks = q.view(batch, heads, num_blocks, b, head_dim)
+
+    # keys/values with one zero block on each side (+ the padding rows):
+    # [batch, heads, (num_blocks + 2) * b, head_dim]
+    k_pad = F.pad(l2l_k, (0, 0, b, b + pad_rows))
+    v_pad = F.pad(l2l_v, (0, 0, b, b + pad_rows))
+    # windows of 3 consecutive blocks, stepping one block: views, no copy yet
+    k_win = k_pad.unfold(2, 3 * b, b)  # [batch, heads, num_blocks, head_dim, 3b]
+    v_win = v_pad.unfold(2, 3 * b, b).transpose(-1, -2)  # [batch, heads, num_blocks, 3b, head_dim]
+
+    local_logits = torch.matmul(q_blocks, k_win)  # [batch, heads, num_blocks, b, 3b]
+    global_logits = torch.matmul(q, l2g_k.transpose(-1, -2))  # [batch, heads, padded_len, global_len]
+
+    # masks: band form, restricted to real keys, skewed into the window layout
+    local_mask = band_to_blocked(
+        l2l_mask & band_key_in_range(long_len, r_eff, l2l_mask.device), r_eff
+    )  # [batch, num_blocks, b, 3b]
+    global_mask = F.pad(l2g_mask, (0, 0, 0, pad_rows))  # [batch, padded_len, global_len]
+
+    use_rel = rel_emb is not None and (l2l_rel is not None or l2g_rel is not None)
+    if use_rel:
+        scores = relative_scores(q, rel_emb)  # [batch, heads, padded_len, num_labels]
+        if l2l_rel is not None:
+            local_labels = band_to_blocked(l2l_rel, r_eff)  # [batch, num_blocks, b, 3b]
+            scores_blocks = scores.view(batch, heads, num_blocks, b, scores.shape[-1])
+            # in place on the fresh matmul output (autograd does not need it)
+            local_logits.add_(gather_relative_logits(scores_blocks, local_labels))
+        if l2g_rel is not None:
+            global_labels = F.pad(l2g_rel, (0, 0, 0, pad_rows))  # [batch, padded_len, global_len]
+            global_logits.add_(gather_relative_logits(scores, global_labels))
+
+    global_logits = global_logits.view(batch, heads, num_blocks, b, global_len)
+    local_probs, global_probs = masked_joint_softmax(
+        (local_logits, global_logits),
+        (
+            local_mask.unsqueeze(1),  # [batch, 1, num_blocks, b, 3b]
+            global_mask.view(batch, 1, num_blocks, b, global_len),
+        ),
+    )
+    local_probs = dropout_probs(local_probs, dropout_p)
+    global_probs = dropout_probs(global_probs, dropout_p)
+
+    out = torch.matmul(local_probs, v_win)  # [batch, heads, num_blocks, b, head_dim]
+    out = out.view(batch, heads, padded_len, head_dim)
+    out = out + torch.matmul(global_probs.view(batch, heads, padded_len, global_len), l2g_v)
+    return out[:, :, :long_len]
+
+
+def global_query_attention(
+    global_q: torch.Tensor,
+    g2g_k: torch.Tensor,
+    g2g_v: torch.Tensor,
+    g2l_k: torch.Tensor,
+    g2l_v: torch.Tensor,
+    *,
+    g2g_mask: torch.Tensor,
+    g2l_mask: torch.Tensor,
+    g2g_rel: Optional[torch.Tensor] = None,
+    g2l_rel: Optional[torch.Tensor] = None,
+    rel_emb: Optional[torch.Tensor] = None,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
+    """Global queries -> (all global keys + all long keys), one softmax, dense.
+
+    Args:
+        global_q: float ``[batch, heads, global_len, head_dim]``.
+        g2g_k, g2g_v: float ``[batch, heads, global_len, head_dim]`` global keys/values seen by global queries.
+        g2l_k, g2l_v: float ``[batch, heads, long_len, head_dim]`` long keys/values seen by global queries.
+        g2g_mask: bool ``[batch, global_len, global_len]``.
+        g2l_mask: bool ``[batch, global_len, long_len]``.
+        g2g_rel: int64 ``[batch, global_len, global_len]`` label ids or None.
+        g2l_rel: int64 ``[batch, global_len, long_len]`` label ids or None.
+        rel_emb: float ``[num_labels, heads, head_dim]`` label key vectors or None.
+        dropout_p: dropout on the attention probabilities (0 in eval).
+
+    Returns:
+        float ``[batch, heads, global_len, head_dim]``; rows with no allowed key are 0.
+    """
+    validate_global_query_inputs(
+        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb
+    )
+    batch, heads, global_len, head_dim = global_q.shape
+
+    q = global_q * (1.0 / math.sqrt(head_dim))
+    gg_logits = torch.matmul(q, g2g_k.transpose(-1, -2))  # [batch, heads, global_len, global_len]
+    gl_logits = torch.matmul(q, g2l_k.transpose(-1, -2))  # [batch, heads, global_len, long_len]
+    if rel_emb is not None and (g2g_rel is not None or g2l_rel is not None):
+        scores = relative_scores(q, rel_emb)  # [batch, heads, global_len, num_labels]
+        if g2g_rel is not None:
+            gg_logits.add_(gather_relative_logits(scores, g2g_rel))
+        if g2l_rel is not None:
+            gl_logits.add_(gather_relative_logits(scores, g2l_rel))
+    gg_probs, gl_probs = masked_joint_softmax(
+        (gg_logits, gl_logits), (g2g_mask.unsqueeze(1), g2l_mask.unsqueeze(1))
+    )
+    gg_probs = dropout_probs(gg_probs, dropout_p)
+    gl_probs = dropout_probs(gl_probs, dropout_p)
+    return torch.matmul(gg_probs, g2g_v) + torch.matmul(gl_probs, g2l_v)
+
+
+def global_local_attention(
+    long_q: torch.Tensor,
+    long_k: torch.Tensor,
+    long_v: torch.Tensor,
+    global_q: torch.Tensor,
+    global_k: torch.Tensor,
+    global_v: torch.Tensor,
+    *,
+    local_radius: int,
+    l2l_mask: torch.Tensor,
+    l2g_mask: torch.Tensor,
+    g2g_mask: torch.Tensor,
+    g2l_mask: torch.Tensor,
+    l2l_rel: Optional[torch.Tensor] = None,
+    l2g_rel: Optional[torch.Tensor] = None,
+    g2g_rel: Optional[torch.Tensor] = None,
+    g2l_rel: Optional[torch.Tensor] = None,
+    long_rel_emb: Optional[torch.Tensor] = None,
+    global_rel_emb: Optional[torch.Tensor] = None,
+    dropout_p: float = 0.0,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """ETC global-local attention with shared keys/values (blocked l2l).
+
+    Args:
+        long_q, long_k, long_v: float ``[batch, heads, long_len, head_dim]``.
+        global_q, global_k, global_v: float ``[batch, heads, global_len, head_dim]``.
+        local_radius: int ``r >= 0``.
+        l2l_mask: bool ``[batch, long_len, 2*r+1]`` (slot ``w`` = key ``i + w - r``).
+        l2g_mask: bool ``[batch, long_len, global_len]``.
+        g2g_mask: bool ``[batch, global_len, global_len]``.
+        g2l_mask: bool ``[batch, global_len, long_len]``.
+        l2l_rel, l2g_rel, g2g_rel, g2l_rel: int64 label ids, same shapes as the masks, or None.
+        long_rel_emb: float ``[num_labels, heads, head_dim]`` label vectors for long queries, or None.
+        global_rel_emb: float ``[num_labels, heads, head_dim]`` label vectors for global queries, or None.
+        dropout_p: dropout on the attention probabilities (0 in eval).
+
+    Returns:
+        ``(long_out, global_out)``: float ``[batch, heads, long_len, head_dim]`` and
+        float ``[batch, heads, global_len, head_dim]``.
+    """
+    validate_global_local_inputs(
+        long_q, long_k, long_v, global_q, global_k, global_v, local_radius,
+        l2l_mask, l2g_mask, g2g_mask, g2l_mask, l2l_rel, l2g_rel, g2g_rel, g2l_rel,
+        long_rel_emb, global_rel_emb,
+    )
+    long_out = long_query_attention(
+        long_q, long_k, long_v, global_k, global_v,
+        local_radius=local_radius, l2l_mask=l2l_mask, l2g_mask=l2g_mask,
+        l2l_rel=l2l_rel, l2g_rel=l2g_rel, rel_emb=long_rel_emb, dropout_p=dropout_p,
+    )
+    global_out = global_query_attention(
+        global_q, global_k, global_v, long_k, long_v,
+        g2g_mask=g2g_mask, g2l_mask=g2l_mask,
+        g2g_rel=g2g_rel, g2l_rel=g2l_rel, rel_emb=global_rel_emb, dropout_p=dropout_p,
+    )
+    return long_out, global_out

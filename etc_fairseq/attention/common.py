@@ -1,0 +1,340 @@
+"""Helpers shared by the blocked kernel and the dense reference.
+
+Everything here is a pure function of tensors (no ``nn.Module``):
+
+- input validation that raises ``ValueError`` naming the offending argument and
+  giving the expected and the actual shape;
+- the relative-logit gather of paper Appendix A ("Efficient Relative Attention"):
+  dot every query with every label vector once, then gather the scalar for each
+  query-key pair by its label id;
+- a masked softmax taken *jointly* over several key groups whose last dimensions
+  differ (e.g. local keys and global keys), without concatenating the groups.
+
+Shape names used in the docstrings: ``batch``, ``heads``, ``q_len`` (number of
+queries), ``k_len`` (number of keys of one group), ``head_dim``, ``num_labels``.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "check_tensor",
+    "check_same_float",
+    "validate_long_query_inputs",
+    "validate_global_query_inputs",
+    "validate_global_local_inputs",
+    "relative_scores",
+    "gather_relative_logits",
+    "masked_joint_softmax",
+    "dropout_probs",
+]
+
+
+# ----------------------------------------------------------------------------
+# validation
+# ----------------------------------------------------------------------------
+
+
+def check_tensor(
+    name: str,
+    tensor: Optional[torch.Tensor],
+    shape: Sequence[Optional[int]],
+    kind: str,
+) -> None:
+    """Raise ``ValueError`` unless ``tensor`` has the given rank, shape and dtype kind.
+
+    Args:
+        name: argument name used in the message, e.g. ``"l2l_mask"``.
+        tensor: the tensor to check (``None`` is accepted and ignored).
+        shape: expected shape; ``None`` entries match any size.
+        kind: ``"float"`` (any floating dtype), ``"bool"`` or ``"int"`` (int64/int32).
+    """
+    if tensor is None:
+        return
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
+    expected = tuple("*" if s is None else int(s) for s in shape)
+    actual = tuple(tensor.shape)
+    ok = len(actual) == len(expected) and all(
+        e == "*" or e == a for e, a in zip(expected, actual)
+    )
+    if not ok:
+        exp_str = "[" + ", ".join(str(e) for e in expected) + "]"
+        raise ValueError(f"{name}: expected shape {exp_str}, got {list(actual)}")
+    if kind == "float" and not tensor.is_floating_point():
+        raise ValueError(f"{name}: expected a floating-point tensor, got dtype {tensor.dtype}")
+    if kind == "bool" and tensor.dtype != torch.bool:
+        raise ValueError(f"{name}: expected dtype torch.bool, got {tensor.dtype}")
+    if kind == "int" and tensor.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"{name}: expected dtype torch.int64, got {tensor.dtype}")
+
+
+def check_same_float(reference_name: str, reference: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
+    """Raise ``ValueError`` if any of ``others`` has a different dtype or device than ``reference``."""
+    for name, t in others.items():
+        if t is None:
+            continue
+        if t.dtype != reference.dtype:
+            raise ValueError(
+                f"{name}: expected dtype {reference.dtype} (same as {reference_name}), got {t.dtype}"
+            )
+        if t.device != reference.device:
+            raise ValueError(
+                f"{name}: expected device {reference.device} (same as {reference_name}), got {t.device}"
+            )
+
+
+def validate_long_query_inputs(
+    long_q, l2l_k, l2l_v, l2g_k, l2g_v, local_radius, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb
+) -> None:
+    """Check the arguments of ``long_query_attention`` (shapes as documented there)."""
+    if isinstance(local_radius, bool) or int(local_radius) != local_radius or local_radius < 0:
+        raise ValueError(f"local_radius: expected an int >= 0, got {local_radius!r}")
+    r = int(local_radius)
+    check_tensor("long_q", long_q, (None, None, None, None), "float")
+    batch, heads, long_len, head_dim = long_q.shape
+    check_tensor("l2l_k", l2l_k, (batch, heads, long_len, head_dim), "float")
+    check_tensor("l2l_v", l2l_v, (batch, heads, long_len, head_dim), "float")
+    check_tensor("l2g_k", l2g_k, (batch, heads, None, head_dim), "float")
+    global_len = l2g_k.shape[2]
+    check_tensor("l2g_v", l2g_v, (batch, heads, global_len, head_dim), "float")
+    check_tensor("l2l_mask", l2l_mask, (batch, long_len, 2 * r + 1), "bool")
+    check_tensor("l2g_mask", l2g_mask, (batch, long_len, global_len), "bool")
+    check_tensor("l2l_rel", l2l_rel, (batch, long_len, 2 * r + 1), "int")
+    check_tensor("l2g_rel", l2g_rel, (batch, long_len, global_len), "int")
+    check_tensor("rel_emb", rel_emb, (None, heads, head_dim), "float")
+    check_same_float(
+        "long_q", long_q, l2l_k=l2l_k, l2l_v=l2l_v, l2g_k=l2g_k, l2g_v=l2g_v, rel_emb=rel_emb
+    )
+
+
+def validate_global_query_inputs(
+    global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb
+) -> None:
+    """Check the arguments of ``global_query_attention`` (shapes as documented there)."""
+    check_tensor("global_q", global_q, (None, None, None, None), "float")
+    batch, heads, global_len, head_dim = global_q.shape
+    check_tensor("g2g_k", g2g_k, (batch, heads, global_len, head_dim), "float")
+    check_tensor("g2g_v", g2g_v, (batch, heads, global_len, head_dim), "float")
+    check_tensor("g2l_k", g2l_k, (batch, heads, None, head_dim), "float")
+    long_len = g2l_k.shape[2]
+    check_tensor("g2l_v", g2l_v, (batch, heads, long_len, head_dim), "float")
+    check_tensor("g2g_mask", g2g_mask, (batch, global_len, global_len), "bool")
+    check_tensor("g2l_mask", g2l_mask, (batch, global_len, long_len), "bool")
+    check_tensor("g2g_rel", g2g_rel, (batch, global_len, global_len), "int")
+    check_tensor("g2l_rel", g2l_rel, (batch, global_len, long_len), "int")
+    check_tensor("rel_emb", rel_emb, (None, heads, head_dim), "float")
+    check_same_float(
+        "global_q", global_q, g2g_k=g2g_k, g2g_v=g2g_v, g2l_k=g2l_k, g2l_v=g2l_v, rel_emb=rel_emb
+    )
+
+
+def validate_global_local_inputs(
+    long_q, long_k, long_v, global_q, global_k, global_v, local_radius,
+    l2l_mask, l2g_mask, g2g_mask, g2l_mask, l2l_rel, l2g_rel, g2g_rel, g2l_rel,
+    long_rel_emb, global_rel_emb,
+) -> None:
+    """Check the arguments of ``global_local_attention`` using its own argument names."""
+    if isinstance(local_radius, bool) or int(local_radius) != local_radius or local_radius < 0:
+        raise ValueError(f"local_radius: expected an int >= 0, got {local_radius!r}")
+    r = int(local_radius)
+    check_tensor("long_q", long_q, (None, None, None, None), "float")
+    batch, heads, long_len, head_dim = long_q.shape
+    check_tensor("long_k", long_k, (batch, heads, long_len, head_dim), "float")
+    check_tensor("long_v", long_v, (batch, heads, long_len, head_dim), "float")
+    check_tensor("global_q", global_q, (batch, heads, None, head_dim), "float")
+    global_len = global_q.shape[2]
+    check_tensor("global_k", global_k, (batch, heads, global_len, head_dim), "float")
+    check_tensor("global_v", global_v, (batch, heads, global_len, head_dim), "float")
+    for name, t, shape in (
+        ("l2l_mask", l2l_mask, (batch, long_len, 2 * r + 1)),
+        ("l2g_mask", l2g_mask, (batch, long_len, global_len)),
+        ("g2g_mask", g2g_mask, (batch, global_len, global_len)),
+        ("g2l_mask", g2l_mask, (batch, global_len, long_len)),
+    ):
+        check_tensor(name, t, shape, "bool")
+    for name, t, shape in (
+        ("l2l_rel", l2l_rel, (batch, long_len, 2 * r + 1)),
+        ("l2g_rel", l2g_rel, (batch, long_len, global_len)),
+        ("g2g_rel", g2g_rel, (batch, global_len, global_len)),
+        ("g2l_rel", g2l_rel, (batch, global_len, long_len)),
+    ):
+        check_tensor(name, t, shape, "int")
+    check_tensor("long_rel_emb", long_rel_emb, (None, heads, head_dim), "float")
+    check_tensor("global_rel_emb", global_rel_emb, (None, heads, head_dim), "float")
+    check_same_float(
+        "long_q", long_q, long_k=long_k, long_v=long_v, global_q=global_q, global_k=global_k,
+        global_v=global_v, long_rel_emb=long_rel_emb, global_rel_emb=global_rel_emb,
+    )
+
+
+# ----------------------------------------------------------------------------
+# relative logits
+# ----------------------------------------------------------------------------
+
+
+def relative_scores(q: torch.Tensor, rel_emb: torch.Tensor) -> torch.Tensor:
+    """Dot every query with every label vector of its head (computed once per label).
+
+    Args:
+        q: float ``[batch, heads, q_len, head_dim]``.
+        rel_emb: float ``[num_labels, heads, head_dim]``.
+
+    Returns:
+        float ``[batch, heads, q_len, num_labels]``: ``out[b, h, i, n] = q[b, h, i] . rel_emb[n, h]``.
+    """
+    return torch.einsum("bhid,nhd->bhin", q, rel_emb)
+
+
+def gather_relative_logits(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Pick, for every query-key pair, the query's score for the pair's label.
+
+    The label ids are shared by all heads; they are broadcast over the head
+    dimension with ``expand`` (a view, no int64 copy per head).
+
+    Args:
+        scores: float ``[batch, heads, *query_dims, num_labels]`` from :func:`relative_scores`
+            (``query_dims`` may be e.g. ``(q_len,)`` or ``(num_blocks, block_len)``).
+        labels: int64 ``[batch, *query_dims, k_len]``, values in ``[0, num_labels)``.
+
+    Returns:
+        float ``[batch, heads, *query_dims, k_len]``: ``out[..., i, j] = scores[..., i, labels[i, j]]``.
+    """
+    batch, heads = scores.shape[0], scores.shape[1]
+    index = labels.long().unsqueeze(1).expand(batch, heads, *labels.shape[1:])
+    return torch.gather(scores, -1, index)
+
+
+# ----------------------------------------------------------------------------
+# masked joint softmax
+# ----------------------------------------------------------------------------
+
+
+def _softmax_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float16 / bfloat16 softmaxes are computed in float32; float32 / float64 in themselves."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+class _MaskedJointSoftmax(torch.autograd.Function):
+    """Softmax over the concatenation of several key groups, without concatenating them.
+
+    Forward: ``p_g = exp(x_g - m) * mask_g / sum_g' sum_k exp(x_g' - m) * mask_g'`` with the
+    row max ``m`` taken over the allowed entries only (0 for rows with nothing allowed),
+    and ``p = 0`` for rows with nothing allowed.  Backward uses the closed form
+    ``dx_g = p_g * (dp_g - sum_g' sum_k dp_g' * p_g')`` so only the probabilities are saved
+    (one tensor per group) and masked / empty rows get exactly zero gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, n_groups: int, out_dtype: torch.dtype, *args):  # type: ignore[override]
+        logits = args[:n_groups]
+        masks = args[n_groups:]
+        comp = _softmax_dtype(logits[0].dtype)
+        neg_inf = float("-inf")
+        scores: List[torch.Tensor] = []
+        row_max: Optional[torch.Tensor] = None
+        for x, m in zip(logits, masks):
+            # fresh tensor in the compute dtype; masked entries -> -inf
+            s = x.to(comp).masked_fill(~m, neg_inf)
+            scores.append(s)
+            if s.shape[-1] == 0:
+                continue
+            mx = s.amax(dim=-1, keepdim=True)  # [..., 1]
+            row_max = mx if row_max is None else torch.maximum(row_max, mx)
+        denom: Optional[torch.Tensor] = None
+        if row_max is not None:
+            # rows with no allowed key have max -inf: shift by 0 instead (all exps are 0 anyway)
+            row_max = row_max.masked_fill(row_max == neg_inf, 0.0)
+        for s in scores:
+            if s.shape[-1] == 0:
+                continue
+            s.sub_(row_max).exp_()
+            part = s.sum(dim=-1, keepdim=True)
+            denom = part if denom is None else denom + part
+        probs = []
+        for s in scores:
+            if s.shape[-1] != 0:
+                # empty rows: numerator 0, denominator replaced by 1 -> probability 0
+                s.div_(torch.where(denom > 0, denom, torch.ones_like(denom)))
+            probs.append(s.to(out_dtype) if s.dtype != out_dtype else s)
+        ctx.save_for_backward(*probs)
+        ctx.n_groups = n_groups
+        return tuple(probs)
+
+    @staticmethod
+    def backward(ctx, *grads):  # type: ignore[override]
+        probs = ctx.saved_tensors
+        n = ctx.n_groups
+        comp = _softmax_dtype(probs[0].dtype)
+        prods: List[Optional[torch.Tensor]] = []
+        dot: Optional[torch.Tensor] = None
+        for p, g in zip(probs, grads):
+            if g is None or p.shape[-1] == 0:
+                prods.append(None)
+                continue
+            t = g.to(comp) * p.to(comp)  # [..., k_len]
+            prods.append(t)
+            part = t.sum(dim=-1, keepdim=True)
+            dot = part if dot is None else dot + part
+        out_grads: List[Optional[torch.Tensor]] = []
+        for p, t in zip(probs, prods):
+            if p.shape[-1] == 0:
+                out_grads.append(torch.zeros_like(p))
+            elif t is None:
+                # this group's output was unused: dx = -p * dot
+                out_grads.append(None if dot is None else (p.to(comp) * (-dot)).to(p.dtype))
+            else:
+                t.addcmul_(p.to(comp), dot, value=-1.0)
+                out_grads.append(t.to(p.dtype) if t.dtype != p.dtype else t)
+        return (None, None, *out_grads, *([None] * n))
+
+
+def masked_joint_softmax(
+    logits: Sequence[torch.Tensor], masks: Sequence[torch.Tensor]
+) -> Tuple[torch.Tensor, ...]:
+    """One softmax over several key groups (e.g. local keys and global keys) at once.
+
+    The groups share all leading (query) dimensions and may differ in their last
+    (key) dimension; the result is the same as concatenating them along the last
+    dimension, taking one masked softmax and splitting again, but nothing is
+    concatenated.  A query whose keys are all masked gets probability 0 everywhere
+    (output zeros), with finite (zero) gradients.  float16 / bfloat16 logits are
+    normalised in float32 and the probabilities cast back to the input dtype.
+
+    Args:
+        logits: ``G`` float tensors, group ``g`` of shape ``[*query_dims, k_len_g]``
+            (all with the same dtype).
+        masks: ``G`` bool tensors broadcastable to the matching logits
+            (e.g. ``[batch, 1, *rest]`` against ``[batch, heads, *rest]``); True = may attend.
+
+    Returns:
+        ``G`` float tensors, the probabilities, same shapes and dtype as ``logits``.
+    """
+    if len(logits) != len(masks) or len(logits) == 0:
+        raise ValueError("masked_joint_softmax: need one mask per logits group (and at least one group)")
+    dtype = logits[0].dtype
+    for i, x in enumerate(logits):
+        if x.dtype != dtype:
+            raise ValueError(f"logits[{i}]: expected dtype {dtype}, got {x.dtype}")
+        if x.shape[:-1] != logits[0].shape[:-1]:
+            raise ValueError(
+                f"logits[{i}]: expected query dims {list(logits[0].shape[:-1])}, got {list(x.shape[:-1])}"
+            )
+    return _MaskedJointSoftmax.apply(len(logits), dtype, *logits, *masks)
+
+
+def dropout_probs(probs: torch.Tensor, dropout_p: float) -> torch.Tensor:
+    """Attention dropout: ``F.dropout(probs, dropout_p, training=True)`` when ``dropout_p > 0``.
+
+    Args:
+        probs: float ``[...]``.
+    Returns:
+        float ``[...]``, same shape (``probs`` itself when ``dropout_p == 0``).
+    """
+    if dropout_p > 0.0:
+        return F.dropout(probs, p=dropout_p, training=True)
+    return probs
