@@ -1,0 +1,336 @@
+"""``etc-prepare``: build fairseq datasets for ETC from raw text.
+
+Subcommands (``etc-prepare SUB --help`` for each):
+
+  mlm                      documents -> sentencepiece -> fairseq masked_lm data (``DIR/bin``)
+  article-classification   a CONSTRUCTED passage -> source-article task, fairseq sentence_prediction layout
+
+Adding a subcommand: write ``add_arguments(parser)`` and ``run(args) -> int``, and append a
+:class:`Subcommand` to :data:`SUBCOMMANDS`. Shared option groups (inputs, output, seed, workers) come from
+:func:`add_input_arguments` and :func:`add_output_arguments`; :func:`resolve_inputs` turns them into files.
+Errors that are the user's (missing files, malformed dumps, bad arguments) are printed as one line naming
+the file, with exit status 1; ``--debug`` shows the traceback instead.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+logger = logging.getLogger("etc_fairseq.cli.prepare")
+
+# Defined here so that `--help` does not need to import sentencepiece/fairseq.
+DEFAULT_VOCAB_SIZE = 8000
+
+
+@dataclass
+class Subcommand:
+    """One ``etc-prepare`` subcommand.
+
+    Attributes:
+        name: the word on the command line.
+        help: one line for ``etc-prepare --help``.
+        description: the text at the top of ``etc-prepare NAME --help``.
+        add_arguments: adds the subcommand's options to its parser.
+        run: does the work; returns the exit status.
+    """
+
+    name: str
+    help: str
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# shared option groups
+# ---------------------------------------------------------------------------------------------------------
+
+
+def add_input_arguments(p: argparse.ArgumentParser) -> None:
+    """Add ``--input`` / ``--wikipedia-sample`` / ``--cache-dir`` / filters / ``--max-docs``.
+
+    Args:
+        p: the subcommand parser.
+    """
+    g = p.add_argument_group("input")
+    src = g.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--input",
+        nargs="+",
+        action="extend",
+        metavar="FILE",
+        type=Path,
+        help="Wikipedia/MediaWiki XML dumps (.xml, .xml.bz2, .xml.gz; detected by content too) and/or text "
+        "files with one paragraph per line and a blank line between documents (the BERT layout)",
+    )
+    src.add_argument(
+        "--wikipedia-sample",
+        action="store_true",
+        help="use the real English Wikipedia sample (May 2016, about 100 articles, CC BY-SA 3.0) from the "
+        "gensim==4.4.0 wheel, fetched once with pip into --cache-dir",
+    )
+    g.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="where fetched data is kept (default: $ETC_FAIRSEQ_CACHE, else ~/.cache/etc-fairseq)",
+    )
+    g.add_argument("--max-docs", type=int, default=None, metavar="N", help="use only the first N documents that pass the filters")
+    g.add_argument(
+        "--min-paragraph-chars",
+        type=int,
+        default=30,
+        metavar="N",
+        help="drop paragraphs shorter than N characters (mostly list items and markup leftovers; default 30)",
+    )
+    g.add_argument("--min-doc-chars", type=int, default=200, metavar="N", help="drop documents shorter than N characters (default 200)")
+
+
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
+    """Add ``--out`` / ``--overwrite`` / ``--seed`` / ``--workers``.
+
+    Args:
+        p: the subcommand parser.
+    """
+    g = p.add_argument_group("output")
+    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory (must be empty or absent)")
+    g.add_argument("--overwrite", action="store_true", help="delete an existing output directory first")
+    g.add_argument("--seed", type=int, default=1, help="seed for splits and sampling (default 1)")
+    g.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers (default 1)")
+
+
+def add_spm_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the sentencepiece options (vocabulary, model type, coverage, line cap, reuse of a model).
+
+    Args:
+        p: the subcommand parser.
+    """
+    g = p.add_argument_group("sentencepiece")
+    g.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE, help=f"sentencepiece vocabulary size (default {DEFAULT_VOCAB_SIZE})")
+    g.add_argument("--spm-model-type", default="unigram", choices=["unigram", "bpe", "char", "word"], help="default unigram")
+    g.add_argument("--character-coverage", type=float, default=0.9995, help="default 0.9995")
+    g.add_argument(
+        "--spm-input-sentence-size",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="train sentencepiece on at most N lines (a seeded sample when there are more; default 2000000)",
+    )
+    g.add_argument("--spm-model", type=Path, default=None, help="reuse this sentencepiece .model instead of training one")
+    g.add_argument("--srcdict", type=Path, default=None, help="reuse this fairseq dict.txt instead of building one")
+
+
+def resolve_inputs(args: argparse.Namespace) -> List[Path]:
+    """The input files named by :func:`add_input_arguments`' options (fetching the sample if asked).
+
+    Args:
+        args: parsed arguments.
+    Returns:
+        input file paths.
+    """
+    if args.wikipedia_sample:
+        from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample
+
+        return [fetch_wikipedia_sample(args.cache_dir)]
+    return list(args.input)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# mlm
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _mlm_arguments(p: argparse.ArgumentParser) -> None:
+    add_input_arguments(p)
+    add_output_arguments(p)
+    add_spm_arguments(p)
+    g = p.add_argument_group("split and layout")
+    split = g.add_mutually_exclusive_group()
+    split.add_argument("--valid-fraction", type=float, default=None, help="share of documents for validation (default 0.05)")
+    split.add_argument("--valid-docs", type=int, default=None, metavar="N", help="exactly N documents for validation")
+    g.add_argument(
+        "--max-line-pieces",
+        type=int,
+        default=510,
+        metavar="N",
+        help="wrap paragraphs longer than N pieces over several lines at word starts, so that "
+        "--sample-break-mode complete never meets a line longer than --tokens-per-sample (default 510 "
+        "for --tokens-per-sample 512; 0 = never wrap)",
+    )
+
+
+def _mlm_run(args: argparse.Namespace) -> int:
+    from etc_fairseq.prepare.mlm import prepare_mlm
+
+    summary = prepare_mlm(
+        resolve_inputs(args),
+        args.out,
+        vocab_size=args.vocab_size,
+        valid_fraction=args.valid_fraction if args.valid_fraction is not None else 0.05,
+        valid_docs=args.valid_docs,
+        max_docs=args.max_docs,
+        workers=args.workers,
+        seed=args.seed,
+        min_paragraph_chars=args.min_paragraph_chars,
+        min_doc_chars=args.min_doc_chars,
+        spm_model_type=args.spm_model_type,
+        character_coverage=args.character_coverage,
+        spm_input_sentence_size=args.spm_input_sentence_size,
+        max_line_pieces=args.max_line_pieces,
+        spm_model=args.spm_model,
+        srcdict=args.srcdict,
+        overwrite=args.overwrite,
+    )
+    print(summary.format())
+    return 0
+
+
+MLM = Subcommand(
+    name="mlm",
+    help="documents -> sentencepiece -> fairseq masked_lm data",
+    description="Prepare masked-LM pre-training data: clean documents (Wikipedia dumps or text files), split "
+    "them into train/valid by document, train a sentencepiece model, encode, and binarize with fairseq. "
+    "Writes DIR/raw/{train,valid}.txt, DIR/spm.model, DIR/spm/{train,valid}.txt, DIR/bin/ (dict.txt, "
+    "train/valid .bin/.idx) and DIR/prepare.json. Train with: fairseq-train DIR/bin --task masked_lm ...",
+    add_arguments=_mlm_arguments,
+    run=_mlm_run,
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# article-classification
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _cls_arguments(p: argparse.ArgumentParser) -> None:
+    add_input_arguments(p)
+    add_output_arguments(p)
+    add_spm_arguments(p)
+    g = p.add_argument_group("task")
+    g.add_argument("--num-articles", type=int, default=8, metavar="N", help="number of classes: the N longest documents (default 8)")
+    g.add_argument(
+        "--from-mlm",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="an `etc-prepare mlm` output directory: reuse its spm.model and bin/dict.txt so that token ids "
+        "match a model pretrained on it (same as --spm-model DIR/spm.model --srcdict DIR/bin/dict.txt)",
+    )
+    g.add_argument("--max-example-pieces", type=int, default=254, metavar="N", help="longest example; longer paragraphs give several windows (default 254)")
+    g.add_argument("--min-example-pieces", type=int, default=16, metavar="N", help="drop shorter windows (default 16)")
+    g.add_argument("--valid-fraction", type=float, default=0.1, help="share of each article's paragraphs for validation (default 0.1)")
+
+
+def _cls_run(args: argparse.Namespace) -> int:
+    from etc_fairseq.prepare.classification import prepare_article_classification
+
+    spm_model, srcdict = args.spm_model, args.srcdict
+    if args.from_mlm is not None:
+        spm_model = spm_model or args.from_mlm / "spm.model"
+        srcdict = srcdict or args.from_mlm / "bin" / "dict.txt"
+    summary = prepare_article_classification(
+        resolve_inputs(args),
+        args.out,
+        num_articles=args.num_articles,
+        spm_model=spm_model,
+        srcdict=srcdict,
+        vocab_size=args.vocab_size,
+        max_example_pieces=args.max_example_pieces,
+        min_example_pieces=args.min_example_pieces,
+        valid_fraction=args.valid_fraction,
+        max_docs=args.max_docs,
+        min_paragraph_chars=args.min_paragraph_chars,
+        min_doc_chars=args.min_doc_chars,
+        workers=args.workers,
+        seed=args.seed,
+        overwrite=args.overwrite,
+    )
+    print(summary.format())
+    return 0
+
+
+ARTICLE_CLASSIFICATION = Subcommand(
+    name="article-classification",
+    help="CONSTRUCTED task: which of the N longest articles a passage comes from (sentence_prediction)",
+    description="Build a CONSTRUCTED sentence-classification task on real text (not a published benchmark): "
+    "each example is a paragraph (or a window of a long one) and its label is which of the N longest input "
+    "documents it comes from. Split by paragraph within each article. Writes DIR/bin/input0 and DIR/bin/label "
+    "(fairseq sentence_prediction layout), DIR/labels.txt and DIR/README.txt. Train with: fairseq-train "
+    "DIR/bin --task sentence_prediction --num-classes N ...",
+    add_arguments=_cls_arguments,
+    run=_cls_run,
+)
+
+
+SUBCOMMANDS: List[Subcommand] = [MLM, ARTICLE_CLASSIFICATION]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# entry point
+# ---------------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``etc-prepare`` parser with every subcommand of :data:`SUBCOMMANDS`.
+
+    Returns:
+        an ``argparse.ArgumentParser``; the chosen subcommand is in ``args.subcommand``.
+    """
+    parser = argparse.ArgumentParser(
+        prog="etc-prepare",
+        description="Build fairseq datasets for ETC (etc-fairseq) from raw text.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+    for sc in SUBCOMMANDS:
+        p = sub.add_parser(sc.name, help=sc.help, description=sc.description)
+        sc.add_arguments(p)
+        p.set_defaults(_subcommand=sc)
+    return parser
+
+
+def _setup_logging(verbose: bool, quiet: bool) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    logging.getLogger().setLevel(level)
+    # fairseq's preprocess logs every argument at INFO; ours already says what runs.
+    for name in ("fairseq_cli.preprocess", "fairseq.tasks.text_to_speech", "fairseq.data.data_utils"):
+        logging.getLogger(name).setLevel(logging.WARNING if not verbose else logging.DEBUG)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``etc-prepare``.
+
+    Args:
+        argv: arguments without the program name (default: ``sys.argv[1:]``).
+    Returns:
+        exit status: 0 on success, 1 on a data/user error (one line on stderr), 2 on bad arguments.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.verbose, args.quiet)
+    from etc_fairseq.prepare.errors import USER_ERRORS
+
+    try:
+        return args._subcommand.run(args)
+    except USER_ERRORS as e:
+        if args.debug:
+            raise
+        print(f"etc-prepare {args.subcommand}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""The exceptions that mean "bad input or arguments" rather than "bug", for one-line CLI error messages."""
+from __future__ import annotations
+
+from .binarize import BinarizeError
+from .documents import InputFormatError
+from .mlm import OutputExistsError
+from .sample_data import SampleDataError
+from .spm import SpmTrainingError
+
+# DumpFormatError is an InputFormatError; OutputExistsError a FileExistsError. ValueError covers bad
+# split/size arguments and too little data after filtering (`etc-prepare --debug` shows the traceback).
+USER_ERRORS = (
+    InputFormatError,
+    SampleDataError,
+    SpmTrainingError,
+    BinarizeError,
+    OutputExistsError,
+    FileNotFoundError,
+    FileExistsError,
+    ValueError,
+)

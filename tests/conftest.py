@@ -1,0 +1,81 @@
+"""Shared pytest fixtures: real English Wikipedia text, prepared for fairseq.
+
+All fixtures are session-scoped and built at most once per test session, in pytest's temporary directory,
+through the Python API of ``etc_fairseq.prepare`` (no subprocesses). The text is the real May-2016 English
+Wikipedia dump sample shipped in the gensim==4.4.0 wheel (CC BY-SA 3.0), fetched with pip on first use and
+cached in ``$ETC_FAIRSEQ_CACHE`` if set, else ``<repo>/.cache`` (git-ignored).
+
+Fixtures
+--------
+``etc_cache_dir`` -> Path
+    the cache directory above.
+``wiki_dump`` -> Path
+    the ``.xml.bz2`` dump sample (206 pages; 98 articles after cleaning and filtering).
+``mlm_prepared`` -> etc_fairseq.prepare.mlm.MlmSummary
+    ``prepare_mlm`` on the first 30 articles: sentencepiece vocabulary 2000, 3 valid documents, lines
+    wrapped at 254 pieces (so ``--tokens-per-sample 256`` never meets an over-long line). Fields: ``out_dir``,
+    ``bin_dir``, ``spm_model``, ``vocab_size`` (fairseq dict size), ``splits["train"/"valid"]`` statistics.
+``mlm_data`` -> Path
+    ``mlm_prepared``'s fairseq data directory: ``dict.txt``, ``train``/``valid`` ``.bin``/``.idx``, for
+    ``fairseq-train PATH --task masked_lm``.
+``classification_prepared`` -> etc_fairseq.prepare.classification.ClassificationSummary
+    the CONSTRUCTED article-classification task on the same 30 articles: 4 classes (the 4 longest),
+    examples of 16..254 pieces, reusing ``mlm_prepared``'s sentencepiece model and ``dict.txt`` (so token
+    ids match an MLM model trained on ``mlm_data``). Fields: ``bin_dir``, ``num_classes``, ``labels``,
+    ``examples``, ``per_class``.
+``classification_data`` -> (Path, int)
+    ``(bin_dir, num_classes)``: ``bin_dir/input0`` and ``bin_dir/label`` for
+    ``fairseq-train bin_dir --task sentence_prediction --num-classes num_classes``.
+"""
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+MLM_FIXTURE_ARGS = dict(max_docs=30, vocab_size=2000, valid_docs=3, max_line_pieces=254, seed=1)
+CLASSIFICATION_FIXTURE_ARGS = dict(max_docs=30, num_articles=4, max_example_pieces=254, min_example_pieces=16, seed=1)
+
+
+@pytest.fixture(scope="session")
+def etc_cache_dir() -> Path:
+    env = os.environ.get("ETC_FAIRSEQ_CACHE")
+    return Path(env).expanduser() if env else REPO / ".cache"
+
+
+@pytest.fixture(scope="session")
+def wiki_dump(etc_cache_dir) -> Path:
+    from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample
+
+    return fetch_wikipedia_sample(etc_cache_dir)
+
+
+@pytest.fixture(scope="session")
+def mlm_prepared(wiki_dump, tmp_path_factory):
+    from etc_fairseq.prepare.mlm import prepare_mlm
+
+    return prepare_mlm([wiki_dump], tmp_path_factory.mktemp("mlm_data") / "mlm", **MLM_FIXTURE_ARGS)
+
+
+@pytest.fixture(scope="session")
+def mlm_data(mlm_prepared) -> Path:
+    return Path(mlm_prepared.bin_dir)
+
+
+@pytest.fixture(scope="session")
+def classification_prepared(wiki_dump, mlm_prepared, tmp_path_factory):
+    from etc_fairseq.prepare.classification import prepare_article_classification
+
+    return prepare_article_classification(
+        [wiki_dump],
+        tmp_path_factory.mktemp("classification_data") / "cls",
+        spm_model=mlm_prepared.spm_model,
+        srcdict=Path(mlm_prepared.bin_dir) / "dict.txt",
+        **CLASSIFICATION_FIXTURE_ARGS,
+    )
+
+
+@pytest.fixture(scope="session")
+def classification_data(classification_prepared):
+    return Path(classification_prepared.bin_dir), classification_prepared.num_classes
