@@ -42,6 +42,7 @@ setup(
     entry_points={
         "console_scripts": [
             "etc-prepare = etc_fairseq.cli.prepare:main",
+            "etc-lift = etc_fairseq.cli.lift:main",
         ],
     },
 )
