@@ -208,3 +208,21 @@ def test_label_vocabulary_config_must_keep_builder_labels():
     assert model.encoder.sentence_encoder.layers[0].self_attn.rel_emb["long"].shape == (16, 4, 16)
     with pytest.raises(ValueError, match="lacks"):
         build("etc_tiny", relative_structure_labels="belongs,not_belongs")
+
+
+def test_encode_segments_alone_matches_a_one_global_token_input():
+    model = build("etc_tiny").eval()
+    seg = _tokens([9, 5], seed=5)
+    got = model.encode_segments_alone(seg)
+    assert got.shape == (2, 64)
+    # row 1 alone, unpadded, as an explicit single-sentence structured input
+    row = seg[1:, :5]
+    _, extra = model(
+        row, features_only=True, global_tokens=torch.tensor([[0]]),
+        global_types=torch.tensor([[int(GlobalTokenType.SENTENCE)]]),
+        structure={"long_segment": torch.zeros_like(row)},
+    )
+    torch.testing.assert_close(got[1], extra["global_features"][0, 0], rtol=1e-5, atol=1e-5)
+    scores = model.cpc_scores(got, got)
+    assert scores.shape == (2, 2)
+    torch.testing.assert_close(scores[0, 1], model.cpc_head(got[0]) @ got[1])

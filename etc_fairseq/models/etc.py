@@ -345,6 +345,9 @@ class EtcModel(FairseqEncoderModel):
         super().__init__(encoder)
         self.cfg = cfg
         self.classification_heads = nn.ModuleDict()
+        # CPC (paper appendix B): a bilinear score between the global output of a CPC-masked sentence
+        # (projected by this layer) and the separate encoding of that sentence alone.
+        self.cpc_head = nn.Linear(cfg.encoder_embed_dim, cfg.encoder_embed_dim)
 
     @classmethod
     def build_model(cls, cfg: EtcConfig, task):
@@ -367,6 +370,35 @@ class EtcModel(FairseqEncoderModel):
             head_input = x if self.cfg.classification_head_input == "long_cls" else extra["global_features"]
             x = self.classification_heads[classification_head_name](head_input)
         return x, extra
+
+    def encode_segments_alone(self, segment_tokens: torch.Tensor) -> torch.Tensor:
+        """Encode each row as its own input: long = that segment's tokens, global = one token that
+        every long token belongs to (the second CPC encoder of appendix B, same weights).
+
+        segment_tokens: int64 [num_segments, max_segment_len], padded with the dictionary's pad.
+        Returns the global token's output features, float [num_segments, embed_dim].
+        """
+        pad = self.encoder.dictionary.pad()
+        n = segment_tokens.size(0)
+        global_tokens = segment_tokens.new_full((n, 1), self.encoder.special_global_id)
+        global_types = torch.full_like(global_tokens, int(GlobalTokenType.SENTENCE))
+        long_segment = torch.where(
+            segment_tokens.ne(pad), torch.zeros_like(segment_tokens), torch.full_like(segment_tokens, -1)
+        )
+        _, extra = self.encoder(
+            segment_tokens, features_only=True, global_tokens=global_tokens, global_types=global_types,
+            structure={"long_segment": long_segment},
+        )
+        return extra["global_features"][:, 0]
+
+    def cpc_scores(self, predicted: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """NCE scores of every (prediction, candidate) pair.
+
+        predicted: float [n, embed_dim], global outputs of the CPC-masked sentences;
+        targets: float [m, embed_dim], encodings of the sentences alone (:meth:`encode_segments_alone`).
+        Returns float [n, m]; entry [i, j] scores candidate j for prediction i.
+        """
+        return self.cpc_head(predicted) @ targets.transpose(0, 1)
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         logits = net_output[0].float()
