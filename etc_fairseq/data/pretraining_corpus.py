@@ -1,0 +1,203 @@
+"""Reading the corpus that ``etc-prepare pretrain`` writes: documents as lists of sentence token arrays.
+
+On-disk format (``DIR/bin``, see :mod:`etc_fairseq.prepare.pretrain`):
+
+- ``dict.txt``, ``{split}.bin/.idx``: fairseq-preprocess output (mmap). **One item per sentence**, in
+  document order, no separator items. fairseq appends an eos to every item; :class:`PretrainingCorpus`
+  strips it, so a sentence here is its tokens only (ETC puts no eos between sentences; a task adds
+  whatever special tokens it wants).
+- ``{split}.docs.npy``: int64 ``[num_docs + 1]`` offsets: document ``i`` is items ``docs[i] .. docs[i+1]-1``.
+- ``pretrain.json``: format version, tokenizer kind (``spm`` or ``gpt2``) and the tokenizer files' paths
+  relative to ``bin/`` (``../spm.model``; ``../gpt2/encoder.json``, ``../gpt2/vocab.bpe``), counts.
+
+Word starts (for whole-word masking): :func:`word_start_mask` says, per dictionary id, whether a token
+begins a word (sentencepiece: the piece begins with "▁"; GPT-2: the token's bytes begin with a space;
+special symbols: always). The first token of a sentence always begins a word
+(:func:`sentence_word_starts`): GPT-2 sentences are encoded on their own, so their first word has no space.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+PathLike = Union[str, Path]
+
+FORMAT = "etc-pretrain-v1"
+META_FILE = "pretrain.json"
+TOKENIZERS = ("spm", "gpt2")
+SPM_WORD_START = "\u2581"
+GPT2_SPACE = "\u0120"
+
+__all__ = ["FORMAT", "META_FILE", "PretrainingCorpus", "word_start_mask", "sentence_word_starts", "docs_path"]
+
+
+def docs_path(bin_dir: PathLike, split: str) -> Path:
+    """``bin_dir/{split}.docs.npy``, the document offsets of a split."""
+    return Path(bin_dir) / f"{split}.docs.npy"
+
+
+def word_start_mask(dictionary, tokenizer_kind: str, gpt2_encoder_json: Optional[PathLike] = None) -> np.ndarray:
+    """Per dictionary id, whether that token begins a word.
+
+    Args:
+        dictionary: a ``fairseq.data.Dictionary`` (pass it after adding ``<mask>`` if the task adds one).
+        tokenizer_kind: ``"spm"`` (symbols are sentencepiece pieces; a word starts at a piece beginning with
+            "▁") or ``"gpt2"`` (symbols are GPT-2 ids in decimal; a word starts at a token whose text
+            begins with a space).
+        gpt2_encoder_json: GPT-2's ``encoder.json`` (required for ``gpt2``).
+    Returns:
+        bool ``[len(dictionary)]``. The first ``dictionary.nspecial`` symbols, fairseq's ``madeupword``
+        padding, symbols the tokenizer does not know (``<mask>``, ...) count as word starts, so masking
+        never glues them to a neighbouring word.
+    Raises:
+        ValueError: unknown tokenizer kind, or ``gpt2`` without ``gpt2_encoder_json``.
+    """
+    if tokenizer_kind not in TOKENIZERS:
+        raise ValueError(f"tokenizer_kind must be one of {TOKENIZERS}, got {tokenizer_kind!r}")
+    decoder: Dict[int, str] = {}
+    if tokenizer_kind == "gpt2":
+        if gpt2_encoder_json is None:
+            raise ValueError("word_start_mask for gpt2 needs gpt2_encoder_json (GPT-2's encoder.json)")
+        with open(gpt2_encoder_json, "r", encoding="utf-8") as f:
+            decoder = {int(i): tok for tok, i in json.load(f).items()}
+    n = len(dictionary)
+    mask = np.ones(n, dtype=bool)
+    for i in range(dictionary.nspecial, n):
+        sym = dictionary[i]
+        if sym.startswith("madeupword"):
+            continue
+        if tokenizer_kind == "spm":
+            if not (sym.startswith("<") and sym.endswith(">")):
+                mask[i] = sym.startswith(SPM_WORD_START)
+        else:
+            if sym.isdigit() and int(sym) in decoder:
+                mask[i] = decoder[int(sym)].startswith(GPT2_SPACE)
+    return mask
+
+
+def sentence_word_starts(tokens: Sequence[int], mask: np.ndarray) -> np.ndarray:
+    """Per token of one sentence, whether it begins a word: ``mask[token]``, and always for the first token.
+
+    Args:
+        tokens: the sentence's dictionary ids (no eos).
+        mask: :func:`word_start_mask`'s output.
+    Returns:
+        bool ``[len(tokens)]``.
+    """
+    tokens = np.asarray(tokens, dtype=np.int64)
+    out = mask[tokens].copy() if len(tokens) else np.zeros(0, dtype=bool)
+    if len(out):
+        out[0] = True
+    return out
+
+
+def read_meta(bin_dir: PathLike) -> dict:
+    """``bin_dir/pretrain.json`` (raises ValueError naming the file when it is missing or not this format)."""
+    path = Path(bin_dir) / META_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file; is {bin_dir} the bin/ directory of `etc-prepare pretrain`?")
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+    return meta
+
+
+class PretrainingCorpus:
+    """One split of a prepared pre-training corpus (see the module docstring for the files).
+
+    Attributes:
+        bin_dir: the directory; split: the split name.
+        dictionary: the fairseq ``Dictionary`` (``bin_dir/dict.txt``).
+        tokenizer: ``"spm"`` or ``"gpt2"``.
+        tokenizer_files: name -> absolute path of the tokenizer's files (``spm_model``; ``gpt2_encoder_json``,
+            ``gpt2_vocab_bpe``).
+        word_start_mask: :func:`word_start_mask` over ``dictionary``.
+        doc_offsets: int64 ``[num_docs + 1]`` item offsets of the documents.
+        sentence_sizes: int64 ``[num_sentences]`` tokens per sentence (eos not counted).
+    """
+
+    def __init__(self, bin_dir: PathLike, split: str, dictionary=None):
+        """Prefer :meth:`load`. Args: as :meth:`load`."""
+        from etc_fairseq.prepare.binarize import load_dictionary, load_split
+
+        self.bin_dir = Path(bin_dir)
+        self.split = split
+        self.meta = read_meta(self.bin_dir)
+        self.tokenizer = self.meta["tokenizer"]
+        self.tokenizer_files = {k: (self.bin_dir / v).resolve() for k, v in self.meta.get("tokenizer_files", {}).items()}
+        self.dictionary = dictionary if dictionary is not None else load_dictionary(self.bin_dir / "dict.txt")
+        self._ds = load_split(self.bin_dir, split, self.dictionary)  # holds the mmap open (see load_split)
+        path = docs_path(self.bin_dir, split)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such document index")
+        offsets = np.load(path)
+        n_items = len(self._ds)
+        if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != n_items or np.any(np.diff(offsets) <= 0):
+            raise ValueError(
+                f"{path}: not document offsets for {n_items} sentences (must start at 0, end at {n_items}, and increase)"
+            )
+        self.doc_offsets = offsets.astype(np.int64)
+        self.sentence_sizes = np.asarray(self._ds.sizes, dtype=np.int64) - 1  # fairseq's eos
+        self.word_start_mask = word_start_mask(
+            self.dictionary, self.tokenizer, self.tokenizer_files.get("gpt2_encoder_json")
+        )
+
+    @classmethod
+    def load(cls, bin_dir: PathLike, split: str, dictionary=None) -> "PretrainingCorpus":
+        """Open ``bin_dir``'s ``split`` (``train``/``valid``).
+
+        Args:
+            bin_dir: ``DIR/bin`` of an ``etc-prepare pretrain`` run.
+            split: split name.
+            dictionary: a dictionary to use instead of ``bin_dir/dict.txt`` (e.g. one with ``<mask>`` added).
+        Returns:
+            the corpus.
+        Raises:
+            FileNotFoundError / ValueError: missing or inconsistent files (messages name them).
+        """
+        return cls(bin_dir, split, dictionary)
+
+    @property
+    def num_docs(self) -> int:
+        """Number of documents."""
+        return len(self.doc_offsets) - 1
+
+    @property
+    def num_sentences(self) -> int:
+        """Number of sentences (binarized items)."""
+        return len(self.sentence_sizes)
+
+    def __len__(self) -> int:
+        return self.num_docs
+
+    def doc_range(self, i: int) -> Tuple[int, int]:
+        """Item (sentence) indices ``start, end`` of document ``i`` (end exclusive)."""
+        if not 0 <= i < self.num_docs:
+            raise IndexError(f"document {i} out of range [0, {self.num_docs})")
+        return int(self.doc_offsets[i]), int(self.doc_offsets[i + 1])
+
+    def doc_sentence_lengths(self, i: int) -> np.ndarray:
+        """Tokens per sentence of document ``i`` (int64, eos not counted)."""
+        a, b = self.doc_range(i)
+        return self.sentence_sizes[a:b]
+
+    def all_doc_sentence_lengths(self) -> List[np.ndarray]:
+        """:meth:`doc_sentence_lengths` of every document (views), for :func:`~etc_fairseq.data.packing.plan_examples`."""
+        return np.split(self.sentence_sizes, self.doc_offsets[1:-1])
+
+    def sentence(self, j: int) -> np.ndarray:
+        """Tokens of sentence (item) ``j``: int64 dictionary ids, without fairseq's eos."""
+        t = self._ds[j]
+        return t[:-1].numpy().astype(np.int64, copy=False)
+
+    def document(self, i: int) -> List[np.ndarray]:
+        """Document ``i`` as a list of sentence token arrays (see :meth:`sentence`)."""
+        a, b = self.doc_range(i)
+        return [self.sentence(j) for j in range(a, b)]
+
+    def word_starts(self, tokens: Sequence[int]) -> np.ndarray:
+        """:func:`sentence_word_starts` of one sentence with this corpus's mask."""
+        return sentence_word_starts(tokens, self.word_start_mask)
