@@ -55,7 +55,7 @@ def test_sharing_switches_create_the_right_modules():
     assert set(sep.self_attn.v_proj) == {"l2l", "l2g", "g2g", "g2l"}
     assert set(sep.self_attn.out_proj) == {"long", "global"}
     assert set(sep.ffn) == {"shared"}
-    shared = build("etc_tiny", shared_q=True, shared_kv=True, shared_out_proj=True, shared_ffn=False).encoder
+    shared = build("etc_tiny", shared_q=True, shared_kv=True, shared_out_proj=True, separate_ffn=True).encoder
     layer = shared.sentence_encoder.layers[0]
     assert set(layer.self_attn.q_proj) == set(layer.self_attn.k_proj) == {"shared"}
     assert set(layer.ffn) == {"long", "global"}
@@ -226,3 +226,16 @@ def test_encode_segments_alone_matches_a_one_global_token_input():
     scores = model.cpc_scores(got, got)
     assert scores.shape == (2, 2)
     torch.testing.assert_close(scores[0, 1], model.cpc_head(got[0]) @ got[1])
+
+
+def test_fairseq_command_line_flags_switch_features_on_and_override_the_arch():
+    from fairseq import options
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(
+        parser,
+        ["DATA", "--task", "masked_lm", "--arch", "etc_tiny", "--separate-ffn", "--shared-kv",
+         "--encoder-layers", "3", "--local-radius", "5"],
+    )
+    assert args.separate_ffn and args.shared_kv and not args.shared_q
+    assert (args.encoder_layers, args.local_radius, args.encoder_embed_dim) == (3, 5, 64)

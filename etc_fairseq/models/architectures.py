@@ -19,13 +19,15 @@ def _separate_projections(args):
     """The paper's default: W^Q per side, W^K/W^V per attention piece, output projection per side."""
     for name in ("shared_q", "shared_kv", "shared_out_proj", "shared_relative_embeddings"):
         _set_default(args, name, False)
-    _set_default(args, "shared_ffn", True)
+    _set_default(args, "separate_ffn", False)
 
 
 def _shared_projections(args):
-    """The paper's "shared" ablation: every attention projection shared by both sides and all pieces."""
-    for name in ("shared_q", "shared_kv", "shared_out_proj", "shared_relative_embeddings", "shared_ffn"):
+    """The paper's "shared" ablation: every attention projection shared by both sides and all pieces
+    (the FFN is shared in every architecture)."""
+    for name in ("shared_q", "shared_kv", "shared_out_proj", "shared_relative_embeddings"):
         _set_default(args, name, True)
+    _set_default(args, "separate_ffn", False)
 
 
 @register_model_architecture("etc", "etc_base")

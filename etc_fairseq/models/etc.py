@@ -100,7 +100,11 @@ class EtcConfig(FairseqDataclass):
     shared_q: bool = field(default=False, metadata={"help": "one W^Q for long and global queries"})
     shared_kv: bool = field(default=False, metadata={"help": "one W^K/W^V for all four attention pieces"})
     shared_out_proj: bool = field(default=False, metadata={"help": "one output projection for both sides"})
-    shared_ffn: bool = field(default=True, metadata={"help": "one feed-forward block for both sides"})
+    # Named "separate" (default False) because fairseq turns a True-by-default bool into a flag that
+    # sets it to False: --separate-ffn reads as what it does.
+    separate_ffn: bool = field(
+        default=False, metadata={"help": "one feed-forward block per side instead of one shared by both"}
+    )
     shared_relative_embeddings: bool = field(
         default=False, metadata={"help": "one relative-label table for long and global queries"}
     )
@@ -174,7 +178,7 @@ class EtcTransformer(nn.Module):
                 shared_q=cfg.shared_q,
                 shared_kv=cfg.shared_kv,
                 shared_out_proj=cfg.shared_out_proj,
-                shared_ffn=cfg.shared_ffn,
+                shared_ffn=not cfg.separate_ffn,
                 shared_relative_embeddings=cfg.shared_relative_embeddings,
             )
             for _ in range(cfg.encoder_layers)
