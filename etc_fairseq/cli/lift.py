@@ -1,0 +1,161 @@
+"""``etc-lift``: lift a fairseq RoBERTa checkpoint into an ETC checkpoint (paper section 3.6, appendix D).
+
+    etc-lift ROBERTA_CHECKPOINT --arch etc_base [--dict DATA/dict.txt] --out lifted.pt [model flags]
+
+The model flags are fairseq-train's own ``--arch etc_*`` model flags (generated from
+:class:`~etc_fairseq.models.etc.EtcConfig` by fairseq's generator, so they mean exactly what they mean
+to ``fairseq-train``). Pass the SAME ``--arch`` and model flags to ``fairseq-train ... --finetune-from-model
+lifted.pt``: fairseq builds the model from its command line and loads the checkpoint strictly.
+
+Errors that are the user's (missing or unsafe files, size or dictionary mismatches) are printed as one
+line on stderr with exit status 1; ``--debug`` shows the traceback instead.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+logger = logging.getLogger("etc_fairseq.cli.lift")
+
+DESCRIPTION = (
+    "Lift a fairseq RoBERTa checkpoint into an ETC checkpoint for fairseq-train --finetune-from-model. "
+    "Per layer, RoBERTa's Q, K, V and output projections are copied into every ETC copy (per side / per "
+    "attention piece, or the shared one), with the feed-forward block and both layer norms; also the token "
+    "embeddings, the embedding layer norm and the LM head. Relative-label and global token-type embeddings "
+    "start from ETC's own initialisation. Absolute position embeddings are dropped unless "
+    "--use-absolute-positions is given (then the rows both tables have are copied). Classification heads "
+    "are dropped. Both current (encoder.*) and 2019 (decoder.*, emb_layer_norm, packed in_proj) fairseq "
+    "RoBERTa key names are read; files are loaded with torch's weights_only=True and only "
+    "argparse.Namespace (plus numpy scalars, if needed) allowed."
+)
+
+EPILOG = (
+    "Then: fairseq-train DATA --user-dir user_dir --task masked_lm --criterion masked_lm --arch ARCH "
+    "[the same model flags] --finetune-from-model OUT ...  (see examples/lifting/README.md)."
+)
+
+
+def _etc_architectures() -> List[str]:
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+
+    import etc_fairseq.register  # noqa: F401  (registers the etc_* architectures)
+
+    return sorted(a for a, m in ARCH_MODEL_NAME_REGISTRY.items() if m == "etc")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """Add every :class:`EtcConfig` field as fairseq-train adds it (same flags, same semantics), in a group
+    whose absent flags stay absent (so that the architecture fills them).
+
+    Args:
+        parser: the parser.
+    Returns:
+        the argument group (its actions' ``dest`` are EtcConfig field names).
+    """
+    from fairseq.dataclass.utils import gen_parser_from_dataclass
+
+    from etc_fairseq.models.etc import EtcConfig
+
+    group = parser.add_argument_group(
+        "model overrides (fairseq-train's --arch etc_* flags; unset ones come from --arch)",
+        argument_default=argparse.SUPPRESS,
+    )
+    gen_parser_from_dataclass(group, EtcConfig(), delete_default=True)
+    for action in group._group_actions:
+        if isinstance(action, argparse._StoreFalseAction):
+            action.help = f"SETS {action.dest}=False (fairseq's convention for a field that defaults to True): {action.help}"
+    return group
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``etc-lift`` argument parser."""
+    p = argparse.ArgumentParser(
+        prog="etc-lift", description=DESCRIPTION, epilog=EPILOG,
+    )
+    p.add_argument("roberta_checkpoint", type=Path, metavar="ROBERTA_CHECKPOINT",
+                   help="fairseq RoBERTa checkpoint (a released model.pt or a fairseq-train --arch roberta_* checkpoint)")
+    p.add_argument("--arch", required=True, choices=_etc_architectures(), help="ETC architecture")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE", help="the ETC checkpoint to write")
+    p.add_argument(
+        "--dict", type=Path, default=None, metavar="DICT_TXT",
+        help="the fine-tuning data's dict.txt: checked against the RoBERTa embedding rows the way fairseq's "
+        "masked_lm task builds its dictionary (<s>,<pad>,</s>,<unk> + entries + <mask>); without it only the "
+        "checkpoint's own vocabulary size is used",
+    )
+    p.add_argument("--seed", type=int, default=1, help="seed for the freshly initialised tensors (default 1)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument("--drop-unknown", action="store_true",
+                   help="drop RoBERTa tensors etc-lift does not recognise instead of refusing")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    add_model_arguments(p)
+    return p
+
+
+def model_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Tuple[Dict[str, object], List[str]]:
+    """The EtcConfig overrides given on the command line, and the same as fairseq-train flags.
+
+    Returns:
+        (field -> value, flags to repeat on the fairseq-train command line).
+    """
+    from etc_fairseq.models.etc import EtcConfig
+
+    fields = set(EtcConfig.__dataclass_fields__)
+    overrides: Dict[str, object] = {}
+    flags: List[str] = []
+    for action in parser._actions:
+        if action.dest not in fields or not hasattr(args, action.dest):
+            continue
+        value = getattr(args, action.dest)
+        overrides[action.dest] = value
+        flag = action.option_strings[0]
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            flags.append(flag)
+        else:
+            flags += [flag, str(value)]
+    return overrides, flags
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``etc-lift``.
+
+    Args:
+        argv: arguments without the program name (default ``sys.argv[1:]``).
+    Returns:
+        exit status: 0 on success, 1 on a user error (one line on stderr), 2 on bad arguments.
+    """
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("fairseq").setLevel(logging.WARNING)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from etc_fairseq.lift import LiftError, lift_checkpoint
+
+    try:
+        if args.out.exists() and not args.overwrite:
+            raise LiftError(f"{args.out} exists (pass --overwrite to replace it)")
+        overrides, flags = model_overrides(parser, args)
+        out, report, etc_cfg = lift_checkpoint(
+            args.roberta_checkpoint, args.arch, args.out, args.dict, overrides,
+            seed=args.seed, drop_unknown=args.drop_unknown,
+        )
+    except LiftError as e:
+        if args.debug:
+            raise
+        print(f"etc-lift: error: {e}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(f"RoBERTa checkpoint: {args.roberta_checkpoint}")
+        print(report.summary())
+        print(f"wrote {out} (--arch {args.arch}, {etc_cfg.encoder_layers} layers, width {etc_cfg.encoder_embed_dim})")
+        print("fine-tune / continue pretraining with the same model flags:")
+        cmd = ["fairseq-train", "DATA", "--user-dir", "user_dir", "--arch", args.arch, *flags,
+               "--finetune-from-model", str(out), "..."]
+        print("  " + " ".join(cmd))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
