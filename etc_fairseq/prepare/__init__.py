@@ -1,6 +1,6 @@
 """Raw text -> fairseq datasets for ETC. Used by the ``etc-prepare`` command (``etc_fairseq.cli.prepare``).
 
-Building blocks (each usable on its own; later subcommands such as pretraining, HotpotQA or WikiHop
+Building blocks (each usable on its own; later subcommands such as HotpotQA or WikiHop
 preparation are meant to reuse them):
 
 - :mod:`.documents`       ``Document(title, paragraphs)``, the text layout (one paragraph per line, blank line
@@ -13,6 +13,10 @@ preparation are meant to reuse them):
 - :mod:`.binarize`        fairseq-preprocess (``--only-source``) into a directory, atomically; loading splits
 - :mod:`.mlm`             ``prepare_mlm``: the masked-LM pipeline (``etc-prepare mlm``)
 - :mod:`.classification`  ``prepare_article_classification``: a CONSTRUCTED passage -> article task
+- :mod:`.sentences`       ``split_sentences``: the sentence splitter (sentencex) behind ``etc-prepare pretrain``
+- :mod:`.gpt2`            GPT-2 (RoBERTa) BPE files and encoding for ``etc-prepare pretrain --tokenizer gpt2``
+- :mod:`.pretrain`        ``prepare_pretraining``: BERT-format sentences, one binarized item per sentence,
+                          document boundaries in ``{split}.docs.npy`` (``etc-prepare pretrain``)
 - :mod:`.errors`          ``USER_ERRORS``: exceptions reported as one-line CLI errors
 
 Submodules are not imported here, so importing one does not pull in sentencepiece or fairseq.
