@@ -1,3 +1,5 @@
 """Import this module to register everything etc-fairseq adds to fairseq (``user_dir`` does)."""
 
 from etc_fairseq import models  # noqa: F401  (model "etc" + architectures)
+from etc_fairseq import tasks  # noqa: F401  (task "etc_pretraining")
+from etc_fairseq import criterions  # noqa: F401  (criterion "cpc_mlm")

@@ -1,0 +1,118 @@
+"""The ``cpc_mlm`` criterion: ETC's pre-training loss ``mlm_weight * MLM + cpc_weight * CPC``
+(paper Sec. 3.5 and appendices B, C: weights 0.8 / 0.2).
+
+- **MLM**: cross-entropy over the MLM-picked long positions (``target != pad``); only those positions
+  go through the LM head (``masked_tokens``).
+- **CPC** (appendix B, a dual encoder with shared weights): ``predicted`` = the main pass's global features
+  of the CPC-masked sentences; ``targets`` = :meth:`EtcModel.encode_segments_alone` of those sentences'
+  original tokens (gradients flow into both passes); ``scores = model.cpc_scores(predicted, targets)``
+  ``[n, n]``; NCE loss = cross-entropy of every row with the diagonal as the positive and all other CPC
+  sentences of the batch as negatives. With ``cpc_weight == 0`` the second encoder is never run.
+
+Normalisation: each loss is a mean (MLM per picked token, CPC per CPC sentence) over the worker's batch,
+and the returned ``sample_size`` is 1. fairseq sums gradients over workers (and ``--update-freq`` steps) and
+divides by the summed sample size, so the update uses the average of the per-batch means; CPC negatives
+are the CPC sentences of the same worker's batch only. Logged sums and counts are exact over all workers:
+``mlm_loss`` = total MLM loss / total picked tokens, ``cpc_loss`` = total NCE loss / total CPC sentences.
+Losses are logged in base 2 (fairseq's convention); accuracies in percent.
+"""
+# No ``from __future__ import annotations``: fairseq reads the config field types at run time.
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from fairseq import metrics
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import FairseqDataclass
+
+
+@dataclass
+class CpcMlmConfig(FairseqDataclass):
+    mlm_weight: float = field(default=0.8, metadata={"help": "weight of the (mean) MLM loss"})
+    cpc_weight: float = field(default=0.2, metadata={"help": "weight of the (mean) CPC NCE loss; 0 skips the second encoder"})
+
+
+def nce_loss(scores: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+    """CPC's NCE loss for a square ``scores`` float ``[n, n]``: row ``i``'s positive is column ``i``."""
+    if scores.dim() != 2 or scores.size(0) != scores.size(1):
+        raise ValueError(f"scores must be [n, n], got {tuple(scores.shape)}")
+    labels = torch.arange(scores.size(0), device=scores.device)
+    return F.cross_entropy(scores.float(), labels, reduction=reduction)
+
+
+@register_criterion("cpc_mlm", dataclass=CpcMlmConfig)
+class CpcMlmCriterion(FairseqCriterion):
+    def __init__(self, task, mlm_weight: float = 0.8, cpc_weight: float = 0.2):
+        super().__init__(task)
+        self.mlm_weight = float(mlm_weight)
+        self.cpc_weight = float(cpc_weight)
+
+    def forward(self, model, sample, reduce=True):
+        target = sample["target"]
+        masked = target.ne(self.padding_idx)
+        n_mask = int(masked.sum().item())
+        logits, extra = model(**sample["net_input"], masked_tokens=masked)
+        picked_target = target[masked]
+        mlm_sum = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), picked_target, reduction="sum")
+        mlm_correct = int((logits.argmax(-1) == picked_target).sum().item()) if n_mask else 0
+
+        cpc = sample.get("cpc") or {}
+        seg = cpc.get("segment_tokens")
+        n_cpc = int(seg.size(0)) if seg is not None else 0
+        cpc_sum = logits.new_zeros((), dtype=torch.float)
+        cpc_correct = 0
+        if self.cpc_weight != 0.0 and n_cpc > 0:
+            predicted = extra["global_features"][cpc["batch_index"], cpc["global_index"]]
+            targets = model.encode_segments_alone(seg)
+            scores = model.cpc_scores(predicted, targets)
+            cpc_sum = nce_loss(scores, reduction="sum")
+            labels = torch.arange(n_cpc, device=scores.device)
+            cpc_correct = int((scores.argmax(-1) == labels).sum().item())
+            cpc_counted = n_cpc
+        else:
+            cpc_counted = 0
+            # keep every parameter in the graph (DDP without find_unused_parameters)
+            cpc_sum = cpc_sum + 0.0 * sum(p.sum() for p in model.cpc_head.parameters())
+
+        loss = self.mlm_weight * mlm_sum / max(n_mask, 1) + self.cpc_weight * cpc_sum / max(cpc_counted, 1)
+        logging_output = {
+            "loss": loss.data,
+            "mlm_loss_sum": mlm_sum.data,
+            "mlm_count": n_mask,
+            "mlm_correct": mlm_correct,
+            "cpc_loss_sum": cpc_sum.data,
+            "cpc_count": cpc_counted,
+            "cpc_correct": cpc_correct,
+            "cpc_batches": 1 if cpc_counted else 0,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["nsentences"],
+            "sample_size": 1,
+        }
+        return loss, 1, logging_output
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        def total(key):
+            return sum(float(log.get(key, 0)) for log in logging_outputs)
+
+        sample_size = total("sample_size")
+        metrics.log_scalar("loss", total("loss") / max(sample_size, 1) / math.log(2), sample_size, round=3)
+        for key in ("mlm_loss_sum", "mlm_count", "mlm_correct", "cpc_loss_sum", "cpc_count", "cpc_correct", "cpc_batches"):
+            metrics.log_scalar_sum("_" + key, total(key))
+
+        def ratio(num, den, scale):
+            def fn(meters):
+                d = meters["_" + den].sum
+                return round(scale * meters["_" + num].sum / d, 3) if d > 0 else float("nan")
+            return fn
+
+        metrics.log_derived("mlm_loss", ratio("mlm_loss_sum", "mlm_count", 1 / math.log(2)))
+        metrics.log_derived("mlm_accuracy", ratio("mlm_correct", "mlm_count", 100.0))
+        metrics.log_derived("cpc_loss", ratio("cpc_loss_sum", "cpc_count", 1 / math.log(2)))
+        metrics.log_derived("cpc_accuracy", ratio("cpc_correct", "cpc_count", 100.0))
+        metrics.log_derived("cpc_candidates", ratio("cpc_count", "cpc_batches", 1.0))
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

@@ -1,0 +1,310 @@
+"""The ETC pre-training dataset: planned (packed) examples -> CPC + whole-word MLM masking -> batches.
+
+One item = one example of :func:`~etc_fairseq.data.packing.plan_examples` (one or more independent
+document chunks, "pieces"):
+
+- long input: the word pieces of its sentences, back to back (no special tokens added);
+- global input: one ``<s>`` token per sentence (type ``SENTENCE``, or ``CPC_MASK`` for CPC-masked
+  sentences); or, with ``fixed_blocks``, one ``<s>`` token per ``fixed_block_len`` long tokens of each
+  piece (type ``FIXED_BLOCK``, the paper's ablation, no CPC);
+- structure ids: ``long_segment`` (sentence / block of each long token), ``long_example`` and
+  ``global_example`` (piece ids), so packed documents never attend to each other.
+
+Masking is drawn from ``numpy.random.default_rng([seed, epoch, index])``: the same (seed, epoch, index)
+always gives the same item, a new epoch (:meth:`PretrainingDataset.set_epoch`) re-draws the masks.
+
+Batch (:meth:`PretrainingDataset.collater`)::
+
+    {"id": int64 [B], "nsentences": B, "ntokens": non-pad long tokens,
+     "net_input": {"src_tokens": int64 [B, L], "src_lengths": int64 [B],
+                   "global_tokens": int64 [B, G], "global_types": int64 [B, G],
+                   "structure": {"long_segment": [B, L] (-1 at padding), "long_example": [B, L],
+                                 "global_example": [B, G]}},
+     "target": int64 [B, L]  (original token at MLM-picked positions, pad elsewhere),
+     "cpc": {"segment_tokens": int64 [N, S] (original tokens of the CPC-masked sentences, pad-padded),
+             "batch_index": int64 [N], "global_index": int64 [N]}}   (N may be 0)
+"""
+from __future__ import annotations
+
+import logging
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+from fairseq.data import FairseqDataset
+
+from etc_fairseq.data.masking import apply_80_10_10, choose_cpc_sentences, whole_word_mask
+from etc_fairseq.data.packing import Example, Piece, plan_examples
+from etc_fairseq.structure.global_tokens import GlobalTokenType, special_global_token_id
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PretrainingDataset", "plan_fixed_block_examples"]
+
+
+def plan_fixed_block_examples(
+    doc_sentence_lengths: Sequence[Sequence[int]],
+    max_long_len: int,
+    max_global_len: int,
+    block_len: int,
+    pack: bool = True,
+) -> List[Example]:
+    """Examples for the fixed-blocks ablation: documents are split at sentence boundaries into chunks of at
+    most ``max_long_len`` tokens, then (with ``pack``) packed while tokens fit ``max_long_len`` and the
+    blocks (``ceil(chunk_tokens / block_len)`` per chunk; blocks never straddle two chunks) fit
+    ``max_global_len``. Requires ``ceil(max_long_len / block_len) <= max_global_len``."""
+    if block_len < 1:
+        raise ValueError(f"fixed_block_len must be >= 1, got {block_len}")
+    if -(-max_long_len // block_len) > max_global_len:
+        raise ValueError(
+            f"fixed blocks: ceil(max_long_len={max_long_len} / fixed_block_len={block_len}) global tokens "
+            f"exceed max_global_len={max_global_len}"
+        )
+    chunks = plan_examples(doc_sentence_lengths, max_long_len, max_long_len, pack=False)
+    examples: List[Example] = []
+    cur: Example = []
+    cur_tokens = cur_blocks = 0
+    for (piece,) in chunks:
+        tokens = int(sum(min(int(n), max_long_len) for n in doc_sentence_lengths[piece.doc][piece.first : piece.end]))
+        blocks = -(-tokens // block_len)
+        if cur and (not pack or cur_tokens + tokens > max_long_len or cur_blocks + blocks > max_global_len):
+            examples.append(cur)
+            cur, cur_tokens, cur_blocks = [], 0, 0
+        cur.append(piece)
+        cur_tokens += tokens
+        cur_blocks += blocks
+    if cur:
+        examples.append(cur)
+    return examples
+
+
+class PretrainingDataset(FairseqDataset):
+    """See the module docstring.
+
+    Args:
+        corpus: a :class:`~etc_fairseq.data.pretraining_corpus.PretrainingCorpus` opened with ``dictionary``.
+        examples: planned examples (:func:`plan_examples` or :func:`plan_fixed_block_examples`).
+        dictionary: the task dictionary (with ``<mask>``).
+        max_long_len, max_global_len: input sizes (sentences longer than ``max_long_len`` are cut).
+        fixed_blocks, fixed_block_len: the fixed-blocks ablation (no sentence tokens, no CPC).
+        mask_prob, leave_unmasked_prob, random_token_prob: MLM (whole-word, 80/10/10).
+        cpc_sentence_prob: fraction of sentences masked for CPC.
+        pad_to_fixed_length: pad every batch to ``max_long_len`` / ``max_global_len``.
+        seed: base seed of the masking.
+    """
+
+    def __init__(
+        self,
+        corpus,
+        examples: List[Example],
+        dictionary,
+        max_long_len: int,
+        max_global_len: int,
+        fixed_blocks: bool = False,
+        fixed_block_len: int = 16,
+        mask_prob: float = 0.15,
+        leave_unmasked_prob: float = 0.1,
+        random_token_prob: float = 0.1,
+        cpc_sentence_prob: float = 0.1,
+        pad_to_fixed_length: bool = False,
+        seed: int = 1,
+    ):
+        super().__init__()
+        self.corpus = corpus
+        self.examples = examples
+        self.dictionary = dictionary
+        self.max_long_len = int(max_long_len)
+        self.max_global_len = int(max_global_len)
+        self.fixed_blocks = bool(fixed_blocks)
+        self.fixed_block_len = int(fixed_block_len)
+        self.mask_prob = mask_prob
+        self.leave_unmasked_prob = leave_unmasked_prob
+        self.random_token_prob = random_token_prob
+        self.cpc_sentence_prob = 0.0 if fixed_blocks else cpc_sentence_prob
+        self.pad_to_fixed_length = bool(pad_to_fixed_length)
+        self.seed = int(seed)
+        self.epoch = 1
+        self.pad = dictionary.pad()
+        self.mask_idx = dictionary.index("<mask>")
+        if self.mask_idx == dictionary.unk():
+            raise ValueError("the dictionary has no <mask> symbol (the task adds it)")
+        self.global_id = special_global_token_id(dictionary)
+        nspecial = dictionary.nspecial
+        ids = np.arange(len(dictionary))
+        ok = (ids >= nspecial) & (ids != self.mask_idx)
+        ok &= np.array([not dictionary[i].startswith("madeupword") for i in range(len(dictionary))])
+        self.random_choices = ids[ok].astype(np.int64)
+        self.nspecial = nspecial
+        self.never_masked = np.array([dictionary.bos(), dictionary.pad(), dictionary.eos()], dtype=np.int64)
+        doc_lengths = corpus.all_doc_sentence_lengths()
+        self.long_sizes = np.array(
+            [sum(min(int(n), self.max_long_len) for p in ex for n in doc_lengths[p.doc][p.first : p.end]) for ex in examples],
+            dtype=np.int64,
+        )
+        if self.fixed_blocks:
+            k = self.fixed_block_len
+            gs = [sum(-(-sum(min(int(n), self.max_long_len) for n in doc_lengths[p.doc][p.first : p.end]) // k) for p in ex) for ex in examples]
+        else:
+            gs = [sum(p.end - p.first for p in ex) for ex in examples]
+        self.global_sizes = np.array(gs, dtype=np.int64)
+        if len(examples) and (self.long_sizes.max() > self.max_long_len or self.global_sizes.max() > self.max_global_len):
+            raise ValueError("an example exceeds max_long_len / max_global_len (planning bug)")
+
+    # -- fairseq batching ---------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Long tokens per example (what ``--max-tokens`` counts)."""
+        return self.long_sizes
+
+    def num_tokens(self, index: int) -> int:
+        return self.max_long_len if self.pad_to_fixed_length else int(self.long_sizes[index])
+
+    def num_tokens_vec(self, indices):
+        if self.pad_to_fixed_length:
+            return np.full(len(indices), self.max_long_len, dtype=np.int64)
+        return self.long_sizes[indices]
+
+    def size(self, index: int) -> int:
+        return int(self.long_sizes[index])
+
+    def ordered_indices(self) -> np.ndarray:
+        """By size, ties in a random order that depends on (seed, epoch)."""
+        shuffle = np.random.default_rng([self.seed, self.epoch]).permutation(len(self))
+        return shuffle[np.argsort(self.long_sizes[shuffle], kind="stable")]
+
+    @property
+    def supports_prefetch(self) -> bool:
+        return False
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self) -> bool:
+        return False  # order and masks change with the epoch
+
+    def set_epoch(self, epoch: int):
+        self.epoch = int(epoch)
+
+    # -- items ----------------------------------------------------------------------------------------------
+    def _sentences(self, example: Example):
+        toks, starts, piece_of = [], [], []
+        for p, piece in enumerate(example):
+            a, _ = self.corpus.doc_range(piece.doc)
+            for j in range(a + piece.first, a + piece.end):
+                t = self.corpus.sentence(j)[: self.max_long_len]
+                toks.append(t)
+                starts.append(self.corpus.word_starts(t))
+                piece_of.append(p)
+        return toks, starts, np.asarray(piece_of, dtype=np.int64)
+
+    def __getitem__(self, index: int) -> Dict[str, object]:
+        example = self.examples[index]
+        rng = np.random.default_rng([self.seed, self.epoch, int(index)])
+        sents, starts, piece_of = self._sentences(example)
+        lengths = np.array([len(s) for s in sents], dtype=np.int64)
+        long = np.concatenate(sents) if sents else np.zeros(0, dtype=np.int64)
+        word_starts = np.concatenate(starts) if starts else np.zeros(0, dtype=bool)
+        sent_of_token = np.repeat(np.arange(len(sents), dtype=np.int64), lengths)
+        long_example = piece_of[sent_of_token]
+        cpc_global = np.zeros(0, dtype=np.int64)
+        cpc_tokens: List[np.ndarray] = []
+        if self.fixed_blocks:
+            k = self.fixed_block_len
+            long_segment = np.empty(len(long), dtype=np.int64)
+            global_example = []
+            for p in range(len(example)):
+                pos = np.flatnonzero(long_example == p)
+                nblocks = -(-len(pos) // k)
+                long_segment[pos] = len(global_example) + np.arange(len(pos)) // k
+                global_example.extend([p] * nblocks)
+            global_example = np.asarray(global_example, dtype=np.int64)
+            global_types = np.full(len(global_example), int(GlobalTokenType.FIXED_BLOCK), dtype=np.int64)
+            long_cpc = np.zeros(len(long), dtype=bool)
+        else:
+            long_segment = sent_of_token
+            global_example = piece_of
+            cpc = choose_cpc_sentences(piece_of, self.cpc_sentence_prob, rng)
+            global_types = np.where(cpc, int(GlobalTokenType.CPC_MASK), int(GlobalTokenType.SENTENCE)).astype(np.int64)
+            long_cpc = cpc[sent_of_token]
+            cpc_global = np.flatnonzero(cpc).astype(np.int64)
+            cpc_tokens = [sents[i] for i in cpc_global]
+        # <s>/<pad>/</s> are never picked (the corpus has none inside sentences); <unk> is an ordinary word
+        eligible = ~long_cpc & ~np.isin(long, self.never_masked)
+        picked = whole_word_mask(word_starts, eligible, self.mask_prob, rng)
+        src = np.where(long_cpc, self.mask_idx, long)
+        src = apply_80_10_10(
+            src, picked, self.mask_idx, self.random_choices, rng, self.leave_unmasked_prob, self.random_token_prob
+        )
+        target = np.where(picked, long, self.pad)
+        global_tokens = np.full(len(global_types), self.global_id, dtype=np.int64)
+        return {
+            "id": int(index),
+            "source": torch.from_numpy(src.astype(np.int64)),
+            "target": torch.from_numpy(target.astype(np.int64)),
+            "global_tokens": torch.from_numpy(global_tokens),
+            "global_types": torch.from_numpy(global_types),
+            "long_segment": torch.from_numpy(long_segment),
+            "long_example": torch.from_numpy(long_example),
+            "global_example": torch.from_numpy(global_example),
+            "cpc_global_index": torch.from_numpy(cpc_global),
+            "cpc_segment_tokens": [torch.from_numpy(np.asarray(t, dtype=np.int64)) for t in cpc_tokens],
+        }
+
+    # -- batches --------------------------------------------------------------------------------------------
+    def collater(self, samples: List[Dict[str, object]]) -> Dict[str, object]:
+        if len(samples) == 0:
+            return {}
+        pad = self.pad
+        bsz = len(samples)
+        long_lens = [len(s["source"]) for s in samples]
+        global_lens = [len(s["global_tokens"]) for s in samples]
+        L = self.max_long_len if self.pad_to_fixed_length else max(max(long_lens), 1)
+        G = self.max_global_len if self.pad_to_fixed_length else max(max(global_lens), 1)
+        src = torch.full((bsz, L), pad, dtype=torch.long)
+        target = torch.full((bsz, L), pad, dtype=torch.long)
+        gtok = torch.full((bsz, G), pad, dtype=torch.long)
+        gtyp = torch.zeros((bsz, G), dtype=torch.long)
+        long_segment = torch.full((bsz, L), -1, dtype=torch.long)
+        long_example = torch.zeros((bsz, L), dtype=torch.long)
+        global_example = torch.zeros((bsz, G), dtype=torch.long)
+        seg_list, b_idx, g_idx = [], [], []
+        for i, s in enumerate(samples):
+            n, g = long_lens[i], global_lens[i]
+            src[i, :n] = s["source"]
+            target[i, :n] = s["target"]
+            gtok[i, :g] = s["global_tokens"]
+            gtyp[i, :g] = s["global_types"]
+            long_segment[i, :n] = s["long_segment"]
+            long_example[i, :n] = s["long_example"]
+            global_example[i, :g] = s["global_example"]
+            for gi, toks in zip(s["cpc_global_index"].tolist(), s["cpc_segment_tokens"]):
+                seg_list.append(toks)
+                b_idx.append(i)
+                g_idx.append(gi)
+        S = max((len(t) for t in seg_list), default=0)
+        segs = torch.full((len(seg_list), S), pad, dtype=torch.long)
+        for j, t in enumerate(seg_list):
+            segs[j, : len(t)] = t
+        return {
+            "id": torch.tensor([s["id"] for s in samples], dtype=torch.long),
+            "nsentences": bsz,
+            "ntokens": int(sum(long_lens)),
+            "net_input": {
+                "src_tokens": src,
+                "src_lengths": torch.tensor(long_lens, dtype=torch.long),
+                "global_tokens": gtok,
+                "global_types": gtyp,
+                "structure": {
+                    "long_segment": long_segment,
+                    "long_example": long_example,
+                    "global_example": global_example,
+                },
+            },
+            "target": target,
+            "cpc": {
+                "segment_tokens": segs,
+                "batch_index": torch.tensor(b_idx, dtype=torch.long),
+                "global_index": torch.tensor(g_idx, dtype=torch.long),
+            },
+        }
