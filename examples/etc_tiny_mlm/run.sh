@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ETC tiny masked-LM run on real English Wikipedia text (the project's main end-to-end job).
+# ETC tiny in fairseq's stock masked_lm task on real English Wikipedia text (fixed-block global tokens).
 #
 # Run from the repository root after `scripts/setup.sh` (which creates ./.venv):
 #   bash examples/etc_tiny_mlm/run.sh
