@@ -343,3 +343,34 @@ def test_fairseq_train_max_tokens_cpc_weight_zero(pretrain_data, tmp_path):
     inner = re.findall(r"train_inner \| .*", log)
     assert len(inner) == 3 and all("mlm_loss=" in l for l in inner)
     assert all(int(re.search(r"wpb=([\d.]+)", l).group(1).split(".")[0]) <= 1024 for l in inner)
+
+
+def test_gpt2_bpe_data_trains_with_whole_word_masking(pretrain_gpt2_prepared, tmp_path):
+    """RoBERTa's vocabulary path: GPT-2 BPE data (word starts from the BPE's leading spaces) through the
+    task and criterion end to end."""
+    data = pretrain_gpt2_prepared.bin_dir
+    task = make_task(data)
+    task.load_dataset("valid")
+    ds = task.dataset("valid")
+    assert ds.corpus.tokenizer == "gpt2"
+    pad, n_multi_piece_words = task.dictionary.pad(), 0
+    for i in range(len(ds)):
+        orig, word_starts, _ = original_long(ds, i)
+        picked = ds[i]["target"].numpy() != pad
+        word = np.cumsum(word_starts)
+        n_multi_piece_words += int((np.bincount(word) > 1).sum())
+        for w in np.unique(word[picked]):
+            assert picked[word == w].all()
+    assert n_multi_piece_words > 100  # the check above really met words of several BPE pieces
+    log = run_fairseq("fairseq_cli.train", str(data), *COMMON, "--batch-size", "2", "--max-update", "2",
+                      "--disable-validation", "--save-dir", str(tmp_path / "g"))
+    assert "num_updates=2" in re.findall(r"train_inner \| .*", log)[-1]
+
+
+def test_etc_base_builds_and_trains_a_step(pretrain_data, tmp_path):
+    args = [a if a != "etc_tiny" else "etc_base" for a in COMMON]
+    log = run_fairseq("fairseq_cli.train", str(pretrain_data), *args, "--batch-size", "1", "--max-update", "1",
+                      "--max-long-len", "128", "--max-global-len", "16", "--disable-validation", "--no-save")
+    params = int(re.search(r"num\. shared model params: ([\d,]+)", log).group(1).replace(",", ""))
+    assert 140e6 < params < 150e6  # etc_base without most of its 23M-parameter 30k-word embedding
+    assert "num_updates=1" in re.findall(r"train_inner \| .*", log)[-1]
