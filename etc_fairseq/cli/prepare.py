@@ -146,6 +146,24 @@ def resolve_inputs(args: argparse.Namespace) -> List[Path]:
 # ---------------------------------------------------------------------------------------------------------
 
 
+def _corpus_kwargs(args: argparse.Namespace) -> dict:
+    """The document-reading, split, sentencepiece and output options that the text-corpus subcommands
+    (``mlm``, ``pretrain``) share, as keyword arguments of their prepare functions."""
+    return dict(
+        valid_fraction=args.valid_fraction if args.valid_fraction is not None else 0.05,
+        valid_docs=args.valid_docs,
+        max_docs=args.max_docs,
+        workers=args.workers,
+        seed=args.seed,
+        min_paragraph_chars=args.min_paragraph_chars,
+        min_doc_chars=args.min_doc_chars,
+        spm_model_type=args.spm_model_type,
+        character_coverage=args.character_coverage,
+        spm_input_sentence_size=args.spm_input_sentence_size,
+        overwrite=args.overwrite,
+    )
+
+
 def _mlm_arguments(p: argparse.ArgumentParser) -> None:
     add_input_arguments(p)
     add_output_arguments(p)
@@ -172,20 +190,10 @@ def _mlm_run(args: argparse.Namespace) -> int:
         resolve_inputs(args),
         args.out,
         vocab_size=args.vocab_size,
-        valid_fraction=args.valid_fraction if args.valid_fraction is not None else 0.05,
-        valid_docs=args.valid_docs,
-        max_docs=args.max_docs,
-        workers=args.workers,
-        seed=args.seed,
-        min_paragraph_chars=args.min_paragraph_chars,
-        min_doc_chars=args.min_doc_chars,
-        spm_model_type=args.spm_model_type,
-        character_coverage=args.character_coverage,
-        spm_input_sentence_size=args.spm_input_sentence_size,
         max_line_pieces=args.max_line_pieces,
         spm_model=args.spm_model,
         srcdict=args.srcdict,
-        overwrite=args.overwrite,
+        **_corpus_kwargs(args),
     )
     print(summary.format())
     return 0
@@ -323,17 +331,7 @@ def _pretrain_run(args: argparse.Namespace) -> int:
         srcdict=args.srcdict,
         gpt2_encoder_json=args.gpt2_encoder_json,
         gpt2_vocab_bpe=args.gpt2_vocab_bpe,
-        valid_fraction=args.valid_fraction if args.valid_fraction is not None else 0.05,
-        valid_docs=args.valid_docs,
-        max_docs=args.max_docs,
-        workers=args.workers,
-        seed=args.seed,
-        min_paragraph_chars=args.min_paragraph_chars,
-        min_doc_chars=args.min_doc_chars,
-        spm_model_type=args.spm_model_type,
-        character_coverage=args.character_coverage,
-        spm_input_sentence_size=args.spm_input_sentence_size,
-        overwrite=args.overwrite,
+        **_corpus_kwargs(args),
     )
     print(summary.format())
     return 0
