@@ -2,11 +2,16 @@
 
 Layout (data flows top to bottom):
 
-- ``etc_fairseq.prepare``    raw files -> text / binarized fairseq datasets
+- ``etc_fairseq.prepare``    raw files -> sentences / paragraphs -> tokens -> binarized fairseq datasets
+                              (the ``etc-prepare`` command lives in ``etc_fairseq.cli.prepare``)
+- ``etc_fairseq.data``       pretraining corpus reader, document packing, MLM/CPC masking, collation
+- ``etc_fairseq.tasks``      fairseq tasks (``etc_pretraining``)
 - ``etc_fairseq.structure``  pure functions: structure ids -> 4 masks + 4 relative-label tensors;
                               the one relative-label vocabulary and the global-token types
-- ``etc_fairseq.attention``  the global-local attention kernel (blocked l2l) and its dense reference
 - ``etc_fairseq.models``     the ``etc`` fairseq model, its layers and architectures
+- ``etc_fairseq.attention``  the global-local attention kernel (blocked l2l) and its dense reference
+- ``etc_fairseq.criterions`` fairseq criterions (``cpc_mlm``)
+- ``etc_fairseq.lift``       RoBERTa checkpoints -> ETC checkpoints (``etc-lift``)
 - ``user_dir``               (outside the package) the thin fairseq ``--user-dir`` that registers it all
 """
 
