@@ -12,6 +12,7 @@ from etc_fairseq.data.packing import (
     Piece,
     example_lengths,
     example_structure_ids,
+    greedy_pack,
     plan_examples,
 )
 from etc_fairseq.structure import RelativeLabelVocab, build_structure
@@ -182,3 +183,16 @@ def test_packed_documents_cannot_see_each_other_in_any_piece():
         for i, g in enumerate(row["long_segment"].tolist()):
             assert int(s.l2g_rel[b, i, g]) == belongs
     assert Gn == G and B == 2
+
+
+def test_greedy_pack_exact_groups():
+    costs = [(3, 1), (4, 1), (2, 2), (6, 1), (1, 1), (1, 1)]
+    # limits 7 long / 3 global: (3+4) fits; +2 long exceeds 7 -> new group; (2,2)+(6,..) exceeds 7;
+    # (6,1)+(1,1)=7 long fits, +(1,1) exceeds -> new group.
+    assert greedy_pack(costs, 7, 3) == [[0, 1], [2], [3, 4], [5]]
+    # the global limit binds: 2 globals + 2 globals > 3
+    assert greedy_pack([(1, 2), (1, 2), (1, 1)], 100, 3) == [[0], [1, 2]]
+    # an item alone may exceed the limits (callers truncate it); no packing = one group each
+    assert greedy_pack([(9, 1), (1, 1)], 5, 5) == [[0], [1]]
+    assert greedy_pack(costs, 100, 100, pack=False) == [[i] for i in range(6)]
+    assert greedy_pack([], 7, 3) == []

@@ -4,7 +4,6 @@ import math
 import re
 import subprocess
 import sys
-from argparse import Namespace
 from pathlib import Path
 
 import numpy as np

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Piece", "Example", "PackingStats", "plan_examples", "example_lengths", "example_structure_ids"]
+__all__ = [
+    "Piece", "Example", "PackingStats", "greedy_pack", "plan_examples", "example_lengths", "example_structure_ids",
+]
 
 
 class Piece(NamedTuple):
@@ -89,6 +91,34 @@ def _chunk_document(doc: int, lengths: Sequence[int], budget: int, max_global_le
     return chunks
 
 
+def greedy_pack(
+    costs: Sequence[Tuple[int, int]], max_long: int, max_global: int, pack: bool = True
+) -> List[List[int]]:
+    """Group consecutive items greedily: an item joins the current group unless packing is off or it
+    would push the group's long cost past ``max_long`` or its global cost past ``max_global``.
+
+    Args:
+        costs: per item, (long tokens, global tokens) it takes.
+        max_long, max_global: the limits of one group (an item alone may exceed them; callers truncate).
+        pack: False puts every item in a group of its own.
+    Returns:
+        the groups, as lists of item indices, in order.
+    """
+    groups: List[List[int]] = []
+    cur: List[int] = []
+    cur_long = cur_global = 0
+    for i, (n_long, n_global) in enumerate(costs):
+        if cur and (not pack or cur_long + n_long > max_long or cur_global + n_global > max_global):
+            groups.append(cur)
+            cur, cur_long, cur_global = [], 0, 0
+        cur.append(i)
+        cur_long += n_long
+        cur_global += n_global
+    if cur:
+        groups.append(cur)
+    return groups
+
+
 def plan_examples(
     doc_sentence_lengths: Sequence[Sequence[int]],
     max_long_len: int,
@@ -123,9 +153,8 @@ def plan_examples(
     """
     budget = _check_sizes(max_long_len, max_global_len, reserve_long)
     stats = stats if stats is not None else PackingStats()
-    examples: List[Example] = []
-    cur: Example = []
-    cur_tokens = cur_sents = 0
+    pieces: List[Piece] = []
+    costs: List[Tuple[int, int]] = []  # (long tokens, sentences) of each chunk
     for d, lengths in enumerate(doc_sentence_lengths):
         if len(lengths) == 0:
             stats.empty_docs += 1
@@ -139,17 +168,11 @@ def plan_examples(
                 stats.truncated_tokens += int(n) - budget
         for c in chunks:
             tokens = sum(min(int(n), budget) for n in lengths[c.first : c.end])
-            sents = c.end - c.first
             stats.chunks += 1
             stats.long_tokens += tokens
-            if cur and (not pack or cur_tokens + tokens > budget or cur_sents + sents > max_global_len):
-                examples.append(cur)
-                cur, cur_tokens, cur_sents = [], 0, 0
-            cur.append(c)
-            cur_tokens += tokens
-            cur_sents += sents
-    if cur:
-        examples.append(cur)
+            pieces.append(c)
+            costs.append((tokens, c.end - c.first))
+    examples = [[pieces[i] for i in group] for group in greedy_pack(costs, budget, max_global_len, pack)]
     stats.examples = len(examples)
     if stats.truncated_sentences:
         logger.warning(

@@ -27,14 +27,14 @@ Batch (:meth:`PretrainingDataset.collater`)::
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 import torch
 from fairseq.data import FairseqDataset
 
 from etc_fairseq.data.masking import apply_80_10_10, choose_cpc_sentences, whole_word_mask
-from etc_fairseq.data.packing import Example, Piece, plan_examples
+from etc_fairseq.data.packing import Example, greedy_pack, plan_examples
 from etc_fairseq.structure.global_tokens import GlobalTokenType, special_global_token_id
 
 logger = logging.getLogger(__name__)
@@ -60,22 +60,12 @@ def plan_fixed_block_examples(
             f"fixed blocks: ceil(max_long_len={max_long_len} / fixed_block_len={block_len}) global tokens "
             f"exceed max_global_len={max_global_len}"
         )
-    chunks = plan_examples(doc_sentence_lengths, max_long_len, max_long_len, pack=False)
-    examples: List[Example] = []
-    cur: Example = []
-    cur_tokens = cur_blocks = 0
-    for (piece,) in chunks:
+    pieces = [piece for (piece,) in plan_examples(doc_sentence_lengths, max_long_len, max_long_len, pack=False)]
+    costs = []  # (long tokens, fixed blocks) of each chunk
+    for piece in pieces:
         tokens = int(sum(min(int(n), max_long_len) for n in doc_sentence_lengths[piece.doc][piece.first : piece.end]))
-        blocks = -(-tokens // block_len)
-        if cur and (not pack or cur_tokens + tokens > max_long_len or cur_blocks + blocks > max_global_len):
-            examples.append(cur)
-            cur, cur_tokens, cur_blocks = [], 0, 0
-        cur.append(piece)
-        cur_tokens += tokens
-        cur_blocks += blocks
-    if cur:
-        examples.append(cur)
-    return examples
+        costs.append((tokens, -(-tokens // block_len)))
+    return [[pieces[i] for i in group] for group in greedy_pack(costs, max_long_len, max_global_len, pack)]
 
 
 class PretrainingDataset(FairseqDataset):

@@ -17,12 +17,10 @@ Every switchable group is an ``nn.ModuleDict`` keyed by side ("long"/"global") o
 
 from __future__ import annotations
 
-import math
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Sequence, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from fairseq import utils
 from fairseq.modules import LayerNorm
 
