@@ -32,12 +32,14 @@ setup(
         "torch>=2.1",
         "sentencepiece>=0.1.99",
         "mwparserfromhell>=0.6",
+        # etc-show (PNG pictures of an example's structure)
+        "matplotlib>=3.5",
         # etc-prepare pretrain's sentence splitter (etc_fairseq/prepare/sentences.py); wheels for CPython >= 3.10.
         "sentencex>=1.0.32; python_version >= '3.10'",
     ]
     + FAIRSEQ_RUNTIME_DEPS,
     extras_require={
-        "test": ["pytest>=7"],
+        "test": ["pytest>=7", "hypothesis>=6"],
         # Only for benchmarks/layer_vs_peers.py (HF Longformer / BigBird layers as peers).
         "bench": ["transformers"],
     },
@@ -45,6 +47,9 @@ setup(
         "console_scripts": [
             "etc-prepare = etc_fairseq.cli.prepare:main",
             "etc-lift = etc_fairseq.cli.lift:main",
+            "etc-predict = etc_fairseq.cli.predict:main",
+            "etc-evaluate = etc_fairseq.cli.evaluate:main",
+            "etc-show = etc_fairseq.cli.show:main",
         ],
     },
 )

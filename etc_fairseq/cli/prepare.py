@@ -7,8 +7,8 @@ Subcommands (``etc-prepare SUB --help`` for each):
   pretrain                 documents -> sentences (BERT layout) -> sentencepiece / GPT-2 BPE -> one fairseq
                            item per sentence + document offsets, for ETC pre-training
 
-Adding a subcommand: write ``add_arguments(parser)`` and ``run(args) -> int``, and append a
-:class:`Subcommand` to :data:`SUBCOMMANDS`. Shared option groups (inputs, output, seed, workers) come from
+Adding a subcommand: for a dataset, define ``PREPARE = Subcommand(...)`` (``add_arguments(parser)`` and
+``run(args) -> int``) in ``etc_fairseq/prepare/<dataset>.py`` and add the module to :data:`DATASET_MODULES`. Shared option groups (inputs, output, seed, workers) come from
 :func:`add_input_arguments` and :func:`add_output_arguments`; :func:`resolve_inputs` turns them into files.
 Errors that are the user's (missing files, malformed dumps, bad arguments) are printed as one line naming
 the file, with exit status 1; ``--debug`` shows the traceback instead.
@@ -18,33 +18,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import List, Optional, Sequence
+
+from etc_fairseq.cli.common import Subcommand, build_parser as _build_parser, load_subcommands, run_cli
 
 logger = logging.getLogger("etc_fairseq.cli.prepare")
 
 # Defined here so that `--help` does not need to import sentencepiece/fairseq.
 DEFAULT_VOCAB_SIZE = 8000
-
-
-@dataclass
-class Subcommand:
-    """One ``etc-prepare`` subcommand.
-
-    Attributes:
-        name: the word on the command line.
-        help: one line for ``etc-prepare --help``.
-        description: the text at the top of ``etc-prepare NAME --help``.
-        add_arguments: adds the subcommand's options to its parser.
-        run: does the work; returns the exit status.
-    """
-
-    name: str
-    help: str
-    description: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -354,6 +336,10 @@ PRETRAIN = Subcommand(
 
 SUBCOMMANDS: List[Subcommand] = [MLM, ARTICLE_CLASSIFICATION, PRETRAIN]
 
+#: Dataset converters that live with their dataset's code; each module defines ``PREPARE`` (a Subcommand).
+DATASET_MODULES: List[str] = [
+]
+
 
 # ---------------------------------------------------------------------------------------------------------
 # entry point
@@ -361,39 +347,12 @@ SUBCOMMANDS: List[Subcommand] = [MLM, ARTICLE_CLASSIFICATION, PRETRAIN]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``etc-prepare`` parser with every subcommand of :data:`SUBCOMMANDS`.
-
-    Returns:
-        an ``argparse.ArgumentParser``; the chosen subcommand is in ``args.subcommand``.
-    """
-    parser = argparse.ArgumentParser(
-        prog="etc-prepare",
-        description="Build fairseq datasets for ETC (etc-fairseq) from raw text.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    """The ``etc-prepare`` parser: :data:`SUBCOMMANDS` plus each of :data:`DATASET_MODULES`' ``PREPARE``."""
+    return _build_parser(
+        "etc-prepare",
+        "Build fairseq datasets for ETC (etc-fairseq) from raw text and the official task files.",
+        SUBCOMMANDS + load_subcommands(DATASET_MODULES, "PREPARE"),
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
-    sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
-    for sc in SUBCOMMANDS:
-        p = sub.add_parser(sc.name, help=sc.help, description=sc.description)
-        sc.add_arguments(p)
-        p.set_defaults(_subcommand=sc)
-    return parser
-
-
-def _setup_logging(verbose: bool, quiet: bool) -> None:
-    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-        datefmt="%H:%M:%S",
-        stream=sys.stderr,
-    )
-    logging.getLogger().setLevel(level)
-    # fairseq's preprocess logs every argument at INFO; ours already says what runs.
-    for name in ("fairseq_cli.preprocess", "fairseq.tasks.text_to_speech", "fairseq.data.data_utils"):
-        logging.getLogger(name).setLevel(logging.WARNING if not verbose else logging.DEBUG)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -404,18 +363,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     Returns:
         exit status: 0 on success, 1 on a data/user error (one line on stderr), 2 on bad arguments.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    _setup_logging(args.verbose, args.quiet)
-    from etc_fairseq.prepare.errors import USER_ERRORS
-
-    try:
-        return args._subcommand.run(args)
-    except USER_ERRORS as e:
-        if args.debug:
-            raise
-        print(f"etc-prepare {args.subcommand}: error: {e}", file=sys.stderr)
-        return 1
+    return run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -1,2 +1,8 @@
-"""ETC fairseq criterions (importing this package registers them; ``--user-dir`` does not do it alone)."""
-from etc_fairseq.criterions import cpc_mlm  # noqa: F401  (criterion "cpc_mlm")
+"""ETC fairseq criterions. Importing this package imports every module in it, which registers the
+criterions (``cpc_mlm``, and one per fine-tuning task); ``--user-dir`` alone does not."""
+import importlib
+import pkgutil
+
+for _m in pkgutil.iter_modules(__path__):
+    if not _m.name.startswith("_"):
+        importlib.import_module(f"{__name__}.{_m.name}")

@@ -187,14 +187,27 @@ class EtcTransformer(nn.Module):
             self.apply(init_bert_params)
 
     def embed(
-        self, long_tokens: torch.Tensor, global_tokens: torch.Tensor, global_types: torch.Tensor
+        self,
+        long_tokens: torch.Tensor,
+        global_tokens: torch.Tensor,
+        global_types: torch.Tensor,
+        long_extra: Optional[torch.Tensor] = None,
+        global_extra: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """long_tokens int64 [batch, long_len], global_tokens/global_types int64 [batch, global_len]
-        -> (float [batch, long_len, dim], float [batch, global_len, dim])."""
+        -> (float [batch, long_len, dim], float [batch, global_len, dim]).
+
+        ``long_extra`` float [batch, long_len, dim] / ``global_extra`` float [batch, global_len, dim], if
+        given, are added to the embeddings before the embedding layer norm (task-specific input features,
+        e.g. OpenKP's visual features)."""
         x_long = self.embed_tokens(long_tokens)
         if self.embed_positions is not None:
             x_long = x_long + self.embed_positions(long_tokens)
         x_global = self.embed_tokens(global_tokens) + self.embed_global_types(global_types)
+        if long_extra is not None:
+            x_long = x_long + long_extra.to(x_long.dtype)
+        if global_extra is not None:
+            x_global = x_global + global_extra.to(x_global.dtype)
         x_long = self.dropout(self.layernorm_embedding(x_long))
         x_global = self.dropout(self.layernorm_embedding(x_global))
         return x_long, x_global
@@ -206,10 +219,13 @@ class EtcTransformer(nn.Module):
         global_types: torch.Tensor,
         structure: GlobalLocalStructure,
         return_all_hiddens: bool = False,
+        long_extra: Optional[torch.Tensor] = None,
+        global_extra: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor, List[Tuple[torch.Tensor, torch.Tensor]]]:
         """Returns long features float [batch, long_len, dim], global features float
-        [batch, global_len, dim], and (if ``return_all_hiddens``) every layer's (long, global) input."""
-        x_long, x_global = self.embed(long_tokens, global_tokens, global_types)
+        [batch, global_len, dim], and (if ``return_all_hiddens``) every layer's (long, global) input.
+        ``long_extra``/``global_extra``: see :meth:`embed`."""
+        x_long, x_global = self.embed(long_tokens, global_tokens, global_types, long_extra, global_extra)
         inner_states = [(x_long, x_global)] if return_all_hiddens else []
         for layer in self.layers:
             if self.cfg.checkpoint_activations and self.training and torch.is_grad_enabled():
@@ -311,17 +327,24 @@ class EtcEncoder(FairseqEncoder):
         global_tokens: Optional[torch.Tensor] = None,
         global_types: Optional[torch.Tensor] = None,
         structure: Optional[Dict[str, torch.Tensor]] = None,
+        long_extra_embeddings: Optional[torch.Tensor] = None,
+        global_extra_embeddings: Optional[torch.Tensor] = None,
         **unused,
     ) -> Tuple[torch.Tensor, Dict[str, Any]]:
         """Returns (x, extra): x is the LM logits float [batch, long_len, vocab] (or
         [num_masked, vocab] given ``masked_tokens`` bool [batch, long_len]), or the long features
         float [batch, long_len, dim] when ``features_only``. ``extra`` holds ``global_features`` float
-        [batch, global_len, dim], both padding masks, and ``inner_states`` (list of (long, global))."""
+        [batch, global_len, dim], both padding masks, and ``inner_states`` (list of (long, global)).
+
+        ``long_extra_embeddings`` float [batch, long_len, dim] and ``global_extra_embeddings`` float
+        [batch, global_len, dim] (optional) are added to the input embeddings: the hook for task-specific
+        input features (OpenKP's visual features), computed by a task head module."""
         global_tokens, global_types, built = self.prepare_inputs(
             src_tokens, global_tokens, global_types, structure
         )
         x_long, x_global, inner_states = self.sentence_encoder(
-            src_tokens, global_tokens, global_types, built, return_all_hiddens=return_all_hiddens
+            src_tokens, global_tokens, global_types, built, return_all_hiddens=return_all_hiddens,
+            long_extra=long_extra_embeddings, global_extra=global_extra_embeddings,
         )
         extra = {
             "global_features": x_global,
@@ -349,6 +372,9 @@ class EtcModel(FairseqEncoderModel):
         super().__init__(encoder)
         self.cfg = cfg
         self.classification_heads = nn.ModuleDict()
+        # Task-specific output (and input-feature) modules, registered by the fine-tuning tasks'
+        # build_model (HotpotQA, WikiHop, NQ, OpenKP): see register_task_head.
+        self.task_heads = nn.ModuleDict()
         # CPC (paper appendix B): a bilinear score between the global output of a CPC-masked sentence
         # (projected by this layer) and the separate encoding of that sentence alone.
         self.cpc_head = nn.Linear(cfg.encoder_embed_dim, cfg.encoder_embed_dim)
@@ -426,6 +452,17 @@ class EtcModel(FairseqEncoderModel):
             pooler_dropout=self.cfg.pooler_dropout,
         )
 
+    def register_task_head(self, name: str, head: nn.Module) -> nn.Module:
+        """Attach a task's head module under ``task_heads.NAME`` (so it is saved in checkpoints) and
+        return it. Fine-tuning tasks call this from ``build_model``; their criterions call the module
+        on the features returned by :meth:`forward` (``features_only=True``). Re-registering a name
+        replaces the module. When a checkpoint is loaded, :meth:`upgrade_state_dict_named` keeps the
+        fresh weights of heads the checkpoint lacks and drops checkpoint heads the model lacks."""
+        if not name.isidentifier():
+            raise ValueError(f"task head name must be a Python identifier, got {name!r}")
+        self.task_heads[name] = head
+        return head
+
     @property
     def supported_targets(self):
         return {"self"}
@@ -468,3 +505,20 @@ class EtcModel(FairseqEncoderModel):
                     del state_dict[k]
         for k, v in self.classification_heads.state_dict().items():
             state_dict.setdefault(head_prefix + k, v)
+
+        # Task heads: the model (built by the task) decides which heads exist. Checkpoint tensors of
+        # heads that are absent or differ in shape are dropped (with a warning); missing ones keep the
+        # model's fresh weights (e.g. fine-tuning from a pre-trained checkpoint).
+        task_prefix = prefix + "task_heads."
+        current = self.task_heads.state_dict()
+        dropped = []
+        for k in [k for k in state_dict if k.startswith(task_prefix)]:
+            sub = k[len(task_prefix):]
+            if sub not in current or current[sub].shape != state_dict[k].shape:
+                dropped.append(sub)
+                del state_dict[k]
+        if dropped:
+            logger.warning(f"dropping {len(dropped)} task-head tensors from the checkpoint that this model "
+                           f"does not have (or has with another shape): {sorted(dropped)[:8]}")
+        for k, v in current.items():
+            state_dict.setdefault(task_prefix + k, v)

@@ -1,0 +1,352 @@
+"""The on-disk format and the fairseq dataset shared by every structured fine-tuning task (HotpotQA,
+WikiHop, NQ, OpenKP): one example = a set of named arrays, stored field by field with fairseq's own
+memory-mapped indexed dataset format (``{split}.{field}.bin/.idx``).
+
+Layout of a prepared directory ``DIR`` (what ``etc-prepare <dataset>`` writes, atomically)::
+
+    DIR/dict.txt                      fairseq Dictionary of the word pieces
+    DIR/{split}.{field}.bin / .idx    one fairseq MMapIndexedDataset per field (item i = example i)
+    DIR/{split}.meta.json             {"num_examples", "fields": {name: {"dtype", "trailing_shape"}}, ...}
+    DIR/{split}.side.jsonl            (optional) one JSON object per example: ids, texts and offsets that
+                                      predictions and official metrics need (task-defined)
+
+Core fields (see :data:`CORE_FIELDS`; any example has the first three):
+
+- ``long_tokens``   int64 [long_len]: dictionary ids of the long input.
+- ``global_tokens`` int64 [global_len]: dictionary ids of the global tokens
+  (:func:`etc_fairseq.structure.global_tokens.global_token_id`).
+- ``global_types``  int64 [global_len]: :class:`~etc_fairseq.structure.global_tokens.GlobalTokenType`.
+- structure ids, all optional, meaning as in :func:`etc_fairseq.structure.builders.build_structure`:
+  ``long_segment`` [long_len], ``global_parent`` [global_len], ``long_context`` [long_len],
+  ``global_context`` [global_len], ``long_links`` [long_len, K].
+
+Task fields (labels, features) are declared by the task with a :class:`FieldSpec` and end up in
+``sample["target"][name]`` (or ``sample["net_input"][name]`` for ``role="net_input"``).
+
+Multi-dimensional fields are stored flattened; ``trailing_shape`` (all dims but the first) is in the
+meta file. fairseq's reader casts everything to int64, so float fields are read here directly from the
+same files (:class:`FieldReader`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from fairseq.data import FairseqDataset
+from fairseq.data.indexed_dataset import (
+    MMapIndexedDataset,
+    MMapIndexedDatasetBuilder,
+    data_file_path,
+    index_file_path,
+)
+
+PathLike = Union[str, Path]
+
+#: where a field goes in a collated batch
+ROLES = ("src_tokens", "net_input", "structure", "target")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One stored field.
+
+    Attributes:
+        name: file and batch key.
+        dtype: numpy dtype name on disk: ``int64``, ``int32``, ``int16``, ``int8``, ``uint8``, ``float64``.
+        pad: value of padding positions in a batch; ``"pad"`` = the dictionary's pad index.
+        role: ``src_tokens`` (the long input), ``net_input`` (a model input), ``structure`` (a structure-id
+            input for :func:`~etc_fairseq.structure.builders.build_structure`) or ``target``.
+        length: which length the first dim follows when padding a batch: ``long``, ``global`` or ``own``
+            (padded to the longest in the batch).
+        required: every prepared split must have it.
+    """
+
+    name: str
+    dtype: str = "int64"
+    pad: Union[int, float, str] = 0
+    role: str = "target"
+    length: str = "own"
+    required: bool = False
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"field {self.name!r}: role must be one of {ROLES}, got {self.role!r}")
+        if self.length not in ("long", "global", "own"):
+            raise ValueError(f"field {self.name!r}: length must be long, global or own, got {self.length!r}")
+        np.dtype(self.dtype)
+
+
+CORE_FIELDS: Dict[str, FieldSpec] = {
+    f.name: f
+    for f in (
+        FieldSpec("long_tokens", pad="pad", role="src_tokens", length="long", required=True),
+        FieldSpec("global_tokens", pad="pad", role="net_input", length="global", required=True),
+        FieldSpec("global_types", pad=0, role="net_input", length="global", required=True),
+        FieldSpec("long_segment", pad=-1, role="structure", length="long"),
+        FieldSpec("global_parent", pad=-1, role="structure", length="global"),
+        FieldSpec("long_context", pad=0, role="structure", length="long"),
+        FieldSpec("global_context", pad=0, role="structure", length="global"),
+        FieldSpec("long_links", pad=-1, role="structure", length="long"),
+    )
+}
+
+
+class StructuredWriter:
+    """Writes one split, example by example, into a directory (normally the temporary directory of
+    :func:`etc_fairseq.prepare.atomic.atomic_directory`).
+
+    Args:
+        out_dir: directory to write into.
+        split: split name (``train``, ``valid``, ...).
+        fields: the specs of every field the examples carry (core fields are added when named).
+    """
+
+    def __init__(self, out_dir: PathLike, split: str, fields: Sequence[FieldSpec]):
+        self.out_dir = Path(out_dir)
+        self.split = split
+        self.specs: Dict[str, FieldSpec] = {f.name: f for f in fields}
+        for name in ("long_tokens", "global_tokens", "global_types"):
+            self.specs.setdefault(name, CORE_FIELDS[name])
+        self._builders = {
+            name: MMapIndexedDatasetBuilder(str(self._prefix(name)) + ".bin", dtype=np.dtype(spec.dtype).type)
+            for name, spec in self.specs.items()
+        }
+        self._trailing: Dict[str, Tuple[int, ...]] = {}
+        self._side = None
+        self.num_examples = 0
+        self.meta: Dict[str, object] = {}
+
+    def _prefix(self, name: str) -> Path:
+        return self.out_dir / f"{self.split}.{name}"
+
+    def add(self, arrays: Mapping[str, np.ndarray], side: Optional[dict] = None) -> None:
+        """Append one example.
+
+        Args:
+            arrays: one array per declared field (all must be present); first dim = the field's length.
+            side: a JSON-serialisable dict for ``{split}.side.jsonl`` (give it for all examples or none).
+        Raises:
+            ValueError: a field is missing, unknown, or has a trailing shape other than earlier examples'.
+        """
+        missing = set(self.specs) - set(arrays)
+        unknown = set(arrays) - set(self.specs)
+        if missing or unknown:
+            raise ValueError(f"example {self.num_examples}: missing fields {sorted(missing)}, unknown {sorted(unknown)}")
+        for name, value in arrays.items():
+            a = np.asarray(value, dtype=np.dtype(self.specs[name].dtype))
+            if a.ndim == 0:
+                a = a.reshape(1)
+            trailing = tuple(a.shape[1:])
+            if self._trailing.setdefault(name, trailing) != trailing:
+                raise ValueError(
+                    f"example {self.num_examples}: field {name!r} has trailing shape {trailing}, earlier "
+                    f"examples {self._trailing[name]}"
+                )
+            self._builders[name].add_item(torch.from_numpy(np.ascontiguousarray(a).reshape(-1)))
+        if side is not None:
+            if self._side is None:
+                if self.num_examples:
+                    raise ValueError("side data must be given for every example or none")
+                self._side = open(self.out_dir / f"{self.split}.side.jsonl", "w", encoding="utf-8")
+            self._side.write(json.dumps(side, ensure_ascii=False) + "\n")
+        elif self._side is not None:
+            raise ValueError(f"example {self.num_examples}: side data missing (earlier examples had it)")
+        self.num_examples += 1
+
+    def finalize(self, **meta) -> Path:
+        """Close the files and write ``{split}.meta.json`` (with ``meta`` merged in). Returns its path."""
+        for name, b in self._builders.items():
+            b.finalize(str(self._prefix(name)) + ".idx")
+        if self._side is not None:
+            self._side.close()
+        self.meta.update(meta)
+        info = {
+            "num_examples": self.num_examples,
+            "fields": {
+                name: {
+                    "dtype": spec.dtype,
+                    "trailing_shape": list(self._trailing.get(name, ())),
+                }
+                for name, spec in self.specs.items()
+            },
+            "has_side": self._side is not None,
+            **self.meta,
+        }
+        path = self.out_dir / f"{self.split}.meta.json"
+        path.write_text(json.dumps(info, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return path
+
+
+class FieldReader:
+    """Random access to one stored field, keeping its dtype (fairseq's reader casts to int64)."""
+
+    def __init__(self, prefix: PathLike, dtype: str, trailing_shape: Sequence[int]):
+        prefix = str(prefix)
+        for p in (index_file_path(prefix), data_file_path(prefix)):
+            if not Path(p).is_file():
+                raise FileNotFoundError(f"{p}: missing (prepared data incomplete; re-run etc-prepare)")
+        self._ds = MMapIndexedDataset(prefix)
+        self.dtype = np.dtype(dtype)
+        if self._ds._index.dtype != self.dtype:
+            raise ValueError(f"{prefix}: stored dtype {self._ds._index.dtype}, meta says {self.dtype}")
+        self.trailing_shape = tuple(int(x) for x in trailing_shape)
+        self.sizes = self._ds.sizes // max(int(np.prod(self.trailing_shape)), 1)
+
+    def __len__(self) -> int:
+        return len(self._ds)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        ptr, size = self._ds._index[i]
+        a = np.frombuffer(self._ds._bin_buffer, dtype=self.dtype, count=size, offset=ptr)
+        return a.reshape((-1,) + self.trailing_shape)
+
+
+def read_meta(data_dir: PathLike, split: str) -> dict:
+    """``{split}.meta.json`` of a prepared directory, with a clear error if the split was not prepared."""
+    path = Path(data_dir) / f"{split}.meta.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such prepared split (run etc-prepare first; splits present: "
+                                f"{sorted(p.name[:-len('.meta.json')] for p in Path(data_dir).glob('*.meta.json'))})")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+
+
+def read_side(data_dir: PathLike, split: str) -> List[dict]:
+    """All side records of a split (one dict per example), or FileNotFoundError naming the file."""
+    path = Path(data_dir) / f"{split}.side.jsonl"
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+class StructuredDataset(FairseqDataset):
+    """A prepared split as a fairseq dataset. Items are dicts of numpy arrays; :meth:`collater` pads a batch.
+
+    Args:
+        data_dir: the prepared directory.
+        split: split name.
+        fields: specs of the fields to load (core fields are known; the task adds its own). Fields in the
+            meta file but not named here are ignored; a named field missing on disk is an error unless it
+            is an optional core field.
+        pad_idx: the dictionary's pad index.
+        max_long_len / max_global_len: pad every batch to these lengths when ``pad_to_fixed_length``
+            (identical shapes for XLA / compiled models); examples must fit.
+    """
+
+    def __init__(
+        self,
+        data_dir: PathLike,
+        split: str,
+        fields: Iterable[FieldSpec],
+        pad_idx: int,
+        max_long_len: Optional[int] = None,
+        max_global_len: Optional[int] = None,
+        pad_to_fixed_length: bool = False,
+    ):
+        super().__init__()
+        self.data_dir = Path(data_dir)
+        self.split = split
+        self.meta = read_meta(data_dir, split)
+        stored = self.meta["fields"]
+        self.specs: Dict[str, FieldSpec] = {}
+        for spec in list(CORE_FIELDS.values()) + list(fields):
+            if spec.name not in stored:
+                if spec.required or spec.name not in CORE_FIELDS:
+                    raise ValueError(
+                        f"{self.data_dir}/{split}.meta.json: field {spec.name!r} was not prepared (fields: "
+                        f"{sorted(stored)}); re-run etc-prepare with a matching version"
+                    )
+                continue
+            self.specs[spec.name] = spec
+        self.readers = {
+            name: FieldReader(self.data_dir / f"{split}.{name}", stored[name]["dtype"], stored[name]["trailing_shape"])
+            for name in self.specs
+        }
+        n = int(self.meta["num_examples"])
+        for name, r in self.readers.items():
+            if len(r) != n:
+                raise ValueError(f"{self.data_dir}/{split}.{name}: {len(r)} items, meta says {n} examples")
+        self.pad_idx = pad_idx
+        self.long_sizes = np.asarray(self.readers["long_tokens"].sizes, dtype=np.int64)
+        self.global_sizes = np.asarray(self.readers["global_tokens"].sizes, dtype=np.int64)
+        self.max_long_len = max_long_len
+        self.max_global_len = max_global_len
+        self.pad_to_fixed_length = pad_to_fixed_length
+        if pad_to_fixed_length and (max_long_len is None or max_global_len is None):
+            raise ValueError("pad_to_fixed_length needs max_long_len and max_global_len")
+        for what, sizes, limit in (("long", self.long_sizes, max_long_len), ("global", self.global_sizes, max_global_len)):
+            if limit is not None and len(sizes) and sizes.max() > limit:
+                raise ValueError(
+                    f"{self.data_dir}/{split}: an example has {what} length {int(sizes.max())} > {limit}; "
+                    f"prepare with a smaller --max-{what}-len or raise the task's max_{what}_len"
+                )
+
+    def __len__(self) -> int:
+        return int(self.meta["num_examples"])
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return self.long_sizes
+
+    def num_tokens(self, index: int) -> int:
+        return int(self.long_sizes[index] + self.global_sizes[index])
+
+    def num_tokens_vec(self, indices):
+        return self.long_sizes[indices] + self.global_sizes[indices]
+
+    def size(self, index: int) -> int:
+        return int(self.long_sizes[index])
+
+    def ordered_indices(self) -> np.ndarray:
+        return np.argsort(self.long_sizes, kind="mergesort")
+
+    def __getitem__(self, index: int) -> Dict[str, object]:
+        item = {name: r[index] for name, r in self.readers.items()}
+        item["id"] = int(index)
+        return item
+
+    def _pad_value(self, spec: FieldSpec):
+        return self.pad_idx if spec.pad == "pad" else spec.pad
+
+    def collater(self, samples: List[Dict[str, object]]) -> Dict[str, object]:
+        """Pad a list of items into a batch.
+
+        Returns ``{"id": int64 [B], "nsentences": B, "ntokens": long tokens, "net_input": {"src_tokens":
+        int64 [B, L], "global_tokens"/"global_types": int64 [B, G], "structure": {...} , other net_input
+        fields}, "target": {task fields}}``; ``L``/``G`` are the batch maxima (or the fixed lengths).
+        """
+        if len(samples) == 0:
+            return {}
+        bsz = len(samples)
+        L = self.max_long_len if self.pad_to_fixed_length else max(max(len(s["long_tokens"]) for s in samples), 1)
+        G = self.max_global_len if self.pad_to_fixed_length else max(max(len(s["global_tokens"]) for s in samples), 1)
+        batch: Dict[str, Dict[str, torch.Tensor]] = {"net_input": {}, "structure": {}, "target": {}}
+        for name, spec in self.specs.items():
+            arrays = [s[name] for s in samples]
+            n = L if spec.length == "long" else G if spec.length == "global" else max(max(len(a) for a in arrays), 1)
+            trailing = arrays[0].shape[1:]
+            dtype = torch.float32 if np.dtype(spec.dtype).kind == "f" else torch.long
+            out = torch.full((bsz, n) + tuple(trailing), self._pad_value(spec), dtype=dtype)
+            for i, a in enumerate(arrays):
+                out[i, : len(a)] = torch.from_numpy(np.array(a))
+            if spec.role == "src_tokens":
+                batch["net_input"]["src_tokens"] = out
+            elif spec.role == "net_input":
+                batch["net_input"][name] = out
+            else:
+                batch[spec.role][name] = out
+        batch["net_input"]["structure"] = batch.pop("structure")
+        lengths = [len(s["long_tokens"]) for s in samples]
+        batch["net_input"]["src_lengths"] = torch.tensor(lengths, dtype=torch.long)
+        return {
+            "id": torch.tensor([s["id"] for s in samples], dtype=torch.long),
+            "nsentences": bsz,
+            "ntokens": int(sum(lengths)),
+            "net_input": batch["net_input"],
+            "target": batch["target"],
+        }

@@ -1,0 +1,93 @@
+"""What every structured fine-tuning task (HotpotQA, WikiHop, NQ, OpenKP) shares: its config fields, the
+dictionary (the prepared ``dict.txt`` plus ``<mask>``, so that vocabularies match pre-trained and lifted
+checkpoints), loading a prepared split as a :class:`~etc_fairseq.data.structured.StructuredDataset`, and
+attaching the task's heads to the model in :meth:`build_model`.
+
+A task subclasses :class:`EtcStructuredTask`, sets :attr:`TARGET_FIELDS` (its label/feature fields) and
+implements :meth:`build_heads` (``model.register_task_head(name, module)``). Its config dataclass
+subclasses :class:`EtcStructuredTaskConfig`.
+"""
+# No ``from __future__ import annotations``: fairseq reads the config field types at run time.
+import logging
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from fairseq import utils
+from fairseq.data import Dictionary
+from fairseq.dataclass import FairseqDataclass
+from fairseq.tasks import FairseqTask
+from omegaconf import II
+
+from etc_fairseq.data.structured import FieldSpec, StructuredDataset
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EtcStructuredTaskConfig(FairseqDataclass):
+    data: str = field(default="", metadata={"help": "the directory written by etc-prepare <dataset>"})
+    max_long_len: int = field(default=4096, metadata={"help": "longest long input accepted (prepared examples must fit)"})
+    max_global_len: int = field(default=256, metadata={"help": "longest global input accepted"})
+    pad_to_fixed_length: bool = field(
+        default=False, metadata={"help": "pad every batch to --max-long-len / --max-global-len (static shapes)"}
+    )
+    seed: int = II("common.seed")
+
+
+class EtcStructuredTask(FairseqTask):
+    """Base class; see the module docstring."""
+
+    #: the task's own stored fields (labels, features), besides the core ones
+    TARGET_FIELDS: Sequence[FieldSpec] = ()
+
+    cfg: EtcStructuredTaskConfig
+
+    def __init__(self, cfg: EtcStructuredTaskConfig, dictionary: Dictionary):
+        super().__init__(cfg)
+        self.dictionary = dictionary
+        self.mask_idx = dictionary.add_symbol("<mask>")
+
+    @classmethod
+    def setup_task(cls, cfg: EtcStructuredTaskConfig, **kwargs):
+        paths = utils.split_paths(cfg.data)
+        if not paths:
+            raise ValueError(f"{cls.__name__} needs the data directory written by etc-prepare")
+        dictionary = Dictionary.load(f"{paths[0]}/dict.txt")
+        logger.info(f"dictionary: {len(dictionary)} types (+ <mask>)")
+        return cls(cfg, dictionary)
+
+    def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
+        paths = utils.split_paths(self.cfg.data)
+        data_path = paths[(epoch - 1) % len(paths)]
+        ds = StructuredDataset(
+            data_path,
+            split,
+            self.TARGET_FIELDS,
+            pad_idx=self.dictionary.pad(),
+            max_long_len=self.cfg.max_long_len,
+            max_global_len=self.cfg.max_global_len,
+            pad_to_fixed_length=self.cfg.pad_to_fixed_length,
+        )
+        self.datasets[split] = ds
+        logger.info(f"{data_path} {split}: {len(ds)} examples")
+        return ds
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        self.build_heads(model)
+        return model
+
+    def build_heads(self, model) -> None:
+        """Register the task's heads on ``model`` (``model.register_task_head``)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement build_heads")
+
+    def max_positions(self):
+        return self.cfg.max_long_len
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+    @property
+    def target_dictionary(self):
+        return self.dictionary
