@@ -137,34 +137,63 @@ def safe_load_checkpoint(path: PathLike) -> Dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise LiftError(f"{path}: no such checkpoint file")
-    allowed: List[Any] = [argparse.Namespace]
-    if zipfile.is_zipfile(path):
-        try:
-            unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
-        except Exception as e:  # corrupt archive, torchscript file, ...
-            raise LiftError(f"{path}: not a readable torch checkpoint ({e})") from None
-        rejected = [g for g in unsafe if g != "argparse.Namespace" and not _is_numpy_global(g)]
-        if rejected:
-            raise LiftError(
-                f"{path}: refusing to load: the checkpoint references globals outside the allowlist "
-                f"(argparse.Namespace, numpy scalars/dtypes): {', '.join(rejected)}. Loading it could run "
-                "arbitrary code; etc-lift only reads plain fairseq checkpoints"
-            )
-        if any(_is_numpy_global(g) for g in unsafe):
-            allowed += _numpy_safe_globals()
-    state = _load_with(path, allowed)
+    allowed = _zip_allowlist(path) if zipfile.is_zipfile(path) else [argparse.Namespace]
+    state, _ = _load_with(path, allowed)
     if not isinstance(state, dict):
         raise LiftError(f"{path}: expected a fairseq checkpoint (a dict), got {type(state).__name__}")
     return state
 
 
-def _load_with(path: Path, allowed: List[Any]) -> Any:
+def checkpoint_safe_globals(path: PathLike) -> List[Any]:
+    """Check that a checkpoint file only references allowed globals, and return the allowlist that
+    loading it with ``torch.load(weights_only=True)`` needs (for ``torch.serialization.safe_globals``).
+
+    The same rules as :func:`safe_load_checkpoint`: zip-format files are checked by a static scan of
+    the pickle (nothing is executed, tensors are not read); legacy files by a trial load with
+    ``weights_only=True`` (which cannot run code either).
+
+    Args:
+        path: the checkpoint file.
+    Returns:
+        ``[argparse.Namespace]``, plus numpy's scalar/dtype globals when the file references them.
+    Raises:
+        LiftError: missing or unreadable file, or a global outside the allowlist (named in the message).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise LiftError(f"{path}: no such checkpoint file")
+    if zipfile.is_zipfile(path):
+        return _zip_allowlist(path)
+    _, allowed = _load_with(path, [argparse.Namespace])
+    return allowed
+
+
+def _zip_allowlist(path: Path) -> List[Any]:
+    """Static scan of a zip-format checkpoint's pickle: the allowlist it needs, or LiftError."""
+    allowed: List[Any] = [argparse.Namespace]
+    try:
+        unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+    except Exception as e:  # corrupt archive, torchscript file, ...
+        raise LiftError(f"{path}: not a readable torch checkpoint ({e})") from None
+    rejected = [g for g in unsafe if g != "argparse.Namespace" and not _is_numpy_global(g)]
+    if rejected:
+        raise LiftError(
+            f"{path}: refusing to load: the checkpoint references globals outside the allowlist "
+            f"(argparse.Namespace, numpy scalars/dtypes): {', '.join(rejected)}. Loading it could run "
+            "arbitrary code; only plain fairseq checkpoints are read"
+        )
+    if any(_is_numpy_global(g) for g in unsafe):
+        allowed += _numpy_safe_globals()
+    return allowed
+
+
+def _load_with(path: Path, allowed: List[Any]) -> Tuple[Any, List[Any]]:
     """torch.load(weights_only=True) inside ``safe_globals(allowed)``; one retry with numpy's globals
-    added when a legacy-format file turns out to need them."""
+    added when a legacy-format file turns out to need them. Returns (the object, the allowlist used)."""
     for attempt in range(2):
         try:
             with torch.serialization.safe_globals(allowed):
-                return torch.load(path, map_location="cpu", weights_only=True)
+                return torch.load(path, map_location="cpu", weights_only=True), allowed
         except pickle.UnpicklingError as e:
             name = _rejected_global(str(e))
             if attempt == 0 and name is not None and _is_numpy_global(name):
@@ -854,6 +883,7 @@ __all__ = [
     "RobertaConfig",
     "build_etc_model",
     "check_compatible",
+    "checkpoint_safe_globals",
     "check_dictionary",
     "etc_config_dict",
     "lift_checkpoint",

@@ -132,3 +132,38 @@ def pretrain_gpt2_prepared(wiki_dump, gpt2_files, tmp_path_factory):
     return prepare_pretraining(
         [wiki_dump], out, tokenizer="gpt2", gpt2_encoder_json=encoder_json, gpt2_vocab_bpe=vocab_bpe, **args
     )
+
+
+# ------------------------------------------------------------------------------------------------------
+# A pre-trained etc_tiny checkpoint, for fine-tuning tests (HotpotQA, WikiHop, NQ, OpenKP, hub)
+#
+# ``etc_tiny_checkpoint`` -> Path
+#     ``checkpoint_last.pt`` of ``fairseq-train`` (etc_pretraining + cpc_mlm, etc_tiny, 20 updates, long 256,
+#     global 32) on ``pretrain_data``. Its vocabulary is ``pretrain_data/dict.txt`` + ``<mask>``; fine-tuning
+#     data must be prepared with the same tokenizer (``--pretrain-dir pretrain_data``), then
+#     ``fairseq-train ... --arch etc_tiny --finetune-from-model PATH``.
+# ------------------------------------------------------------------------------------------------------
+
+ETC_TINY_PRETRAIN_ARGS = [
+    "--user-dir", str(REPO / "user_dir"), "--task", "etc_pretraining", "--criterion", "cpc_mlm",
+    "--arch", "etc_tiny", "--max-long-len", "256", "--max-global-len", "32", "--batch-size", "8",
+    "--required-batch-size-multiple", "1", "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "fixed",
+    "--max-update", "20", "--seed", "1", "--cpu", "--num-workers", "0", "--no-epoch-checkpoints",
+    "--disable-validation", "--log-format", "simple", "--log-interval", "10",
+]
+
+
+@pytest.fixture(scope="session")
+def etc_tiny_checkpoint(pretrain_data, tmp_path_factory) -> Path:
+    import subprocess
+    import sys
+
+    save_dir = tmp_path_factory.mktemp("etc_tiny_pretrained")
+    proc = subprocess.run(
+        [sys.executable, "-m", "fairseq_cli.train", str(pretrain_data), *ETC_TINY_PRETRAIN_ARGS, "--save-dir", str(save_dir)],
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    path = save_dir / "checkpoint_last.pt"
+    assert path.is_file()
+    return path

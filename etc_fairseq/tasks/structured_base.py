@@ -81,6 +81,17 @@ class EtcStructuredTask(FairseqTask):
         """Register the task's heads on ``model`` (``model.register_task_head``)."""
         raise NotImplementedError(f"{type(self).__name__} must implement build_heads")
 
+    def forward_features(self, model, sample):
+        """Run the encoder on a collated batch: returns (long features float [B, L, D], extra) with
+        ``extra["global_features"]`` float [B, G, D]. Criterions and ``etc-predict`` call this; a task
+        with extra inputs (OpenKP's visual features) overrides it to add ``long_extra_embeddings`` /
+        ``global_extra_embeddings``."""
+        net_input = {k: v for k, v in sample["net_input"].items() if k in self.MODEL_INPUTS}
+        return model(**net_input, features_only=True)
+
+    #: the ``net_input`` keys :meth:`forward_features` passes to the model
+    MODEL_INPUTS = ("src_tokens", "global_tokens", "global_types", "structure")
+
     def max_positions(self):
         return self.cfg.max_long_len
 

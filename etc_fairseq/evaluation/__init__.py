@@ -1,0 +1,1 @@
+"""Official evaluation metrics, one module per dataset (each defines ``EVALUATE`` for ``etc-evaluate``)."""

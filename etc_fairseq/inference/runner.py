@@ -1,0 +1,90 @@
+"""The loop every ``etc-predict`` subcommand shares: load a fine-tuned checkpoint (fairseq's own loader,
+torch's safe unpickling), load a prepared split through the checkpoint's task, run the model batch by
+batch with progress logging, and hand each batch and the model's outputs to the dataset's decoder.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+def add_predict_arguments(p: argparse.ArgumentParser) -> None:
+    """Options shared by every ``etc-predict`` subcommand."""
+    p.add_argument("--path", type=Path, required=True, help="fine-tuned checkpoint (fairseq-train's checkpoint_best.pt)")
+    p.add_argument("--data", type=Path, required=True, help="the directory written by etc-prepare for this task")
+    p.add_argument("--split", default="valid", help="prepared split to predict (default: valid)")
+    p.add_argument("--output", type=Path, required=True, help="prediction file to write (official format)")
+    p.add_argument("--batch-size", type=int, default=8, help="examples per batch (default 8)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda")
+    p.add_argument(
+        "--model-overrides", default="{}", help='python dict of model config overrides, e.g. "{\'local_radius\': 84}"'
+    )
+
+
+def load_checkpoint(path: Path, data: Path, overrides: Optional[Dict[str, Any]] = None, device: str = "cpu"):
+    """Load ``path`` with its task pointed at ``data``.
+
+    Returns:
+        (model in eval mode on ``device``, task, cfg).
+    Raises:
+        FileNotFoundError: no such checkpoint (named).
+    """
+    import etc_fairseq.register  # noqa: F401  (our model/tasks/criterions)
+    from fairseq import checkpoint_utils
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
+    arg_overrides = dict(overrides or {})
+    arg_overrides["data"] = str(data)
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=arg_overrides)
+    model = models[0].to(device).eval()
+    return model, task, cfg
+
+
+def iterate_outputs(
+    model, task, split: str, batch_size: int, device: str = "cpu", log_every: int = 50
+) -> Iterator[Tuple[Dict[str, Any], torch.Tensor, Dict[str, Any]]]:
+    """Run the model over a prepared split in dataset order.
+
+    Yields:
+        (sample, long_features float [B, L, D], extra) per batch, where ``extra["global_features"]`` is
+        float [B, G, D]; ``sample`` is the collated batch (on ``device``), ``sample["id"]`` int64 [B] the
+        example indices (rows of the split's side jsonl).
+    """
+    from fairseq import utils
+
+    task.load_dataset(split)
+    ds = task.dataset(split)
+    n = len(ds)
+    t0 = time.monotonic()
+    done = 0
+    with torch.no_grad():
+        for start in range(0, n, batch_size):
+            sample = ds.collater([ds[i] for i in range(start, min(start + batch_size, n))])
+            if device != "cpu":
+                sample = utils.move_to_cuda(sample, device=torch.device(device))
+            features, extra = task.forward_features(model, sample)
+            yield sample, features, extra
+            done += len(sample["id"])
+            if done // log_every != (done - len(sample["id"])) // log_every or done == n:
+                logger.info(f"{split}: {done}/{n} examples ({time.monotonic() - t0:.1f} s)")
+
+
+def parse_overrides(text: str) -> Dict[str, Any]:
+    """``--model-overrides`` as a dict (a Python literal), with a clear error."""
+    import ast
+
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError) as e:
+        raise ValueError(f"--model-overrides must be a Python dict literal, got {text!r} ({e})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--model-overrides must be a dict, got {type(value).__name__}")
+    return value
