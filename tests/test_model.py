@@ -239,3 +239,59 @@ def test_fairseq_command_line_flags_switch_features_on_and_override_the_arch():
     )
     assert args.separate_ffn and args.shared_kv and not args.shared_q
     assert (args.encoder_layers, args.local_radius, args.encoder_embed_dim) == (3, 5, 64)
+
+
+def test_task_heads_are_saved_and_reconciled_on_load():
+    from etc_fairseq.models.heads import PooledClassifier, TokenLogits
+
+    pretrained = build("etc_tiny")
+    state = dict(pretrained.state_dict())  # no task heads: a pre-training checkpoint
+    model = build("etc_tiny")
+    head = model.register_task_head("span", TokenLogits(64, 2))
+    fresh = head.proj.weight.detach().clone()
+    model.upgrade_state_dict_named(state, "")
+    model.load_state_dict(state)  # strict: the missing head was filled in with its fresh weights
+    assert torch.equal(model.task_heads["span"].proj.weight, fresh)
+    # a checkpoint head the model lacks, or has with another shape, is dropped
+    donor = build("etc_tiny")
+    donor.register_task_head("span", TokenLogits(64, 3))
+    donor.register_task_head("answer_type", PooledClassifier(64, 3))
+    state = dict(donor.state_dict())
+    model.upgrade_state_dict_named(state, "")
+    model.load_state_dict(state)
+    assert torch.equal(model.task_heads["span"].proj.weight, fresh)
+    assert not any(k.startswith("task_heads.answer_type") for k in state)
+    # a matching head is loaded from the checkpoint
+    donor2 = build("etc_tiny")
+    donor2.register_task_head("span", TokenLogits(64, 2))
+    state = dict(donor2.state_dict())
+    model.upgrade_state_dict_named(state, "")
+    model.load_state_dict(state)
+    assert torch.equal(model.task_heads["span"].proj.weight, donor2.task_heads["span"].proj.weight)
+    with pytest.raises(ValueError, match="identifier"):
+        model.register_task_head("not a name", TokenLogits(64, 1))
+
+
+def test_extra_input_embeddings_are_added_before_the_embedding_layer_norm():
+    model = build("etc_tiny").eval()
+    src = _tokens([20, 12])
+    gtok = torch.full((2, 2), model.encoder.special_global_id, dtype=torch.long)
+    gtyp = torch.full((2, 2), int(GlobalTokenType.SENTENCE), dtype=torch.long)
+    base, base_extra = model(src, features_only=True, global_tokens=gtok, global_types=gtyp)
+    zeros_l = torch.zeros(2, 20, 64)
+    zeros_g = torch.zeros(2, 2, 64)
+    same, _ = model(src, features_only=True, global_tokens=gtok, global_types=gtyp,
+                    long_extra_embeddings=zeros_l, global_extra_embeddings=zeros_g)
+    assert torch.equal(same, base)
+    # adding exactly the token embedding of another id to one global token == using that id's row
+    enc = model.encoder.sentence_encoder
+    delta = torch.zeros(2, 2, 64)
+    delta[0, 1] = enc.embed_tokens.weight[7] - enc.embed_tokens.weight[gtok[0, 1]]
+    shifted, shifted_extra = model(src, features_only=True, global_tokens=gtok, global_types=gtyp,
+                                   global_extra_embeddings=delta)
+    gtok2 = gtok.clone()
+    gtok2[0, 1] = 7
+    ref, ref_extra = model(src, features_only=True, global_tokens=gtok2, global_types=gtyp)
+    torch.testing.assert_close(shifted, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(shifted_extra["global_features"], ref_extra["global_features"], rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(shifted, base)
