@@ -72,6 +72,13 @@ class EtcStructuredTask(FairseqTask):
         logger.info(f"{data_path} {split}: {len(ds)} examples")
         return ds
 
+    def get_batch_iterator(self, dataset, **kwargs):
+        """fairseq drops a last batch smaller than ``--required-batch-size-multiple`` (default 8); official
+        metrics need every example, so every split but ``train`` is batched with multiple 1."""
+        if dataset is not self.datasets.get("train") and kwargs.get("required_batch_size_multiple", 1) != 1:
+            kwargs["required_batch_size_multiple"] = 1
+        return super().get_batch_iterator(dataset, **kwargs)
+
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         self.build_heads(model)

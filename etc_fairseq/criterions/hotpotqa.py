@@ -1,0 +1,157 @@
+"""The ``etc_hotpotqa`` criterion: HotpotQA's three losses and the official metrics.
+
+Loss = ``sp_weight * SP + type_weight * TYPE + span_weight * SPAN``, each a mean over the worker's batch
+(``sample_size`` is 1, as in ``cpc_mlm``):
+
+- SP: sigmoid binary cross-entropy of the supporting-fact logit of every SENTENCE global token that has a
+  label (``sp_label`` 0/1; -1 elsewhere), averaged over those tokens;
+- TYPE: cross-entropy of span / yes / no from the global CLS, over examples with a known answer type;
+- SPAN: (start CE + end CE) / 2 over the long tokens (padding excluded), over span-answer examples whose
+  answer was found in the kept text (``answer_span`` >= 0).
+
+Metrics (training and validation; ``fairseq-validate`` prints them): each example is decoded exactly as
+``etc-predict hotpotqa`` does (:func:`etc_fairseq.inference.hotpotqa.decode_example`, supporting-fact
+threshold ``--sp-threshold``) and scored with the official definitions
+(:func:`etc_fairseq.evaluation.hotpotqa.example_scores`) against the gold answer text and supporting facts
+of its side record. Sums are logged and divided in ``reduce_metrics``: ``ans_em``, ``ans_f1``, ``sp_em``,
+``sp_f1``, ``joint_em``, ``joint_f1`` (percent, over examples with gold; on the prepared valid split, which
+keeps every record, this is the official score of the whole file at that threshold). The threshold that is
+best on dev is chosen with ``etc-predict hotpotqa --tune-sp-threshold``.
+"""
+# No ``from __future__ import annotations``: fairseq reads the config field types at run time.
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from fairseq import metrics
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import FairseqDataclass
+
+from etc_fairseq.evaluation.hotpotqa import example_scores
+
+METRICS = (("ans_em", "em"), ("ans_f1", "f1"), ("sp_em", "sp_em"), ("sp_f1", "sp_f1"), ("joint_em", "joint_em"), ("joint_f1", "joint_f1"))
+
+
+@dataclass
+class EtcHotpotqaCriterionConfig(FairseqDataclass):
+    sp_weight: float = field(default=1.0, metadata={"help": "weight of the supporting-fact BCE"})
+    type_weight: float = field(default=1.0, metadata={"help": "weight of the span/yes/no cross-entropy"})
+    span_weight: float = field(default=1.0, metadata={"help": "weight of the answer start/end cross-entropy"})
+    sp_threshold: float = field(
+        default=0.5, metadata={"help": "supporting-fact probability threshold for the logged metrics (choose it on "
+                               "dev with etc-predict hotpotqa --tune-sp-threshold)"}
+    )
+    max_answer_len: int = field(default=30, metadata={"help": "longest decoded answer span, in long tokens"})
+
+
+def hotpotqa_losses(sp_logits, type_logits, start_logits, end_logits, long_padding_mask, target):
+    """The three mean losses (float scalars) and their counts.
+
+    Args:
+        sp_logits: float [B, G]; type_logits: float [B, 3]; start_logits / end_logits: float [B, L].
+        long_padding_mask: bool [B, L], True = padding.
+        target: ``sp_label`` int64 [B, G] (-1 = none), ``answer_type`` int64 [B, 1] (-1 = unknown),
+            ``answer_span`` int64 [B, 2] (-1 = none).
+    Returns:
+        dict: ``sp_loss``, ``type_loss``, ``span_loss`` (0 when nothing counts) and ``sp_count``,
+        ``type_count``, ``span_count`` (ints).
+    """
+    sp_label = target["sp_label"]
+    sp_mask = sp_label.ge(0)  # [B, G]
+    sp_count = int(sp_mask.sum())
+    zero = sp_logits.new_zeros(()).float()
+    sp_loss = (
+        F.binary_cross_entropy_with_logits(sp_logits.float()[sp_mask], sp_label[sp_mask].float(), reduction="mean")
+        if sp_count else zero
+    )
+    a_type = target["answer_type"][:, 0]  # [B]
+    type_mask = a_type.ge(0)
+    type_count = int(type_mask.sum())
+    type_loss = F.cross_entropy(type_logits.float()[type_mask], a_type[type_mask], reduction="mean") if type_count else zero
+    span = target["answer_span"]  # [B, 2]
+    span_mask = a_type.eq(0) & span[:, 0].ge(0)  # [B]
+    span_count = int(span_mask.sum())
+    if span_count:
+        neg = torch.finfo(torch.float32).min
+        s = start_logits.float().masked_fill(long_padding_mask, neg)[span_mask]  # [n, L]
+        e = end_logits.float().masked_fill(long_padding_mask, neg)[span_mask]  # [n, L]
+        span_loss = 0.5 * (F.cross_entropy(s, span[span_mask, 0]) + F.cross_entropy(e, span[span_mask, 1]))
+    else:
+        span_loss = zero
+    return dict(sp_loss=sp_loss, type_loss=type_loss, span_loss=span_loss,
+                sp_count=sp_count, type_count=type_count, span_count=span_count)
+
+
+@register_criterion("etc_hotpotqa", dataclass=EtcHotpotqaCriterionConfig)
+class EtcHotpotqaCriterion(FairseqCriterion):
+    def __init__(self, task, sp_weight=1.0, type_weight=1.0, span_weight=1.0, sp_threshold=0.5, max_answer_len=30):
+        super().__init__(task)
+        self.sp_weight = float(sp_weight)
+        self.type_weight = float(type_weight)
+        self.span_weight = float(span_weight)
+        self.sp_threshold = float(sp_threshold)
+        self.max_answer_len = int(max_answer_len)
+
+    def forward(self, model, sample, reduce=True):
+        from etc_fairseq.inference.hotpotqa import batch_scores, decode_example
+
+        features, extra = self.task.forward_features(model, sample)  # [B, L, D], [B, G, D]
+        sp_logits, type_logits, start, end = self.task.heads_from_features(model, features, extra)
+        long_pad = sample["net_input"]["src_tokens"].eq(self.padding_idx)  # [B, L]
+        parts = hotpotqa_losses(sp_logits, type_logits, start, end, long_pad, sample["target"])
+        loss = self.sp_weight * parts["sp_loss"] + self.type_weight * parts["type_loss"] + self.span_weight * parts["span_loss"]
+
+        log = {
+            "loss": float(loss.detach()),
+            "sample_size": 1,
+            "nsentences": sample["nsentences"],
+            "ntokens": sample["ntokens"],
+        }
+        for k in ("sp", "type", "span"):
+            n = parts[f"{k}_count"]
+            log[f"{k}_loss_sum"] = float(parts[f"{k}_loss"].detach()) * n
+            log[f"{k}_count"] = n
+        sums = {name: 0.0 for name, _ in METRICS}
+        n_gold = 0
+        with torch.no_grad():
+            scores = batch_scores(self.task, model, sample, features.detach(), {"global_features": extra["global_features"].detach()})
+        for side, (sp_probs, t_logits, s_logp, e_logp) in zip(sample["side"], scores):
+            if side["answer"] is None or side["supporting_facts"] is None:
+                continue
+            answer, sp, _ = decode_example(side, sp_probs, t_logits, s_logp, e_logp, self.sp_threshold, self.max_answer_len)
+            m = example_scores(answer, sp, side["answer"], side["supporting_facts"])
+            for name, key in METRICS:
+                sums[name] += m[key]
+            n_gold += 1
+        log["gold_count"] = n_gold
+        for name, _ in METRICS:
+            log[f"{name}_sum"] = sums[name]
+        return loss, 1, log
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        def total(key):
+            return sum(float(log.get(key, 0)) for log in logging_outputs)
+
+        sample_size = total("sample_size")
+        metrics.log_scalar("loss", total("loss") / max(sample_size, 1) / math.log(2), sample_size, round=3)
+        keys = ["sp_loss_sum", "sp_count", "type_loss_sum", "type_count", "span_loss_sum", "span_count", "gold_count"]
+        keys += [f"{name}_sum" for name, _ in METRICS]
+        for key in keys:
+            metrics.log_scalar_sum("_" + key, total(key))
+
+        def ratio(num, den, scale):
+            def fn(meters):
+                d = meters["_" + den].sum
+                return round(scale * meters["_" + num].sum / d, 3) if d > 0 else float("nan")
+            return fn
+
+        for k in ("sp", "type", "span"):
+            metrics.log_derived(f"{k}_loss", ratio(f"{k}_loss_sum", f"{k}_count", 1 / math.log(2)))
+        for name, _ in METRICS:
+            metrics.log_derived(name, ratio(f"{name}_sum", "gold_count", 100.0))
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

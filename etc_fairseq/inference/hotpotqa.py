@@ -1,0 +1,207 @@
+"""``etc-predict hotpotqa``: a fine-tuned ``etc_hotpotqa`` checkpoint -> the official prediction file
+``{"answer": {id: text}, "sp": {id: [[title, sentence_index], ...]}}``.
+
+Decoding (paper appendix C, :func:`decode_example`):
+
+- supporting facts: the sentences whose sigmoid probability is >= the threshold (``--sp-threshold``; the
+  paper chooses it on dev among ``linspace(0, 1, 11)``: ``--tune-sp-threshold`` does that on the given split,
+  reports every threshold's metrics and writes the predictions of the best one by joint F1);
+- answer type: argmax of the span / yes / no head on the global CLS; yes / no give the answer "yes" / "no";
+- span: start and end inside one unit (a sentence or a title) that belongs to a predicted supporting fact
+  (the sentence itself, or its paragraph's title), start <= end, at most ``--max-answer-len`` (30) long
+  tokens, highest ``start_prob * end_prob`` (softmax over all long tokens). If no sentence passes the
+  threshold, every kept sentence and title is allowed (so the answer is not empty); this fallback is
+  counted and logged. The span maps back to whole words (joined by single spaces).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.inference.spans import best_span, select_above_threshold
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_THRESHOLDS = tuple(round(x, 1) for x in np.linspace(0.0, 1.0, 11))
+ANSWER_WORDS = {1: "yes", 2: "no"}
+
+
+def decode_example(
+    side: dict,
+    sp_probs: np.ndarray,
+    type_logits: np.ndarray,
+    start_logp: np.ndarray,
+    end_logp: np.ndarray,
+    threshold: float,
+    max_answer_len: int = 30,
+) -> Tuple[str, List[List], bool]:
+    """One example's prediction.
+
+    Args:
+        side: its side record (``titles``, ``units``, ``words``, ``word_of_piece``).
+        sp_probs: float [global_len] supporting-fact probabilities (only SENTENCE tokens are read).
+        type_logits: float [3] span / yes / no.
+        start_logp, end_logp: float [long_len] log-probabilities of start / end (``-inf`` at padding).
+        threshold: supporting-fact probability threshold (``>=``).
+        max_answer_len: most long tokens in a span.
+    Returns:
+        ``(answer text, [[title, sentence index], ...], fallback used)``.
+    """
+    units = side["units"]  # [[paragraph, sentence, global, long_start, long_end], ...]
+    sent_units = [i for i, u in enumerate(units) if u[1] >= 0]
+    chosen = [sent_units[j] for j in select_above_threshold([float(sp_probs[units[i][2]]) for i in sent_units], threshold)]
+    sp = [[side["titles"][units[i][0]], int(units[i][1])] for i in chosen]
+    answer_type = int(np.argmax(type_logits))
+    if answer_type in ANSWER_WORDS:
+        return ANSWER_WORDS[answer_type], sp, False
+    fallback = not chosen
+    if fallback:
+        allowed = list(range(len(units)))
+    else:
+        paragraphs = {units[i][0] for i in chosen}
+        allowed = sorted(set(chosen) | {i for i, u in enumerate(units) if u[1] < 0 and u[0] in paragraphs})
+    best = best_span(start_logp, end_logp, [(units[i][3], units[i][4]) for i in allowed], max_answer_len)
+    if best is None:
+        return "", sp, fallback
+    _, s, e = best
+    for i in allowed:
+        lo, hi = units[i][3], units[i][4]
+        if lo <= s < hi:
+            wop = side["word_of_piece"][i]
+            words = side["words"][i]
+            return " ".join(words[wop[s - lo] : wop[e - lo] + 1]), sp, fallback
+    raise AssertionError("decoded span outside every allowed unit")
+
+
+def batch_scores(task, model, sample, features, extra):
+    """Run the heads on a batch's encoder outputs and turn them into per-example numpy arrays.
+
+    Args:
+        features: float [B, L, D] long features; ``extra["global_features"]`` float [B, G, D].
+
+    Returns:
+        list (one per example) of ``(sp_probs float32 [G], type_logits float32 [3], start_logp float32 [L],
+        end_logp float32 [L])``, cut to the example's own lengths.
+    """
+    import torch
+
+    sp_logits, type_logits, start, end = task.heads_from_features(model, features, extra)
+    pad = task.dictionary.pad()
+    long_pad = sample["net_input"]["src_tokens"].eq(pad)  # [B, L]
+    start_logp = torch.log_softmax(start.float().masked_fill(long_pad, float("-inf")), dim=-1)  # [B, L]
+    end_logp = torch.log_softmax(end.float().masked_fill(long_pad, float("-inf")), dim=-1)  # [B, L]
+    sp_probs = torch.sigmoid(sp_logits.float())  # [B, G]
+    long_len = (~long_pad).sum(-1).tolist()
+    global_len = sample["net_input"]["global_tokens"].ne(pad).sum(-1).tolist()
+    out = []
+    for b in range(sp_probs.size(0)):
+        out.append((
+            sp_probs[b, : global_len[b]].cpu().numpy(),
+            type_logits[b].float().cpu().numpy(),
+            start_logp[b, : long_len[b]].cpu().numpy(),
+            end_logp[b, : long_len[b]].cpu().numpy(),
+        ))
+    return out
+
+
+def predictions_at(outputs: Sequence[Tuple[dict, tuple]], threshold: float, max_answer_len: int) -> Tuple[dict, int]:
+    """``({"answer": ..., "sp": ...}, fallbacks)`` for ``[(side, scores), ...]`` at one threshold."""
+    answers: Dict[str, str] = {}
+    sps: Dict[str, list] = {}
+    fallbacks = 0
+    for side, (sp_probs, type_logits, start_logp, end_logp) in outputs:
+        a, sp, fb = decode_example(side, sp_probs, type_logits, start_logp, end_logp, threshold, max_answer_len)
+        answers[side["id"]] = a
+        sps[side["id"]] = sp
+        fallbacks += fb
+    return {"answer": answers, "sp": sps}, fallbacks
+
+
+def side_metrics(predictions: dict, sides: Sequence[dict]) -> Dict[str, float]:
+    """Official metrics of ``predictions`` against the gold answers / supporting facts kept in the side records."""
+    from etc_fairseq.evaluation.hotpotqa import evaluate
+
+    gold = [{"_id": s["id"], "answer": s["answer"], "supporting_facts": s["supporting_facts"]} for s in sides]
+    missing = [g["_id"] for g in gold if g["answer"] is None or g["supporting_facts"] is None]
+    if missing:
+        raise ValueError(f"{len(missing)} examples have no gold answer (e.g. {missing[0]}): cannot tune on a test split")
+    return evaluate(predictions, gold)
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    from etc_fairseq.inference.runner import add_predict_arguments
+
+    add_predict_arguments(p)
+    p.add_argument("--sp-threshold", type=float, default=None,
+                   help="supporting-fact probability threshold (default: the checkpoint criterion's "
+                   "--sp-threshold, else 0.5)")
+    p.add_argument("--tune-sp-threshold", action="store_true",
+                   help="try every --thresholds value on this split (it needs gold answers), report each one's "
+                   "metrics and write the predictions of the best by joint F1")
+    p.add_argument("--thresholds", type=float, nargs="+", default=list(DEFAULT_THRESHOLDS),
+                   help="candidates for --tune-sp-threshold (default linspace(0, 1, 11), as in the paper)")
+    p.add_argument("--max-answer-len", type=int, default=30, help="longest answer span in long tokens (default 30)")
+    p.add_argument("--report", type=Path, default=None, help="write the tuning table / metrics as JSON here")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from etc_fairseq.evaluation.hotpotqa import format_metrics
+    from etc_fairseq.inference.runner import iterate_outputs, load_checkpoint, parse_overrides
+    from etc_fairseq.prepare.atomic import atomic_file
+
+    model, task, cfg = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
+    if not hasattr(task, "heads_from_features"):
+        raise ValueError(f"{args.path}: not an etc_hotpotqa checkpoint (task {type(task).__name__})")
+    threshold = args.sp_threshold
+    if threshold is None:
+        threshold = float(getattr(getattr(cfg, "criterion", None), "sp_threshold", 0.5) or 0.5)
+    outputs: List[Tuple[dict, tuple]] = []
+    for sample, features, extra in iterate_outputs(model, task, args.split, args.batch_size, args.device):
+        scores = batch_scores(task, model, sample, features, extra)
+        outputs.extend(zip(sample["side"], scores))
+    report: Dict[str, object] = {"split": args.split, "examples": len(outputs)}
+    if args.tune_sp_threshold:
+        table = []
+        for t in args.thresholds:
+            preds, fallbacks = predictions_at(outputs, t, args.max_answer_len)
+            m = side_metrics(preds, [s for s, _ in outputs])
+            table.append({"threshold": t, "fallbacks": fallbacks, **{k: m[k] for k in ("em", "f1", "sp_em", "sp_f1", "joint_em", "joint_f1")}})
+            print(f"sp threshold {t:.2f}: " + format_metrics(table[-1]))
+        # ties: better sp F1, then answer F1, then the threshold nearest 0.5
+        best = max(table, key=lambda r: (r["joint_f1"], r["sp_f1"], r["f1"], -abs(r["threshold"] - 0.5)))
+        threshold = best["threshold"]
+        report["tuning"] = table
+        print(f"best sp threshold on {args.split} (joint F1): {threshold}")
+    preds, fallbacks = predictions_at(outputs, threshold, args.max_answer_len)
+    if fallbacks:
+        logger.info(f"{fallbacks} of {len(outputs)} examples had no sentence above threshold {threshold}: span searched everywhere")
+    report.update(sp_threshold=threshold, fallbacks=fallbacks)
+    if all(s["answer"] is not None and s["supporting_facts"] is not None for s, _ in outputs):
+        metrics = side_metrics(preds, [s for s, _ in outputs])
+        report["metrics"] = metrics
+        print(f"{args.split} metrics at sp threshold {threshold}: " + format_metrics(metrics))
+    with atomic_file(args.output) as f:
+        json.dump(preds, f, ensure_ascii=False)
+    if args.report is not None:
+        with atomic_file(args.report) as f:
+            json.dump(report, f, indent=1)
+    print(f"wrote {len(preds['answer'])} predictions to {args.output} (sp threshold {threshold})")
+    return 0
+
+
+PREDICT = Subcommand(
+    name="hotpotqa",
+    help="official HotpotQA prediction file from an etc_hotpotqa checkpoint (sp threshold tuning included)",
+    description="Run a fine-tuned etc_hotpotqa checkpoint over a prepared split and write "
+    "{\"answer\": {id: text}, \"sp\": {id: [[title, idx], ...]}} (paper appendix C decoding: spans inside one "
+    "sentence or title of a predicted supporting fact, start <= end, at most 30 tokens, best start*end "
+    "probability). --tune-sp-threshold picks the supporting-fact threshold with the best joint F1 on the split.",
+    add_arguments=_add_arguments,
+    run=_run,
+)

@@ -1,0 +1,624 @@
+"""``etc-prepare hotpotqa``: the official HotpotQA distractor JSON -> ETC structured fine-tuning data.
+
+Input: the official files as they are (``hotpot_train_v1.1.json``, ``hotpot_dev_distractor_v1.json``,
+``hotpot_test_fullwiki_v1.json``-style files without answers work too): a JSON list of records with
+``_id``, ``question``, ``context`` ``[[title, [sentence, ...]], ...]`` and, in labelled files, ``answer``,
+``supporting_facts`` ``[[title, sentence_index], ...]`` and ``type``.
+
+Layout (paper appendix C; :func:`layout_example`), with ``P`` paragraphs::
+
+    long   = CLS, question pieces, then per paragraph: its title pieces, then its sentences' pieces
+    global = CLS, one QUESTION token per question piece (mirrors the piece id), then per paragraph:
+             a CONTEXT token (the whole paragraph), a TITLE token, one SENTENCE token per sentence
+
+- ``long_segment``: the long CLS belongs to the global CLS, question piece ``j`` to question token ``j``,
+  title / sentence pieces to their TITLE / SENTENCE token.
+- ``global_parent``: TITLE and SENTENCE tokens -> their paragraph's CONTEXT token (so the CONTEXT token
+  "belongs" to every long token of its paragraph, and g2g gets parent/child labels).
+- ``long_context`` / ``global_context``: 0 for CLS and the question, ``p + 1`` for paragraph ``p``: l2l is cut
+  at paragraph boundaries and g2g between paragraphs gets the unordered ``other_context`` label.
+- ``--flat-structure`` (the paper's ablation): no CONTEXT tokens, no parents, all contexts 0 (l2l runs
+  across paragraphs, g2g is ordered), so long tokens relate only to their own title/sentence token.
+- Hard g2l (the paper's default for HotpotQA) is the model's ``--hard-g2l`` flag, not a data option.
+
+Truncation: no windowing; the question (capped if it alone does not fit), then paragraphs and sentences
+are added in order while they fit in ``--max-long-len`` (4096) long and ``--max-global-len`` (256) global
+tokens; a sentence (or a paragraph whose title does not fit) that does not fit is dropped and later, shorter
+ones are still tried. Counts (examples truncated, sentences / paragraphs dropped, gold supporting facts
+lost) are logged and stored in ``{split}.meta.json``.
+
+Labels (:data:`HOTPOTQA_FIELDS`): ``sp_label`` int8 [global_len] (1 = gold supporting sentence, 0 = other
+sentence, -1 = not a sentence token or no gold), ``answer_type`` int8 [1] (0 span, 1 yes, 2 no, -1 unknown),
+``answer_span`` int32 [2] (first / last long position of the gold answer, -1 if none). The answer span is the
+first occurrence (word-level match under SQuAD normalisation) in a supporting sentence, else in the title of a
+supporting paragraph, else anywhere. Training examples whose span answer is not found are dropped (the
+paper drops 16 of 90,447) and counted; other splits keep them.
+
+Side data (``{split}.side.jsonl``, one object per example): ``id``, ``titles`` (every paragraph's title),
+``units`` ``[[paragraph, sentence (-1 = title), global_index, long_start, long_end], ...]``, ``words`` and
+``word_of_piece`` per unit, and the gold ``answer`` / ``supporting_facts`` / ``type`` (null in test files),
+so that predictions map back to ``(title, sentence index)`` and to answer text (words joined by spaces).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.evaluation.text import normalize_answer
+from etc_fairseq.prepare.documents import InputFormatError
+from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
+
+logger = logging.getLogger(__name__)
+
+ANSWER_TYPES = ("span", "yes", "no")
+
+
+def hotpotqa_fields():
+    """The task fields written besides the core ones (:class:`~etc_fairseq.data.structured.FieldSpec` list)."""
+    from etc_fairseq.data.structured import FieldSpec
+
+    return [
+        FieldSpec("sp_label", dtype="int8", pad=-1, role="target", length="global", required=True),
+        FieldSpec("answer_type", dtype="int8", pad=-1, role="target", length="own", required=True),
+        FieldSpec("answer_span", dtype="int32", pad=-1, role="target", length="own", required=True),
+    ]
+
+
+STRUCTURE_FIELD_NAMES = ("long_segment", "global_parent", "long_context", "global_context")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# records
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HotpotRecord:
+    """One official record, validated. ``answer`` / ``supporting_facts`` / ``type`` are None in test files."""
+
+    id: str
+    question: str
+    context: List[Tuple[str, List[str]]]
+    answer: Optional[str] = None
+    supporting_facts: Optional[List[Tuple[str, int]]] = None
+    type: Optional[str] = None
+
+
+def parse_record(rec, index: int, path) -> HotpotRecord:
+    """Validate one JSON record; InputFormatError names the file, the record (``_id`` or index) and field."""
+    if not isinstance(rec, dict):
+        raise InputFormatError(f"{path}: record {index}: expected an object, got {type(rec).__name__}")
+    _id = rec.get("_id")
+    if not isinstance(_id, str) or not _id:
+        raise InputFormatError(f"{path}: record {index}: field '_id' must be a non-empty string, got {_id!r}")
+    where = f"{path}: record {index} (_id {_id})"
+    question = rec.get("question")
+    if not isinstance(question, str):
+        raise InputFormatError(f"{where}: field 'question' must be a string, got {type(question).__name__}")
+    ctx = rec.get("context")
+    if not isinstance(ctx, list):
+        raise InputFormatError(f"{where}: field 'context' must be a list of [title, [sentences]], got {type(ctx).__name__}")
+    context = []
+    for p, par in enumerate(ctx):
+        if (
+            not isinstance(par, (list, tuple))
+            or len(par) != 2
+            or not isinstance(par[0], str)
+            or not isinstance(par[1], list)
+            or not all(isinstance(s, str) for s in par[1])
+        ):
+            raise InputFormatError(f"{where}: field 'context[{p}]' must be [title, [sentence strings]], got {str(par)[:80]}")
+        context.append((par[0], list(par[1])))
+    answer = rec.get("answer")
+    if answer is not None and not isinstance(answer, str):
+        raise InputFormatError(f"{where}: field 'answer' must be a string, got {type(answer).__name__}")
+    sf = rec.get("supporting_facts")
+    facts = None
+    if sf is not None:
+        if not isinstance(sf, list) or not all(
+            isinstance(f, (list, tuple)) and len(f) == 2 and isinstance(f[0], str) and isinstance(f[1], int)
+            and not isinstance(f[1], bool) for f in sf
+        ):
+            raise InputFormatError(f"{where}: field 'supporting_facts' must be a list of [title, sentence_index]")
+        facts = [(f[0], int(f[1])) for f in sf]
+    rtype = rec.get("type")
+    if rtype is not None and not isinstance(rtype, str):
+        raise InputFormatError(f"{where}: field 'type' must be a string, got {type(rtype).__name__}")
+    return HotpotRecord(_id, question, context, answer, facts, rtype)
+
+
+def read_hotpotqa(path) -> List[HotpotRecord]:
+    """Read and validate an official HotpotQA JSON file (a list of records)."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputFormatError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, list):
+        raise InputFormatError(f"{path}: expected a JSON list of HotpotQA records, got {type(data).__name__}")
+    return [parse_record(rec, i, path) for i, rec in enumerate(data)]
+
+
+def answer_type_of(answer: Optional[str]) -> int:
+    """0 span, 1 yes, 2 no, -1 no answer given (test files)."""
+    if answer is None:
+        return -1
+    a = answer.strip().lower()
+    return 1 if a == "yes" else 2 if a == "no" else 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# layout (pure)
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Unit:
+    """One title or sentence placed in the long input.
+
+    Attributes:
+        paragraph: index of the paragraph in the record's ``context``.
+        sentence: sentence index in that paragraph, -1 for the title.
+        global_index: its TITLE / SENTENCE global token.
+        long_start, long_end: its long positions ``[long_start, long_end)``.
+    """
+
+    paragraph: int
+    sentence: int
+    global_index: int
+    long_start: int
+    long_end: int
+
+
+@dataclass
+class Layout:
+    """One example's token ids and structure ids (numpy int64 arrays) plus what truncation dropped.
+
+    Arrays: ``long_tokens``, ``long_segment``, ``long_context`` [long_len]; ``global_tokens``,
+    ``global_types``, ``global_parent``, ``global_context`` [global_len].
+    """
+
+    long_tokens: np.ndarray
+    long_segment: np.ndarray
+    long_context: np.ndarray
+    global_tokens: np.ndarray
+    global_types: np.ndarray
+    global_parent: np.ndarray
+    global_context: np.ndarray
+    units: List[Unit]
+    question_pieces_cut: int = 0
+    sentences_dropped: int = 0
+    paragraphs_dropped: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.question_pieces_cut or self.sentences_dropped or self.paragraphs_dropped)
+
+    def arrays(self) -> Dict[str, np.ndarray]:
+        return {
+            name: getattr(self, name)
+            for name in ("long_tokens", "global_tokens", "global_types") + STRUCTURE_FIELD_NAMES
+        }
+
+
+def layout_example(
+    question: Sequence[int],
+    paragraphs: Sequence[Tuple[Sequence[int], Sequence[Sequence[int]]]],
+    dictionary,
+    max_long_len: int = 4096,
+    max_global_len: int = 256,
+    flat: bool = False,
+) -> Layout:
+    """Place one tokenized example (see the module docstring for the layout).
+
+    Args:
+        question: the question's piece ids.
+        paragraphs: ``[(title piece ids, [sentence piece ids, ...]), ...]``.
+        dictionary: the fairseq Dictionary (``bos()`` is the CLS / special global token id).
+        max_long_len, max_global_len: budgets (>= 1 each; CLS takes one of each).
+        flat: the flat-structure ablation (no CONTEXT tokens, no parents, one context).
+    Returns:
+        a :class:`Layout`.
+    """
+    if max_long_len < 1 or max_global_len < 1:
+        raise ValueError(f"max_long_len and max_global_len must be >= 1, got {max_long_len}, {max_global_len}")
+    cls_id = global_token_id(dictionary, GlobalTokenType.CLS)
+    long_tokens, long_segment, long_context = [int(dictionary.bos())], [0], [0]
+    g_tokens, g_types, g_parent, g_context = [cls_id], [int(GlobalTokenType.CLS)], [-1], [0]
+
+    def add_global(token_type: GlobalTokenType, parent: int, ctx: int, piece: Optional[int] = None) -> int:
+        g_tokens.append(global_token_id(dictionary, token_type, piece))
+        g_types.append(int(token_type))
+        g_parent.append(parent)
+        g_context.append(ctx)
+        return len(g_tokens) - 1
+
+    def add_long(ids: Sequence[int], segment: int, ctx: int) -> Tuple[int, int]:
+        start = len(long_tokens)
+        long_tokens.extend(int(i) for i in ids)
+        long_segment.extend([segment] * len(ids))
+        long_context.extend([ctx] * len(ids))
+        return start, len(long_tokens)
+
+    q_fit = max(0, min(len(question), max_long_len - 1, max_global_len - 1))
+    for piece in question[:q_fit]:
+        g = add_global(GlobalTokenType.QUESTION, -1, 0, int(piece))
+        add_long([piece], g, 0)
+
+    units: List[Unit] = []
+    sentences_dropped = paragraphs_dropped = 0
+    for p, (title, sentences) in enumerate(paragraphs):
+        ctx = 0 if flat else p + 1
+        header_globals = 1 if flat else 2  # (CONTEXT +) TITLE
+        if len(g_tokens) + header_globals > max_global_len or len(long_tokens) + len(title) > max_long_len:
+            paragraphs_dropped += 1
+            sentences_dropped += len(sentences)
+            continue
+        parent = -1 if flat else add_global(GlobalTokenType.CONTEXT, -1, ctx)
+        t = add_global(GlobalTokenType.TITLE, parent, ctx)
+        units.append(Unit(p, -1, t, *add_long(title, t, ctx)))
+        for k, sent in enumerate(sentences):
+            if len(g_tokens) + 1 > max_global_len or len(long_tokens) + len(sent) > max_long_len:
+                sentences_dropped += 1
+                continue
+            g = add_global(GlobalTokenType.SENTENCE, parent, ctx)
+            units.append(Unit(p, k, g, *add_long(sent, g, ctx)))
+
+    as_array = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+    return Layout(
+        long_tokens=as_array(long_tokens),
+        long_segment=as_array(long_segment),
+        long_context=as_array(long_context),
+        global_tokens=as_array(g_tokens),
+        global_types=as_array(g_types),
+        global_parent=as_array(g_parent),
+        global_context=as_array(g_context),
+        units=units,
+        question_pieces_cut=len(question) - q_fit,
+        sentences_dropped=sentences_dropped,
+        paragraphs_dropped=paragraphs_dropped,
+    )
+
+
+@lru_cache(maxsize=500_000)
+def _normalized_word(word: str) -> Tuple[str, ...]:
+    """SQuAD-normalised tokens of one word (cached: the same words recur across units and records)."""
+    return tuple(normalize_answer(word).split())
+
+
+def find_answer_words(
+    unit_words: Sequence[Sequence[str]], answer: str, order: Sequence[int]
+) -> Optional[Tuple[int, int, int]]:
+    """First word-level occurrence of ``answer`` (under SQuAD normalisation) in the units, searched in ``order``.
+
+    A match is a run of words ``i..j`` of one unit whose normalised tokens, concatenated, equal the answer's;
+    it starts and ends on a word with a non-empty normalisation (so "The" is not taken into a span).
+
+    Returns:
+        ``(unit, first_word, last_word)`` or None.
+    """
+    target = normalize_answer(answer).split()
+    if not target:
+        return None
+    for u in order:
+        toks = [_normalized_word(w) for w in unit_words[u]]
+        for i in range(len(toks)):
+            if not toks[i] or toks[i][0] != target[0]:
+                continue
+            acc: List[str] = []
+            for j in range(i, len(toks)):
+                acc.extend(toks[j])
+                if acc == target and toks[j]:
+                    return u, i, j
+                if len(acc) >= len(target) or acc != target[: len(acc)]:
+                    break
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one example
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SplitCounts:
+    """What one split's conversion did (logged and stored in ``{split}.meta.json``)."""
+
+    records: int = 0
+    examples: int = 0
+    examples_truncated: int = 0
+    question_pieces_cut: int = 0
+    sentences_dropped: int = 0
+    paragraphs_dropped: int = 0
+    sp_facts_dropped_by_truncation: int = 0
+    sp_facts_not_in_context: int = 0
+    answers_not_found: int = 0
+    examples_skipped_answer_not_found: int = 0
+    answer_types: Dict[str, int] = field(default_factory=lambda: {"span": 0, "yes": 0, "no": 0, "none": 0})
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def convert_record(
+    rec: HotpotRecord,
+    tokenizer,
+    max_long_len: int,
+    max_global_len: int,
+    flat: bool,
+    counts: SplitCounts,
+) -> Tuple[Dict[str, np.ndarray], dict, bool]:
+    """One record -> (arrays for :class:`StructuredWriter`, side record, answer found).
+
+    ``answer found`` is True for yes/no answers, for records without an answer, and for span answers whose
+    text occurs in the kept text.
+    """
+    q_words = rec.question.split()
+    q_ids, _ = tokenizer.encode_words(q_words)
+    par_ids = []
+    par_words: List[Tuple[List[str], List[List[str]]]] = []
+    par_wop: List[Tuple[List[int], List[List[int]]]] = []
+    for title, sentences in rec.context:
+        t_words = title.split()
+        t_ids, t_wop = tokenizer.encode_words(t_words)
+        s_ids, s_words, s_wops = [], [], []
+        for k, sent in enumerate(sentences):
+            words = sent.split()
+            ids, wop = tokenizer.encode_words(words, first_is_start=(k == 0))
+            s_ids.append(ids)
+            s_words.append(words)
+            s_wops.append(wop)
+        par_ids.append((t_ids, s_ids))
+        par_words.append((t_words, s_words))
+        par_wop.append((t_wop, s_wops))
+    lay = layout_example(q_ids, par_ids, tokenizer.dictionary, max_long_len, max_global_len, flat)
+
+    counts.examples_truncated += lay.truncated
+    counts.question_pieces_cut += lay.question_pieces_cut
+    counts.sentences_dropped += lay.sentences_dropped
+    counts.paragraphs_dropped += lay.paragraphs_dropped
+
+    def unit_words(u: Unit) -> List[str]:
+        w = par_words[u.paragraph]
+        return w[0] if u.sentence < 0 else w[1][u.sentence]
+
+    def unit_wop(u: Unit) -> List[int]:
+        w = par_wop[u.paragraph]
+        return w[0] if u.sentence < 0 else w[1][u.sentence]
+
+    # supporting-fact labels on the kept sentence tokens
+    G = len(lay.global_tokens)
+    sp_label = np.full(G, -1, dtype=np.int8)
+    gold_facts: Set[Tuple[str, int]] = set(rec.supporting_facts or [])
+    kept = {(rec.context[u.paragraph][0], u.sentence): u for u in lay.units if u.sentence >= 0}
+    if rec.supporting_facts is not None:
+        for u in lay.units:
+            if u.sentence >= 0:
+                sp_label[u.global_index] = int((rec.context[u.paragraph][0], u.sentence) in gold_facts)
+        existing = {(t, k) for t, sents in rec.context for k in range(len(sents))}
+        for fact in gold_facts:
+            if fact not in existing:
+                counts.sp_facts_not_in_context += 1
+            elif fact not in kept:
+                counts.sp_facts_dropped_by_truncation += 1
+
+    # answer
+    a_type = answer_type_of(rec.answer)
+    counts.answer_types["none" if a_type < 0 else ANSWER_TYPES[a_type]] += 1
+    span = (-1, -1)
+    match = None
+    found = True
+    if a_type == 0:
+        sp_units = [i for i, u in enumerate(lay.units) if u.sentence >= 0 and (rec.context[u.paragraph][0], u.sentence) in gold_facts]
+        sp_pars = {lay.units[i].paragraph for i in sp_units}
+        title_units = [i for i, u in enumerate(lay.units) if u.sentence < 0 and u.paragraph in sp_pars]
+        preferred = set(sp_units) | set(title_units)
+        rest = [i for i in range(len(lay.units)) if i not in preferred]
+        words_per_unit = [unit_words(u) for u in lay.units]
+        match = find_answer_words(words_per_unit, rec.answer, sp_units + title_units + rest)
+        if match is not None:
+            from etc_fairseq.prepare.tokenizer import piece_span_of_words
+
+            u = lay.units[match[0]]
+            rel = piece_span_of_words(unit_wop(u), match[1], match[2])
+            if rel is None:
+                match = None
+            else:
+                span = (u.long_start + rel[0], u.long_start + rel[1])
+        if match is None:
+            found = False
+            counts.answers_not_found += 1
+
+    arrays = lay.arrays()
+    arrays["sp_label"] = sp_label
+    arrays["answer_type"] = np.asarray([a_type], dtype=np.int8)
+    arrays["answer_span"] = np.asarray(span, dtype=np.int32)
+    side = {
+        "id": rec.id,
+        "titles": [t for t, _ in rec.context],
+        "units": [[u.paragraph, u.sentence, u.global_index, u.long_start, u.long_end] for u in lay.units],
+        "words": [unit_words(u) for u in lay.units],
+        "word_of_piece": [unit_wop(u) for u in lay.units],
+        "answer": rec.answer,
+        "supporting_facts": None if rec.supporting_facts is None else [list(f) for f in rec.supporting_facts],
+        "type": rec.type,
+        "answer_match": None if match is None else list(match),
+        "truncated": lay.truncated,
+    }
+    return arrays, side, found
+
+
+# ---------------------------------------------------------------------------------------------------------
+# whole files
+# ---------------------------------------------------------------------------------------------------------
+
+
+def prepare_hotpotqa(
+    splits: Sequence[Tuple[str, Path]],
+    out_dir: Path,
+    tokenizer,
+    dict_path: Path,
+    max_long_len: int = 4096,
+    max_global_len: int = 256,
+    flat_structure: bool = False,
+    keep_unfound_train: bool = False,
+    max_examples: Optional[int] = None,
+    overwrite: bool = False,
+    log_every: int = 1000,
+) -> Dict[str, dict]:
+    """Convert official files into one prepared directory (written atomically).
+
+    Args:
+        splits: ``[(split name, official JSON file), ...]`` (names unique).
+        out_dir: the output directory.
+        tokenizer: a :class:`~etc_fairseq.prepare.tokenizer.WordPieceTokenizer`.
+        dict_path: its ``dict.txt`` (copied to ``out_dir/dict.txt``).
+        keep_unfound_train: keep ``train`` examples whose span answer is not found (dropped by default).
+        max_examples: convert only the first N records of each file.
+    Returns:
+        ``{split: counts dict}``.
+    """
+    from etc_fairseq.data.structured import CORE_FIELDS, StructuredWriter
+    from etc_fairseq.prepare.atomic import atomic_directory
+
+    names = [s for s, _ in splits]
+    if not splits:
+        raise ValueError("give at least one input split (--train/--valid/--test or --input FILE --split NAME)")
+    if len(set(names)) != len(names):
+        raise ValueError(f"split names must be unique, got {names}")
+    for s in names:
+        if not s or "/" in s or "." in s:
+            raise ValueError(f"bad split name {s!r} (no dots or slashes)")
+    specs = [CORE_FIELDS[n] for n in ("long_tokens", "global_tokens", "global_types") + STRUCTURE_FIELD_NAMES]
+    specs += hotpotqa_fields()
+    summary: Dict[str, dict] = {}
+    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
+        shutil.copyfile(dict_path, tmp / "dict.txt")
+        for split, path in splits:
+            t0 = time.monotonic()
+            records = read_hotpotqa(path)
+            if max_examples is not None:
+                records = records[:max_examples]
+            counts = SplitCounts(records=len(records))
+            writer = StructuredWriter(tmp, split, specs)
+            for i, rec in enumerate(records):
+                arrays, side, found = convert_record(rec, tokenizer, max_long_len, max_global_len, flat_structure, counts)
+                if not found and split == "train" and not keep_unfound_train:
+                    counts.examples_skipped_answer_not_found += 1
+                else:
+                    writer.add(arrays, side=side)
+                    counts.examples += 1
+                if log_every and (i + 1) % log_every == 0:
+                    logger.info(f"{split}: {i + 1}/{len(records)} records ({time.monotonic() - t0:.0f} s)")
+            if counts.examples == 0:
+                raise ValueError(f"{path}: no examples left for split {split!r} ({counts.records} records)")
+            info = counts.as_dict()
+            writer.finalize(
+                source=str(path), flat_structure=flat_structure, max_long_len=max_long_len,
+                max_global_len=max_global_len, **info,
+            )
+            summary[split] = info
+            logger.info(
+                f"{split}: {counts.examples} examples from {counts.records} records of {path}; truncated "
+                f"{counts.examples_truncated} (sentences dropped {counts.sentences_dropped}, paragraphs dropped "
+                f"{counts.paragraphs_dropped}, question pieces cut {counts.question_pieces_cut}, gold supporting "
+                f"facts lost {counts.sp_facts_dropped_by_truncation}); gold facts not in context "
+                f"{counts.sp_facts_not_in_context}; span answers not found {counts.answers_not_found} (skipped "
+                f"{counts.examples_skipped_answer_not_found}); answer types {counts.answer_types}"
+            )
+        info = {
+            "dataset": "hotpotqa",
+            "flat_structure": flat_structure,
+            "max_long_len": max_long_len,
+            "max_global_len": max_global_len,
+            "tokenizer": tokenizer.kind,
+            "tokenizer_stats": str(tokenizer.stats),
+            "splits": summary,
+        }
+        (tmp / "prepare.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    g = p.add_argument_group("input (official HotpotQA JSON files)")
+    g.add_argument("--train", type=Path, default=None, metavar="FILE", help="e.g. hotpot_train_v1.1.json -> split 'train'")
+    g.add_argument("--valid", type=Path, default=None, metavar="FILE", help="e.g. hotpot_dev_distractor_v1.json -> split 'valid'")
+    g.add_argument("--test", type=Path, default=None, metavar="FILE", help="a file without answers -> split 'test'")
+    g.add_argument("--input", type=Path, action="append", default=[], metavar="FILE",
+                   help="more files, each paired with the --split NAME at the same position (repeatable)")
+    g.add_argument("--split", action="append", default=[], metavar="NAME", help="split name of the matching --input")
+    g.add_argument("--max-examples", type=int, default=None, metavar="N", help="only the first N records of each file")
+    g = p.add_argument_group("layout")
+    g.add_argument("--max-long-len", type=int, default=4096, help="long input budget (default 4096)")
+    g.add_argument("--max-global-len", type=int, default=256, help="global input budget (default 256)")
+    g.add_argument("--flat-structure", action="store_true",
+                   help="the paper's flat-structure ablation: no paragraph/title hierarchy, no context cut")
+    g.add_argument("--keep-unfound-train", action="store_true",
+                   help="keep train examples whose span answer is not in the (kept) text (default: drop and count)")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    g.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    g.add_argument("--log-every", type=int, default=1000, metavar="N", help="progress line every N records")
+    WordPieceTokenizer.add_arguments(p)
+
+
+def _splits_from_args(args: argparse.Namespace) -> List[Tuple[str, Path]]:
+    if len(args.input) != len(args.split):
+        raise ValueError(f"--input and --split must be given in pairs, got {len(args.input)} --input and {len(args.split)} --split")
+    out = [(name, getattr(args, name)) for name in ("train", "valid", "test") if getattr(args, name) is not None]
+    out += list(zip(args.split, args.input))
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    splits = _splits_from_args(args)
+    tokenizer = WordPieceTokenizer.from_args(args)
+    dict_path = args.srcdict if args.pretrain_dir is None else Path(args.pretrain_dir) / "dict.txt"
+    summary = prepare_hotpotqa(
+        splits, args.out, tokenizer, dict_path,
+        max_long_len=args.max_long_len, max_global_len=args.max_global_len, flat_structure=args.flat_structure,
+        keep_unfound_train=args.keep_unfound_train, max_examples=args.max_examples, overwrite=args.overwrite,
+        log_every=args.log_every,
+    )
+    for split, c in summary.items():
+        print(f"{split}: {c['examples']} examples ({c['examples_truncated']} truncated, {c['sentences_dropped']} "
+              f"sentences dropped, {c['answers_not_found']} span answers not found, "
+              f"{c['examples_skipped_answer_not_found']} skipped)")
+    print(f"tokenizer: {tokenizer.stats}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+PREPARE = Subcommand(
+    name="hotpotqa",
+    help="official HotpotQA JSON -> ETC structured data (question, paragraphs, sentences as global tokens)",
+    description="Convert official HotpotQA files (distractor setting; files without answers work too) into "
+    "ETC fine-tuning data for --task etc_hotpotqa: long input = CLS, question, each paragraph's title and "
+    "sentences; global input = CLS, one token per question piece, per paragraph a paragraph token, a title "
+    "token and one token per sentence (paper appendix C). Writes DIR/dict.txt, DIR/{split}.*.bin/.idx, "
+    "DIR/{split}.meta.json (with truncation counts), DIR/{split}.side.jsonl and DIR/prepare.json, atomically.",
+    add_arguments=_add_arguments,
+    run=_run,
+)
