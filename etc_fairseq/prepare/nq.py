@@ -1,0 +1,669 @@
+"""Natural Questions (Kwiatkowski et al. 2019) -> ETC fine-tuning data (``etc-prepare nq``); paper appendix C.
+
+Input: the official NQ jsonl, gzipped or not, in either form:
+
+- *full*: ``example_id``, ``question_text``, ``document_html``, ``document_tokens`` (``[{token, start_byte,
+  end_byte, html_token}]``), ``long_answer_candidates`` (``[{start_token, end_token, top_level, ...}]``),
+  ``annotations`` (``[{long_answer: {start_token, end_token, candidate_index, ...}, short_answers:
+  [{start_token, end_token, ...}], yes_no_answer: NONE|YES|NO}]``; 5 per example in dev, 1 in train);
+- *simplified*: the same but ``document_text`` (tokens joined by single blanks) instead of the HTML and
+  token list, and no byte offsets. HTML tokens are recognised by their shape (``<...>``).
+
+Gold indices are document-token (word) indices ``[start_token, end_token)``. Words are tokenized one by one
+(:class:`~etc_fairseq.prepare.tokenizer.WordPieceTokenizer`), HTML tokens get no word pieces but keep their
+indices, so every word piece knows its word and gold spans map to pieces exactly.
+
+One *window* per fairseq example (sliding over long documents, Alberti et al.'s BERT baseline)::
+
+    long:   CLS  q_1 .. q_m  SEP  d_ws .. d_we-1  SEP          (CLS = <s>, SEP = </s>)
+    global: CLS  Q_1 .. Q_m  P_1 .. P_k                        (Q = QUESTION mirror of q_i; P = PARAGRAPH,
+                                                                one per top-level candidate in the window)
+
+``long_segment`` ties the long CLS to the global CLS, each question piece to its mirror, each document piece
+to the PARAGRAPH token of the top-level candidate covering it (-1 outside candidates and for the SEPs). With
+``--fixed-blocks`` the global input is instead one FIXED_BLOCK token per ``--fixed-block-len`` long tokens
+(the paper's "fixed blocks" ablation) and nothing else.
+
+Stored fields per window (besides the core ones): ``long_word`` int32 [long_len] (document word of each long
+position, -1 for CLS/question/SEP), ``nq_targets`` int64 [5] (long start, long end, short start, short end
+as long positions, 0 = CLS = none; answer type, :data:`ANSWER_TYPES`), ``candidates`` int32 [C, 3] (every
+long-answer candidate overlapping the window: start_token, end_token, top_level), ``gold`` int64 [n] (all
+annotations, :func:`encode_gold`), ``window_info`` int64 [3] (example index in the split, window index, number of
+windows of the example). Side jsonl: ``example_id``, ``window``,
+``num_windows``, ``first_word``/``end_word`` (the window's word range).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import logging
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.prepare.documents import InputFormatError
+from etc_fairseq.prepare.tokenizer import piece_span_of_words
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+
+#: answer type classes predicted from the long CLS token (paper appendix C order)
+ANSWER_TYPES = ("null", "yes", "no", "short", "long")
+TYPE_NULL, TYPE_YES, TYPE_NO, TYPE_SHORT, TYPE_LONG = range(5)
+#: yes_no_answer values, as stored in the ``gold`` field
+YES_NO_VALUES = ("NONE", "YES", "NO")
+
+#: the paper's sliding-window strides and global input lengths per long input length (appendix C, sec. 4)
+PAPER_STRIDES = {512: 128, 4096: 2048, 8192: 4096}
+PAPER_GLOBAL_LENS = {512: 128, 4096: 230, 8192: 460}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reading the official files
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class NqSpan:
+    """``[start_token, end_token)`` plus byte offsets (-1 where absent); all -1 = null."""
+
+    start_token: int = -1
+    end_token: int = -1
+    start_byte: int = -1
+    end_byte: int = -1
+
+    @property
+    def is_null(self) -> bool:
+        return self.start_token < 0 and self.end_token < 0 and self.start_byte < 0 and self.end_byte < 0
+
+
+@dataclass
+class NqAnnotation:
+    """One annotator's answer: a long span (null or a candidate), short spans, yes/no (NONE/YES/NO)."""
+
+    long_answer: NqSpan
+    short_answers: List[NqSpan]
+    yes_no_answer: str = "NONE"
+    candidate_index: int = -1
+
+
+@dataclass
+class NqExample:
+    """One NQ record. ``words`` are the document tokens (HTML included), ``is_html`` their flags;
+    ``candidates`` ``(start_token, end_token, top_level)``; ``source`` is ``file:line`` for messages."""
+
+    example_id: Any
+    question: str
+    words: List[str]
+    is_html: List[bool]
+    candidates: List[Tuple[int, int, bool]]
+    annotations: List[NqAnnotation]
+    source: str = ""
+
+
+def open_maybe_gzip(path: PathLike):
+    """Open ``path`` for reading text, gunzipping if it starts with the gzip magic bytes."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such NQ file")
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if magic == b"\x1f\x8b":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def is_html_token_text(token: str) -> bool:
+    """The simplified form has no HTML flags: a token is HTML iff it looks like a tag ``<...>``."""
+    return len(token) >= 3 and token[0] == "<" and token[-1] == ">"
+
+
+class _Record:
+    """Typed access to one JSON record with errors naming file, line and field."""
+
+    def __init__(self, obj: Any, where: str):
+        self.obj = obj
+        self.where = where
+
+    def fail(self, field_name: str, expected: str, got: Any = None) -> InputFormatError:
+        shown = json.dumps(got)[:80] if got is not None else "nothing"
+        return InputFormatError(f"{self.where}: field {field_name!r}: expected {expected}, got {shown}")
+
+    def get(self, container: Any, key: Union[str, int], path: str, kind, expected: str, default=...):
+        if isinstance(key, str):
+            if not isinstance(container, dict) or key not in container:
+                if default is not ...:
+                    return default
+                raise self.fail(path, expected)
+            value = container[key]
+        else:
+            value = container[key]
+        if kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind is bool:
+            ok = isinstance(value, bool) or value in (0, 1)
+        else:
+            ok = isinstance(value, kind)
+        if not ok:
+            raise self.fail(path, expected, value)
+        return value
+
+    def span(self, d: Any, path: str, num_words: Optional[int]) -> NqSpan:
+        if not isinstance(d, dict):
+            raise self.fail(path, "an object with start_token/end_token", d)
+        s = self.get(d, "start_token", f"{path}.start_token", int, "an integer")
+        e = self.get(d, "end_token", f"{path}.end_token", int, "an integer")
+        sb = self.get(d, "start_byte", f"{path}.start_byte", int, "an integer", default=-1)
+        eb = self.get(d, "end_byte", f"{path}.end_byte", int, "an integer", default=-1)
+        if (s < 0) != (e < 0):
+            raise self.fail(path, "start_token and end_token both -1 (null) or both >= 0", d)
+        if s >= 0 and (s >= e or (num_words is not None and e > num_words)):
+            raise self.fail(path, f"0 <= start_token < end_token <= {num_words} document tokens", d)
+        return NqSpan(s, e, sb, eb)
+
+
+def parse_nq_record(obj: Any, where: str, with_document: bool = True) -> NqExample:
+    """One parsed JSON object -> :class:`NqExample` (either form), validating every field used.
+
+    Args:
+        obj: the decoded JSON line.
+        where: ``file:line`` for error messages.
+        with_document: also read the document tokens (False: annotations only, for evaluation).
+    Raises:
+        InputFormatError naming ``where`` and the field.
+    """
+    r = _Record(obj, where)
+    if not isinstance(obj, dict):
+        raise r.fail("(record)", "a JSON object", obj)
+    if "example_id" not in obj or not isinstance(obj["example_id"], (int, str)) or isinstance(obj["example_id"], bool):
+        raise r.fail("example_id", "an integer or string", obj.get("example_id"))
+    r.where = f"{where} (example_id {obj['example_id']})"
+    words: List[str] = []
+    is_html: List[bool] = []
+    num_words: Optional[int] = None
+    if with_document:
+        question = r.get(obj, "question_text", "question_text", str, "a string")
+        if "document_tokens" in obj:
+            toks = r.get(obj, "document_tokens", "document_tokens", list, "a list of token objects")
+            for i, t in enumerate(toks):
+                if not isinstance(t, dict):
+                    raise r.fail(f"document_tokens[{i}]", "an object {token, html_token, ...}", t)
+                words.append(r.get(t, "token", f"document_tokens[{i}].token", str, "a string"))
+                is_html.append(bool(r.get(t, "html_token", f"document_tokens[{i}].html_token", bool, "true or false")))
+        elif "document_text" in obj:
+            text = r.get(obj, "document_text", "document_text", str, "a string")
+            words = text.split(" ") if text else []
+            is_html = [is_html_token_text(w) for w in words]
+        else:
+            raise r.fail("document_tokens", "document_tokens (full form) or document_text (simplified form)")
+        num_words = len(words)
+    else:
+        question = obj.get("question_text", "")
+    candidates: List[Tuple[int, int, bool]] = []
+    if with_document:
+        cands = r.get(obj, "long_answer_candidates", "long_answer_candidates", list, "a list of spans")
+        for i, c in enumerate(cands):
+            sp = r.span(c, f"long_answer_candidates[{i}]", num_words)
+            if sp.is_null:
+                raise r.fail(f"long_answer_candidates[{i}]", "a non-null span", c)
+            top = r.get(c, "top_level", f"long_answer_candidates[{i}].top_level", bool, "true or false", default=True)
+            candidates.append((sp.start_token, sp.end_token, bool(top)))
+    annotations: List[NqAnnotation] = []
+    anns = r.get(obj, "annotations", "annotations", list, "a list of annotations")
+    for i, a in enumerate(anns):
+        if not isinstance(a, dict):
+            raise r.fail(f"annotations[{i}]", "an object", a)
+        la = r.get(a, "long_answer", f"annotations[{i}].long_answer", dict, "an object")
+        long_span = r.span(la, f"annotations[{i}].long_answer", num_words)
+        cand = r.get(la, "candidate_index", f"annotations[{i}].long_answer.candidate_index", int, "an integer", default=-1)
+        if with_document and not long_span.is_null and not (0 <= cand < len(candidates)):
+            raise r.fail(f"annotations[{i}].long_answer.candidate_index", f"an index into the {len(candidates)} candidates", cand)
+        sa = r.get(a, "short_answers", f"annotations[{i}].short_answers", list, "a list of spans")
+        shorts = [r.span(s, f"annotations[{i}].short_answers[{j}]", num_words) for j, s in enumerate(sa)]
+        yn = r.get(a, "yes_no_answer", f"annotations[{i}].yes_no_answer", str, "NONE, YES or NO", default="NONE")
+        if yn.upper() not in YES_NO_VALUES:
+            raise r.fail(f"annotations[{i}].yes_no_answer", "NONE, YES or NO", yn)
+        annotations.append(NqAnnotation(long_span, shorts, yn.upper(), cand))
+    return NqExample(obj["example_id"], question, words, is_html, candidates, annotations, where)
+
+
+def read_nq_file(path: PathLike, with_document: bool = True) -> Iterator[NqExample]:
+    """Yield the examples of one NQ jsonl file (gzipped or not, full or simplified form).
+
+    Raises:
+        FileNotFoundError / InputFormatError naming the file, line and field.
+    """
+    with open_maybe_gzip(path) as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_no}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputFormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+            yield parse_nq_record(obj, where, with_document=with_document)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# gold encoding (the ``gold`` field, decoded by the criterion's official metric)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def encode_gold(annotations: Sequence[NqAnnotation]) -> List[int]:
+    """Annotations -> flat ints: ``[n_ann, then per annotation: long_start, long_end, yes_no (index in
+    YES_NO_VALUES), n_short, s_1, e_1, ...]`` (token offsets; -1 = null)."""
+    out = [len(annotations)]
+    for a in annotations:
+        out += [a.long_answer.start_token, a.long_answer.end_token, YES_NO_VALUES.index(a.yes_no_answer), len(a.short_answers)]
+        for s in a.short_answers:
+            out += [s.start_token, s.end_token]
+    return out
+
+
+def decode_gold(values: Sequence[int]) -> List[NqAnnotation]:
+    """Inverse of :func:`encode_gold` (trailing padding, if any, is ignored)."""
+    values = [int(v) for v in values]
+    n, k, out = values[0], 1, []
+    for _ in range(n):
+        ls, le, yn, ns = values[k : k + 4]
+        k += 4
+        shorts = [NqSpan(values[k + 2 * j], values[k + 2 * j + 1]) for j in range(ns)]
+        k += 2 * ns
+        out.append(NqAnnotation(NqSpan(ls, le), shorts, YES_NO_VALUES[yn]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# windows
+# ---------------------------------------------------------------------------------------------------------
+
+
+def window_starts(num_pieces: int, window_len: int, stride: int) -> List[int]:
+    """Start offsets of the sliding windows over ``num_pieces`` document pieces (BERT/Alberti rule: the
+    next window starts ``stride`` pieces later, until a window reaches the end). At least one window
+    (``[0]`` for an empty document). Requires ``1 <= stride <= window_len`` (no piece skipped)."""
+    if window_len < 1:
+        raise ValueError(f"window length must be >= 1 (long input too short for the question?), got {window_len}")
+    if not 1 <= stride <= window_len:
+        raise ValueError(f"--doc-stride must be in [1, window length {window_len}], got {stride}")
+    starts = [0]
+    while starts[-1] + window_len < num_pieces:
+        starts.append(starts[-1] + stride)
+    return starts
+
+
+@dataclass
+class EncodedExample:
+    """An example's word pieces: question ids; document ids and ``doc_word`` (document word of each piece);
+    ``cand_pieces[c]`` the inclusive doc-piece span of candidate ``c`` (None: no pieces)."""
+
+    question_ids: List[int]
+    doc_ids: List[int]
+    doc_word: List[int]
+    cand_pieces: List[Optional[Tuple[int, int]]]
+    question_truncated: bool = False
+
+
+def encode_example(tok, ex: NqExample, max_question_pieces: int) -> EncodedExample:
+    """Tokenize question and document word by word (HTML tokens get no pieces but keep their indices)."""
+    q_ids, _ = tok.encode_words(ex.question.split())
+    truncated = len(q_ids) > max_question_pieces
+    q_ids = q_ids[:max_question_pieces]
+    doc_ids: List[int] = []
+    doc_word: List[int] = []
+    for i, (w, html) in enumerate(zip(ex.words, ex.is_html)):
+        if html:
+            continue
+        p = tok.encode_word(w, first=False)
+        doc_ids.extend(p)
+        doc_word.extend([i] * len(p))
+    cand_pieces = [piece_span_of_words(doc_word, s, e - 1) for s, e, _ in ex.candidates]
+    return EncodedExample(q_ids, doc_ids, doc_word, cand_pieces, truncated)
+
+
+def training_annotation(annotations: Sequence[NqAnnotation]) -> Optional[NqAnnotation]:
+    """The annotation the training targets follow: the first with a non-null long answer, else the first
+    with a short/yes-no answer, else the first (all null), else None."""
+    for a in annotations:
+        if not a.long_answer.is_null:
+            return a
+    for a in annotations:
+        if a.short_answers or a.yes_no_answer != "NONE":
+            return a
+    return annotations[0] if annotations else None
+
+
+def window_targets(
+    enc: EncodedExample, ann: Optional[NqAnnotation], ws: int, we: int, doc_offset: int
+) -> Tuple[List[int], str]:
+    """``[long_start, long_end, short_start, short_end, answer_type]`` of the window ``[ws, we)`` (doc-piece
+    offsets), positions in the long input (``doc_offset`` = position of doc piece ``ws``); 0 (= CLS) for
+    absent spans. Also a reason string: ``ok``, ``null`` (no gold or not in this window), ``unaligned``
+    (gold words without pieces)."""
+    null = [0, 0, 0, 0, TYPE_NULL]
+    if ann is None or ann.long_answer.is_null:
+        return null, "null"
+    lp = piece_span_of_words(enc.doc_word, ann.long_answer.start_token, ann.long_answer.end_token - 1)
+    if lp is None:
+        return null, "unaligned"
+    if not (ws <= lp[0] and lp[1] < we):
+        return null, "null"
+    t = [doc_offset + lp[0] - ws, doc_offset + lp[1] - ws, 0, 0, TYPE_LONG]
+    spans = [s for s in ann.short_answers if not s.is_null]
+    if spans:
+        sp = piece_span_of_words(enc.doc_word, min(s.start_token for s in spans), max(s.end_token for s in spans) - 1)
+        if sp is not None and ws <= sp[0] and sp[1] < we:
+            t[2], t[3], t[4] = doc_offset + sp[0] - ws, doc_offset + sp[1] - ws, TYPE_SHORT
+    elif ann.yes_no_answer in ("YES", "NO"):
+        t[4] = TYPE_YES if ann.yes_no_answer == "YES" else TYPE_NO
+    return t, "ok"
+
+
+def build_window(
+    enc: EncodedExample,
+    candidates: Sequence[Tuple[int, int, bool]],
+    ws: int,
+    we: int,
+    cls_id: int,
+    sep_id: int,
+    special_global_id: int,
+    max_global_len: int,
+    fixed_block_len: int = 0,
+) -> Tuple[Dict[str, List], int]:
+    """The long and global input of the window ``[ws, we)`` of document pieces.
+
+    Returns:
+        (arrays, dropped): ``long_tokens``/``long_segment``/``long_word`` (lists of length long_len),
+        ``global_tokens``/``global_types`` (global_len), ``candidates`` (list of [start, end, top] of every
+        candidate overlapping the window); ``dropped`` = top-level candidates that got no PARAGRAPH token
+        because the global input was full.
+    """
+    from etc_fairseq.structure.global_tokens import GlobalTokenType as T
+
+    q = enc.question_ids
+    long_tokens = [cls_id] + q + [sep_id] + enc.doc_ids[ws:we] + [sep_id]
+    doc_offset = len(q) + 2
+    long_word = [-1] * doc_offset + enc.doc_word[ws:we] + [-1]
+    overlapping = [
+        c for c, p in enumerate(enc.cand_pieces) if p is not None and p[0] < we and p[1] >= ws
+    ]
+    window_cands = [[candidates[c][0], candidates[c][1], int(candidates[c][2])] for c in overlapping]
+    dropped = 0
+    if fixed_block_len:
+        n_blocks = -(-len(long_tokens) // fixed_block_len)
+        global_tokens = [special_global_id] * n_blocks
+        global_types = [int(T.FIXED_BLOCK)] * n_blocks
+        long_segment = [i // fixed_block_len for i in range(len(long_tokens))]
+        if n_blocks > max_global_len:
+            raise ValueError(
+                f"--fixed-blocks: {n_blocks} blocks of {fixed_block_len} > --max-global-len {max_global_len}"
+            )
+    else:
+        global_tokens = [special_global_id] + list(q)
+        global_types = [int(T.CLS)] + [int(T.QUESTION)] * len(q)
+        long_segment = [0] + list(range(1, len(q) + 1)) + [-1] + [-1] * (we - ws) + [-1]
+        if len(global_tokens) > max_global_len:
+            raise ValueError(f"question of {len(q)} pieces does not fit --max-global-len {max_global_len}")
+        for c in overlapping:
+            if not candidates[c][2]:
+                continue
+            if len(global_tokens) >= max_global_len:
+                dropped += 1
+                continue
+            g = len(global_tokens)
+            global_tokens.append(special_global_id)
+            global_types.append(int(T.PARAGRAPH))
+            a, b = enc.cand_pieces[c]
+            for p in range(max(a, ws), min(b, we - 1) + 1):
+                long_segment[doc_offset + p - ws] = g
+    return (
+        dict(
+            long_tokens=long_tokens,
+            long_segment=long_segment,
+            long_word=long_word,
+            global_tokens=global_tokens,
+            global_types=global_types,
+            candidates=window_cands,
+        ),
+        dropped,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# prepare
+# ---------------------------------------------------------------------------------------------------------
+
+
+def nq_target_fields():
+    """The task's stored fields besides the core ones (see the module docstring); ``etc_nq`` declares these."""
+    from etc_fairseq.data.structured import FieldSpec
+
+    return [
+        FieldSpec("long_word", dtype="int32", pad=-1, role="target", length="long", required=True),
+        FieldSpec("nq_targets", dtype="int64", pad=0, role="target", length="own", required=True),
+        FieldSpec("candidates", dtype="int32", pad=-1, role="target", length="own", required=True),
+        FieldSpec("gold", dtype="int64", pad=-1, role="target", length="own", required=True),
+        FieldSpec("window_info", dtype="int64", pad=-1, role="target", length="own", required=True),
+    ]
+
+
+def nq_field_specs():
+    """Every stored field: core long/global tokens, types, ``long_segment``, and :func:`nq_target_fields`."""
+    from etc_fairseq.data.structured import CORE_FIELDS
+
+    return [CORE_FIELDS[k] for k in ("long_tokens", "global_tokens", "global_types", "long_segment")] + nq_target_fields()
+
+
+@dataclass
+class NqSplitStats:
+    examples: int = 0
+    windows: int = 0
+    null_windows_dropped: int = 0
+    questions_truncated: int = 0
+    paragraph_tokens_dropped: int = 0
+    gold_unaligned: int = 0
+    gold_not_in_any_window: int = 0
+    target_types: Dict[str, int] = field(default_factory=lambda: {t: 0 for t in ANSWER_TYPES})
+
+
+def prepare_nq_split(
+    files: Sequence[PathLike],
+    writer,
+    tok,
+    *,
+    max_long_len: int,
+    max_global_len: int,
+    doc_stride: int,
+    max_question_pieces: int,
+    fixed_block_len: int,
+    null_window_keep: float,
+    rng: random.Random,
+    log_every: int = 1000,
+) -> NqSplitStats:
+    """Convert NQ files into windows written with ``writer`` (a StructuredWriter). Returns the counts."""
+    import numpy as np
+
+    from etc_fairseq.structure.global_tokens import special_global_token_id
+
+    d = tok.dictionary
+    cls_id, sep_id, special = d.bos(), d.eos(), special_global_token_id(d)
+    st = NqSplitStats()
+    t0 = time.monotonic()
+    for path in files:
+        for ex in read_nq_file(path):
+            enc = encode_example(tok, ex, max_question_pieces)
+            st.questions_truncated += enc.question_truncated
+            window_len = max_long_len - len(enc.question_ids) - 3
+            starts = window_starts(len(enc.doc_ids), window_len, doc_stride)
+            ann = training_annotation(ex.annotations)
+            gold = encode_gold(ex.annotations)
+            found = False
+            for k, ws in enumerate(starts):
+                we = min(ws + window_len, len(enc.doc_ids))
+                targets, why = window_targets(enc, ann, ws, we, len(enc.question_ids) + 2)
+                if why == "unaligned" and k == 0:
+                    st.gold_unaligned += 1
+                found |= why == "ok"
+                if targets[4] == TYPE_NULL and null_window_keep < 1.0 and rng.random() >= null_window_keep:
+                    st.null_windows_dropped += 1
+                    continue
+                arrays, dropped = build_window(
+                    enc, ex.candidates, ws, we, cls_id, sep_id, special, max_global_len, fixed_block_len
+                )
+                st.paragraph_tokens_dropped += dropped
+                cands = np.asarray(arrays.pop("candidates"), dtype=np.int32).reshape(-1, 3)
+                arrays.update(
+                    candidates=cands, nq_targets=targets, gold=gold, window_info=[st.examples, k, len(starts)]
+                )
+                first_word = enc.doc_word[ws] if we > ws else -1
+                end_word = enc.doc_word[we - 1] + 1 if we > ws else -1
+                writer.add(
+                    {k2: np.asarray(v) for k2, v in arrays.items()},
+                    side=dict(example_id=ex.example_id, window=k, num_windows=len(starts),
+                              first_word=first_word, end_word=end_word),
+                )
+                st.windows += 1
+                st.target_types[ANSWER_TYPES[targets[4]]] += 1
+            if ann is not None and not ann.long_answer.is_null and not found:
+                st.gold_not_in_any_window += 1
+            st.examples += 1
+            if st.examples % log_every == 0:
+                logger.info(f"{writer.split}: {st.examples} examples -> {st.windows} windows ({time.monotonic() - t0:.0f} s)")
+    return st
+
+
+def prepare_nq(
+    splits: Dict[str, Sequence[PathLike]],
+    out_dir: PathLike,
+    tok,
+    dict_path: PathLike,
+    *,
+    max_long_len: int = 4096,
+    max_global_len: Optional[int] = None,
+    doc_stride: Optional[int] = None,
+    max_question_pieces: int = 64,
+    fixed_block_len: int = 0,
+    null_window_keep: float = 1.0,
+    seed: int = 1,
+    overwrite: bool = False,
+) -> Dict[str, NqSplitStats]:
+    """Write every split (``{"train": [files], "valid": [files], ...}``) into ``out_dir`` atomically, with a
+    copy of ``dict_path`` (the ``dict.txt`` the tokenizer ``tok`` encodes onto).
+
+    ``doc_stride`` / ``max_global_len`` default to the paper's values for long lengths 512/4096/8192
+    (:data:`PAPER_STRIDES`, :data:`PAPER_GLOBAL_LENS`); other lengths need them given.
+    ``null_window_keep`` (train split only): keep each window without an answer with this probability.
+    """
+    from etc_fairseq.data.structured import StructuredWriter
+    from etc_fairseq.prepare.atomic import atomic_directory
+
+    if doc_stride is None:
+        if max_long_len not in PAPER_STRIDES:
+            raise ValueError(f"--doc-stride is required for --max-long-len {max_long_len} (paper values: {PAPER_STRIDES})")
+        doc_stride = PAPER_STRIDES[max_long_len]
+    if max_global_len is None:
+        if max_long_len not in PAPER_GLOBAL_LENS:
+            raise ValueError(f"--max-global-len is required for --max-long-len {max_long_len} (paper: {PAPER_GLOBAL_LENS})")
+        max_global_len = PAPER_GLOBAL_LENS[max_long_len]
+    if not 0.0 < null_window_keep <= 1.0:
+        raise ValueError(f"--null-window-keep must be in (0, 1], got {null_window_keep}")
+    if not splits:
+        raise ValueError("give at least one of --train / --valid / --test")
+    for files in splits.values():
+        for f in files:
+            if not Path(f).is_file():
+                raise FileNotFoundError(f"{f}: no such NQ file")
+    rng = random.Random(seed)
+    stats: Dict[str, NqSplitStats] = {}
+    config = dict(max_long_len=max_long_len, max_global_len=max_global_len, doc_stride=doc_stride,
+                  max_question_pieces=max_question_pieces, fixed_block_len=fixed_block_len)
+    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
+        shutil.copy(dict_path, tmp / "dict.txt")
+        for split, files in splits.items():
+            writer = StructuredWriter(tmp, split, nq_field_specs())
+            st = prepare_nq_split(
+                files, writer, tok, null_window_keep=null_window_keep if split == "train" else 1.0, rng=rng, **config
+            )
+            counts = {k: v for k, v in vars(st).items()}
+            writer.finalize(source_files=[str(f) for f in files], config=config, **counts)
+            logger.info(
+                f"{split}: {st.examples} examples -> {st.windows} windows; targets {st.target_types}; "
+                f"{st.null_windows_dropped} null windows dropped, {st.questions_truncated} questions truncated to "
+                f"{max_question_pieces} pieces, {st.paragraph_tokens_dropped} paragraph tokens dropped (global "
+                f"input full), {st.gold_unaligned} gold spans without pieces, {st.gold_not_in_any_window} gold "
+                f"long answers in no window"
+            )
+            stats[split] = st
+        (tmp / "nq.json").write_text(json.dumps(dict(config, tokenizer=str(tok.stats)), indent=1) + "\n", encoding="utf-8")
+    return stats
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    g = p.add_argument_group("input (official NQ jsonl, full or simplified form, .gz or plain)")
+    g.add_argument("--train", nargs="+", type=Path, default=None, metavar="FILE", help="training files")
+    g.add_argument("--valid", nargs="+", type=Path, default=None, metavar="FILE", help="validation files (the 5-way annotated dev set)")
+    g.add_argument("--test", nargs="+", type=Path, default=None, metavar="FILE", help="test files")
+    WordPieceTokenizer.add_arguments(p)
+    g = p.add_argument_group("layout")
+    g.add_argument("--max-long-len", type=int, default=4096, help="long input length (default 4096)")
+    g.add_argument("--max-global-len", type=int, default=None,
+                   help="global input length (default: the paper's 128/230/460 for 512/4096/8192)")
+    g.add_argument("--doc-stride", type=int, default=None,
+                   help="pieces between window starts (default: the paper's 128/2048/4096 for 512/4096/8192)")
+    g.add_argument("--max-question-pieces", type=int, default=64, help="truncate longer questions (counted; default 64)")
+    g.add_argument("--fixed-blocks", action="store_true",
+                   help="global input = one FIXED_BLOCK token per --fixed-block-len long tokens, nothing else")
+    g.add_argument("--fixed-block-len", type=int, default=97, help="long tokens per fixed block (paper: 97)")
+    g.add_argument("--null-window-keep", type=float, default=1.0,
+                   help="train split: keep windows without an answer with this probability (default 1: all)")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory (atomic)")
+    g.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    g.add_argument("--seed", type=int, default=1, help="seed for --null-window-keep (default 1)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    splits = {name: getattr(args, name) for name in ("train", "valid", "test") if getattr(args, name)}
+    if not splits:
+        raise ValueError("give at least one of --train / --valid / --test")
+    tok = WordPieceTokenizer.from_args(args)
+    dict_path = args.pretrain_dir / "dict.txt" if args.pretrain_dir is not None else args.srcdict
+    stats = prepare_nq(
+        splits,
+        args.out,
+        tok,
+        dict_path,
+        max_long_len=args.max_long_len,
+        max_global_len=args.max_global_len,
+        doc_stride=args.doc_stride,
+        max_question_pieces=args.max_question_pieces,
+        fixed_block_len=args.fixed_block_len if args.fixed_blocks else 0,
+        null_window_keep=args.null_window_keep,
+        seed=args.seed,
+        overwrite=args.overwrite,
+    )
+    for split, st in stats.items():
+        print(f"{split}: {st.examples} examples -> {st.windows} windows, targets {st.target_types}")
+    print(f"wrote {args.out} (tokenizer: {tok.stats})")
+    return 0
+
+
+PREPARE = Subcommand(
+    name="nq",
+    help="Natural Questions jsonl (full or simplified, .gz or plain) -> ETC windows (etc_nq task)",
+    description=__doc__.split("\n\n", 1)[1] if __doc__ else "",
+    add_arguments=_add_arguments,
+    run=_run,
+)
