@@ -1,0 +1,65 @@
+"""``etc-predict wikihop``: the official WikiHop prediction file ``{id: candidate}`` from a fine-tuned
+``etc_wikihop`` checkpoint and a split prepared by ``etc-prepare wikihop`` (paper appendix C: the
+candidate whose global token has the highest logit)."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from typing import Dict, List
+
+
+from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.inference.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
+
+logger = logging.getLogger(__name__)
+
+
+def predict_candidates(model, task, split: str, side: List[dict], batch_size: int, device: str) -> Dict[str, str]:
+    """``{id: best candidate}`` for every example of ``split`` (``side``: its side records)."""
+    from etc_fairseq.criterions.wikihop import candidate_logits
+    from etc_fairseq.tasks.wikihop import CANDIDATE_HEAD
+
+    if CANDIDATE_HEAD not in model.task_heads:
+        raise ValueError(f"the checkpoint has no {CANDIDATE_HEAD!r} head: not an etc_wikihop model")
+    head = model.task_heads[CANDIDATE_HEAD]
+    out: Dict[str, str] = {}
+    for sample, _, extra in iterate_outputs(model, task, split, batch_size, device):
+        head_logits = head(extra["global_features"]).squeeze(-1)  # [B, G]
+        logits, _ = candidate_logits(head_logits, sample["net_input"]["global_types"])  # [B, C_max]
+        best = logits.argmax(dim=-1).tolist()  # [B]
+        for row, k in zip(sample["id"].tolist(), best):
+            rec = side[row]
+            if k >= len(rec["candidates"]):
+                raise ValueError(f"{split} example {row} (id {rec['id']!r}): candidate {k} out of range; "
+                                 "side file and prepared data disagree")
+            out[rec["id"]] = rec["candidates"][k]
+    return out
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    add_predict_arguments(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from etc_fairseq.data.structured import read_side
+    from etc_fairseq.prepare.atomic import atomic_file
+
+    model, task, _ = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
+    side = read_side(args.data, args.split)
+    preds = predict_candidates(model, task, args.split, side, args.batch_size, args.device)
+    with atomic_file(args.output) as f:
+        json.dump(preds, f, ensure_ascii=False, indent=0)
+        f.write("\n")
+    print(f"wrote {len(preds)} predictions to {args.output}")
+    return 0
+
+
+PREDICT = Subcommand(
+    name="wikihop",
+    help="WikiHop predictions {id: candidate}",
+    description="Run a fine-tuned etc_wikihop checkpoint over a split prepared by `etc-prepare wikihop` and write "
+    "the official prediction format {id: candidate} (the candidate with the highest logit).",
+    add_arguments=_add_arguments,
+    run=_run,
+)

@@ -1,0 +1,548 @@
+"""``etc-prepare wikihop``: QAngaroo WikiHop JSON -> ETC's structured input (paper appendix C).
+
+Input: the official files as distributed (``train.json``, ``dev.json``; test files without ``answer``
+work too): a JSON list of ``{"id", "query", "candidates", "supports", "answer"}``. The query is
+``"relation subject"`` (e.g. ``"country_of_citizenship john smith"``); the relation's underscores are
+turned into spaces before tokenization.
+
+Layout of one example (``C`` candidates, ``Q`` query pieces, supports ``s = 0..S-1`` with sentences)::
+
+    long   = query pieces | support 0: sentence 0 pieces, sentence 1 pieces, ... | support 1: ... | ...
+    global = C candidate tokens (CANDIDATE) | Q query tokens (QUESTION, mirroring the query pieces)
+             | per support: one CONTEXT token, then one SENTENCE token per sentence
+
+So candidate ``k`` is global token ``k``. Structure ids (meaning as in
+:func:`etc_fairseq.structure.builders.build_structure`):
+
+- ``long_segment``: query piece ``i`` -> its QUESTION token; sentence pieces -> their SENTENCE token.
+- ``global_parent``: SENTENCE -> its support's CONTEXT token ("parent"/"child" g2g labels; long tokens
+  "belong" to both their sentence and its context).
+- ``long_context`` / ``global_context``: 0 for the query (and the candidates), ``s + 1`` for support ``s``:
+  l2l attention is cut at support boundaries and different supports are unordered ("other_context").
+- ``long_links`` ``[L, K]``: each long token's linked candidates (global indices, -1 = none): a candidate
+  is linked (the dedicated "linked" label) to every mention of it in the supports, found by
+  case-insensitive string match on word boundaries (:func:`find_mentions`); the whole words overlapping a
+  match are linked. At most ``K = --max-links-per-token`` links per token (the rest are counted).
+
+``--flat-structure`` (the paper's ablation): same tokens, but no context cut (``long_context`` and
+``global_context`` all 0), no parent links (long tokens relate to their sentence token only) and no
+candidate links.
+
+Too long instances (long > ``--max-long-len`` or global > ``--max-global-len``) are cropped with the
+paper's max-heap rule (:func:`max_heap_truncation`): repeatedly drop the last sentence of the support that
+currently has the most sentences (a support left without sentences loses its CONTEXT token too). All
+drops are counted, logged and written into ``{split}.meta.json``, as are candidates never mentioned in the
+kept text.
+
+Output (atomically): ``DIR/dict.txt`` and, per split, the fields of
+:mod:`etc_fairseq.data.structured` plus the targets ``answer_index`` (index of the first candidate equal to
+the answer, -1 without an answer) and ``candidate_correct`` (``[C]``, 1 where the candidate matches the
+answer under the official definition, :func:`etc_fairseq.evaluation.wikihop.is_correct`), and the side
+file ``{split}.side.jsonl`` (``id``, ``candidates``, ``answer``) for ``etc-predict wikihop``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import heapq
+import json
+import logging
+import re
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.evaluation.wikihop import is_correct
+from etc_fairseq.prepare.documents import InputFormatError
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+
+DEFAULT_MAX_LONG_LEN = 4096
+DEFAULT_MAX_GLOBAL_LEN = 430
+DEFAULT_MAX_LINKS_PER_TOKEN = 4
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class WikiHopRecord:
+    """One QAngaroo WikiHop instance (``answer`` is None in test files)."""
+
+    id: str
+    query: str
+    candidates: List[str]
+    supports: List[str]
+    answer: Optional[str]
+
+
+def _check_str_list(path, i, rid, name, value, allow_empty_items: bool) -> List[str]:
+    where = f"{path}: record {i} (id {rid!r}): field {name!r}"
+    if not isinstance(value, list):
+        raise InputFormatError(f"{where}: expected a list of strings, got {type(value).__name__}")
+    for j, item in enumerate(value):
+        if not isinstance(item, str):
+            raise InputFormatError(f"{where}: item {j}: expected a string, got {type(item).__name__}")
+        if not allow_empty_items and not item.strip():
+            raise InputFormatError(f"{where}: item {j}: expected a non-empty string, got {item!r}")
+    return value
+
+
+def read_wikihop(path: PathLike) -> List[WikiHopRecord]:
+    """Read and validate an official WikiHop JSON file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        InputFormatError: invalid JSON or a bad record; the message names the file, the record (index and
+            id) and the field, and says what was expected (e.g. an answer that is not among the candidates).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such WikiHop file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise InputFormatError(f"{path}: not valid JSON ({e})") from None
+    except UnicodeDecodeError as e:
+        raise InputFormatError(f"{path}: not UTF-8 text ({e})") from None
+    if not isinstance(data, list):
+        raise InputFormatError(f"{path}: expected a JSON list of WikiHop records, got {type(data).__name__}")
+    out: List[WikiHopRecord] = []
+    seen = set()
+    for i, rec in enumerate(data):
+        if not isinstance(rec, dict):
+            raise InputFormatError(f"{path}: record {i}: expected a JSON object, got {type(rec).__name__}")
+        rid = rec.get("id")
+        if not isinstance(rid, str) or not rid:
+            raise InputFormatError(f"{path}: record {i}: field 'id': expected a non-empty string, got {rid!r}")
+        if rid in seen:
+            raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'id': duplicate id")
+        seen.add(rid)
+        query = rec.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'query': expected a non-empty string, got {query!r}")
+        candidates = _check_str_list(path, i, rid, "candidates", rec.get("candidates"), allow_empty_items=False)
+        if not candidates:
+            raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'candidates': expected at least one candidate")
+        supports = _check_str_list(path, i, rid, "supports", rec.get("supports"), allow_empty_items=True)
+        answer = rec.get("answer")
+        if answer is not None:
+            if not isinstance(answer, str):
+                raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'answer': expected a string, got {type(answer).__name__}")
+            if not any(is_correct(c, answer) for c in candidates):
+                raise InputFormatError(
+                    f"{path}: record {i} (id {rid!r}): field 'answer': {answer!r} is not among the candidates "
+                    f"({len(candidates)} candidates, compared lower-cased and stripped)"
+                )
+        out.append(WikiHopRecord(rid, query, list(candidates), list(supports), answer))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pure pieces: query words, mentions, truncation
+# ---------------------------------------------------------------------------------------------------------
+def query_words(query: str) -> List[str]:
+    """Words of a WikiHop query ``"relation subject"``: the relation's underscores become spaces.
+
+    ``"country_of_citizenship john smith"`` -> ``["country", "of", "citizenship", "john", "smith"]``.
+    """
+    words = query.split()
+    if not words:
+        return []
+    return words[0].replace("_", " ").split() + words[1:]
+
+
+def candidate_pattern(candidate: str) -> "re.Pattern[str]":
+    """Case-insensitive regex of one candidate on word boundaries (its words separated by any whitespace)."""
+    body = r"\s+".join(re.escape(w) for w in candidate.split())
+    return re.compile(r"(?<!\w)" + body + r"(?!\w)", re.IGNORECASE)
+
+
+def find_mentions(words: Sequence[str], pattern: "re.Pattern[str]") -> List[Tuple[int, int]]:
+    """Word spans of the non-overlapping matches of ``pattern`` in the text ``" ".join(words)``.
+
+    Args:
+        words: whitespace-free words of one text (a support; matches may cross its sentence boundaries).
+        pattern: from :func:`candidate_pattern`.
+    Returns:
+        inclusive ``(first_word, last_word)`` spans of the words that overlap each match, in text order.
+    """
+    starts = []
+    pos = 0
+    for w in words:
+        starts.append(pos)
+        pos += len(w) + 1
+    text = " ".join(words)
+    spans = []
+    import bisect
+
+    for m in pattern.finditer(text):
+        if m.end() == m.start():
+            continue
+        first = bisect.bisect_right(starts, m.start()) - 1
+        last = bisect.bisect_right(starts, m.end() - 1) - 1
+        spans.append((first, last))
+    return spans
+
+
+@dataclass
+class Truncation:
+    """Result of :func:`max_heap_truncation`.
+
+    Attributes:
+        kept: number of sentences kept per context (the first ``kept[c]`` sentences of context ``c``).
+        dropped: ``(context, sentence)`` of every dropped sentence, in drop order.
+    """
+
+    kept: List[int]
+    dropped: List[Tuple[int, int]]
+
+    @property
+    def dropped_contexts(self) -> int:
+        """Contexts that had sentences and lost all of them."""
+        return sum(1 for c, k in enumerate(self.kept) if k == 0 and any(d[0] == c for d in self.dropped))
+
+
+def max_heap_truncation(
+    sentence_lengths: Sequence[Sequence[int]], long_budget: int, global_budget: int
+) -> Truncation:
+    """The paper's cropping rule for WikiHop: while the contexts do not fit, drop the last sentence of the
+    context that currently has the most sentences (ties: the later context first).
+
+    Cost of the kept text: long = the kept sentences' lengths (pieces); global = one token per kept
+    sentence plus one per context that keeps at least one sentence.
+
+    Args:
+        sentence_lengths: pieces of every sentence, per context.
+        long_budget: long tokens available to the contexts (>= 0).
+        global_budget: global tokens available to the contexts (>= 0).
+    Returns:
+        :class:`Truncation`.
+    """
+    if long_budget < 0 or global_budget < 0:
+        raise ValueError(f"budgets must be >= 0, got long {long_budget}, global {global_budget}")
+    kept = [len(s) for s in sentence_lengths]
+    long_used = sum(sum(s) for s in sentence_lengths)
+    global_used = sum(k + 1 for k in kept if k > 0)
+    heap = [(-k, -c) for c, k in enumerate(kept) if k > 0]
+    heapq.heapify(heap)
+    dropped: List[Tuple[int, int]] = []
+    while (long_used > long_budget or global_used > global_budget) and heap:
+        _, neg_c = heapq.heappop(heap)
+        c = -neg_c
+        kept[c] -= 1
+        dropped.append((c, kept[c]))
+        long_used -= sentence_lengths[c][kept[c]]
+        global_used -= 1 + (kept[c] == 0)  # the sentence token (+ the context token when emptied)
+        if kept[c] > 0:
+            heapq.heappush(heap, (-kept[c], -c))
+    return Truncation(kept, dropped)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one example
+# ---------------------------------------------------------------------------------------------------------
+def _field_specs(flat: bool):
+    """The fields written per example (narrow dtypes: global indices < 2**15, token ids < 2**31)."""
+    from etc_fairseq.data.structured import CORE_FIELDS, FieldSpec
+
+    names = {
+        "long_tokens": "int32",
+        "global_tokens": "int32",
+        "global_types": "int8",
+        "long_segment": "int16",
+        "global_parent": "int16",
+        "long_context": "int16",
+        "global_context": "int16",
+    }
+    if not flat:
+        names["long_links"] = "int16"
+    specs = [dataclasses.replace(CORE_FIELDS[n], dtype=d) for n, d in names.items()]
+    specs += [
+        FieldSpec("answer_index", dtype="int16", pad=-1, role="target", length="own"),
+        FieldSpec("candidate_correct", dtype="int8", pad=0, role="target", length="own"),
+    ]
+    return specs
+
+
+@dataclass
+class LayoutOptions:
+    max_long_len: int = DEFAULT_MAX_LONG_LEN
+    max_global_len: int = DEFAULT_MAX_GLOBAL_LEN
+    max_links_per_token: int = DEFAULT_MAX_LINKS_PER_TOKEN
+    flat_structure: bool = False
+
+
+def build_example(
+    rec: WikiHopRecord, tokenizer, opts: LayoutOptions, counts: Optional[Counter] = None
+) -> Dict[str, np.ndarray]:
+    """Lay out one record (see the module docstring).
+
+    Args:
+        rec: the record.
+        tokenizer: a :class:`~etc_fairseq.prepare.tokenizer.WordPieceTokenizer`.
+        opts: lengths and switches.
+        counts: a Counter to add the truncation / mention statistics to.
+    Returns:
+        arrays: ``long_tokens`` int [L]; ``global_tokens``, ``global_types``, ``global_parent``,
+        ``global_context`` int [G]; ``long_segment``, ``long_context`` int [L]; ``long_links`` int [L, K]
+        (not with ``flat_structure``); ``answer_index`` int [1]; ``candidate_correct`` int [C].
+    Raises:
+        ValueError: the candidates alone do not fit into ``max_global_len`` (names the record).
+    """
+    from etc_fairseq.prepare.sentences import split_sentences
+    from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
+
+    counts = counts if counts is not None else Counter()
+    d = tokenizer.dictionary
+    C = len(rec.candidates)
+    if C > opts.max_global_len:
+        raise ValueError(
+            f"record id {rec.id!r}: {C} candidates do not fit into --max-global-len {opts.max_global_len}"
+        )
+
+    # -- tokenize: query, then each support's sentences
+    q_ids, _ = tokenizer.encode_words(query_words(rec.query), first_is_start=True)
+    q_keep = min(len(q_ids), opts.max_long_len, opts.max_global_len - C)
+    if q_keep < len(q_ids):
+        counts["query_pieces_dropped"] += len(q_ids) - q_keep
+        q_ids = q_ids[:q_keep]
+    contexts = []  # per kept support: list of (words, ids, word_of_piece)
+    for support in rec.supports:
+        sents = []
+        for s_i, sent in enumerate(split_sentences(support)):
+            words = sent.split()
+            ids, wop = tokenizer.encode_words(words, first_is_start=s_i == 0)
+            if not ids:
+                counts["empty_sentences"] += 1
+                continue
+            sents.append((words, ids, wop))
+        if not sents:
+            counts["empty_supports"] += 1
+            continue
+        contexts.append(sents)
+
+    # -- crop (max-heap rule)
+    trunc = max_heap_truncation(
+        [[len(s[1]) for s in ctx] for ctx in contexts],
+        long_budget=opts.max_long_len - len(q_ids),
+        global_budget=opts.max_global_len - C - len(q_ids),
+    )
+    if trunc.dropped:
+        counts["truncated_examples"] += 1
+        counts["dropped_sentences"] += len(trunc.dropped)
+        counts["dropped_contexts"] += trunc.dropped_contexts
+    contexts = [ctx[:k] for ctx, k in zip(contexts, trunc.kept) if k > 0]
+
+    # -- global tokens
+    special = global_token_id(d, GlobalTokenType.CANDIDATE)
+    g_tokens = [special] * C + [global_token_id(d, GlobalTokenType.QUESTION, i) for i in q_ids]
+    g_types = [int(GlobalTokenType.CANDIDATE)] * C + [int(GlobalTokenType.QUESTION)] * len(q_ids)
+    g_parent = [-1] * (C + len(q_ids))
+    g_context = [0] * (C + len(q_ids))
+    # -- long tokens
+    l_tokens = list(q_ids)
+    l_segment = list(range(C, C + len(q_ids)))
+    l_context = [0] * len(q_ids)
+    # per kept support, for mentions: its words and the long positions [first, last] of each word's pieces
+    support_words: List[Tuple[List[str], List[Optional[Tuple[int, int]]]]] = []
+    for s, ctx in enumerate(contexts, start=1):
+        ctx_words: List[str] = []
+        ctx_word_pieces: List[Optional[Tuple[int, int]]] = []
+        support_words.append((ctx_words, ctx_word_pieces))
+        ctx_index = len(g_tokens)
+        g_tokens.append(special)
+        g_types.append(int(GlobalTokenType.CONTEXT))
+        g_parent.append(-1)
+        g_context.append(s)
+        for words, ids, wop in ctx:
+            sent_index = len(g_tokens)
+            g_tokens.append(special)
+            g_types.append(int(GlobalTokenType.SENTENCE))
+            g_parent.append(ctx_index)
+            g_context.append(s)
+            word_pieces: List[Optional[Tuple[int, int]]] = [None] * len(words)
+            for p, w in enumerate(wop):
+                first = word_pieces[w][0] if word_pieces[w] is not None else len(l_tokens) + p
+                word_pieces[w] = (first, len(l_tokens) + p)
+            ctx_words.extend(words)
+            ctx_word_pieces.extend(word_pieces)
+            l_tokens.extend(ids)
+            l_segment.extend([sent_index] * len(ids))
+            l_context.extend([s] * len(ids))
+    L, G = len(l_tokens), len(g_tokens)
+    assert L <= opts.max_long_len and G <= opts.max_global_len, (L, G)
+
+    # -- candidate mentions -> links (matched over each kept support's text; a quick substring test first)
+    K = opts.max_links_per_token
+    links = np.full((L, K), -1, dtype=np.int64)  # [L, K]
+    n_links = np.zeros(L, dtype=np.int64)  # [L]
+    mentioned = [False] * C
+    lowered = [" ".join(words).lower() for words, _ in support_words]
+    for k, cand in enumerate(rec.candidates):
+        needle = " ".join(cand.split()).lower()
+        pattern = None
+        for (words, word_pieces), text in zip(support_words, lowered):
+            if needle not in text:
+                continue
+            pattern = pattern or candidate_pattern(cand)
+            for first, last in find_mentions(words, pattern):
+                positions = [p for w in range(first, last + 1) if word_pieces[w] is not None
+                             for p in range(word_pieces[w][0], word_pieces[w][1] + 1)]
+                if not positions:
+                    continue
+                mentioned[k] = True
+                counts["mentions"] += 1
+                for p in positions:
+                    if n_links[p] < K:
+                        links[p, n_links[p]] = k
+                        n_links[p] += 1
+                    else:
+                        counts["links_dropped"] += 1
+    counts["candidates"] += C
+    counts["candidates_unmentioned"] += C - sum(mentioned)
+    correct = [int(is_correct(c, rec.answer)) if rec.answer is not None else 0 for c in rec.candidates]
+    answer_index = correct.index(1) if any(correct) else -1
+    if rec.answer is not None and not mentioned[answer_index]:
+        counts["answers_unmentioned"] += 1
+    counts["long_tokens"] += L
+    counts["global_tokens"] += G
+
+    if opts.flat_structure:
+        g_parent = [-1] * G
+        g_context = [0] * G
+        l_context = [0] * L
+    arrays = {
+        "long_tokens": np.asarray(l_tokens, dtype=np.int64),
+        "global_tokens": np.asarray(g_tokens, dtype=np.int64),
+        "global_types": np.asarray(g_types, dtype=np.int64),
+        "long_segment": np.asarray(l_segment, dtype=np.int64),
+        "global_parent": np.asarray(g_parent, dtype=np.int64),
+        "long_context": np.asarray(l_context, dtype=np.int64),
+        "global_context": np.asarray(g_context, dtype=np.int64),
+        "answer_index": np.asarray([answer_index], dtype=np.int64),
+        "candidate_correct": np.asarray(correct, dtype=np.int64),
+    }
+    if not opts.flat_structure:
+        arrays["long_links"] = links
+    return arrays
+
+
+# ---------------------------------------------------------------------------------------------------------
+# whole files
+# ---------------------------------------------------------------------------------------------------------
+COUNT_KEYS = (
+    "records", "truncated_examples", "dropped_sentences", "dropped_contexts", "query_pieces_dropped",
+    "empty_supports", "empty_sentences", "candidates", "candidates_unmentioned", "answers_unmentioned",
+    "mentions", "links_dropped", "long_tokens", "global_tokens",
+)
+
+
+def prepare_wikihop(
+    splits: Dict[str, PathLike],
+    out_dir: PathLike,
+    tokenizer,
+    dict_path: PathLike,
+    opts: LayoutOptions,
+    overwrite: bool = False,
+    log_every: int = 1000,
+) -> Dict[str, Dict[str, int]]:
+    """Prepare every split (``{split name: WikiHop JSON}``) into ``out_dir`` atomically.
+
+    Returns:
+        ``{split: counts}`` (also in each ``{split}.meta.json`` and logged).
+    """
+    from etc_fairseq.data.structured import StructuredWriter
+    from etc_fairseq.prepare.atomic import atomic_directory
+
+    if not splits:
+        raise ValueError("give at least one of --train / --valid / --test")
+    if opts.max_links_per_token < 1:
+        raise ValueError(f"--max-links-per-token must be >= 1, got {opts.max_links_per_token}")
+    records = {name: read_wikihop(path) for name, path in splits.items()}  # validate everything first
+    summary: Dict[str, Dict[str, int]] = {}
+    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
+        shutil.copyfile(dict_path, tmp / "dict.txt")
+        for name, recs in records.items():
+            writer = StructuredWriter(tmp, name, _field_specs(opts.flat_structure))
+            counts: Counter = Counter()
+            t0 = time.monotonic()
+            for i, rec in enumerate(recs):
+                arrays = build_example(rec, tokenizer, opts, counts)
+                writer.add(arrays, side={"id": rec.id, "candidates": rec.candidates, "answer": rec.answer})
+                counts["records"] += 1
+                if (i + 1) % log_every == 0:
+                    logger.info(f"{name}: {i + 1}/{len(recs)} records ({time.monotonic() - t0:.1f} s)")
+            result = {k: int(counts[k]) for k in COUNT_KEYS}
+            writer.finalize(
+                source=str(splits[name]),
+                counts=result,
+                layout={**dataclasses.asdict(opts), "tokenizer": tokenizer.kind},
+            )
+            logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+            summary[name] = result
+    return summary
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    g = p.add_argument_group("input (official QAngaroo WikiHop JSON)")
+    g.add_argument("--train", type=Path, default=None, metavar="FILE", help="train.json")
+    g.add_argument("--valid", type=Path, default=None, metavar="FILE", help="dev.json")
+    g.add_argument("--test", type=Path, default=None, metavar="FILE", help="a test file (answers may be absent)")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    g.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    g.add_argument("--log-every", type=int, default=1000, metavar="N", help="progress line every N records")
+    g = p.add_argument_group("layout")
+    g.add_argument("--max-long-len", type=int, default=DEFAULT_MAX_LONG_LEN, help=f"long input length (default {DEFAULT_MAX_LONG_LEN})")
+    g.add_argument("--max-global-len", type=int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global input length (default {DEFAULT_MAX_GLOBAL_LEN})")
+    g.add_argument(
+        "--max-links-per-token", type=int, default=DEFAULT_MAX_LINKS_PER_TOKEN, metavar="K",
+        help=f"most candidates one long token is linked to (extra links are counted; default {DEFAULT_MAX_LINKS_PER_TOKEN})",
+    )
+    g.add_argument(
+        "--flat-structure", action="store_true",
+        help="the paper's ablation: no l2l cut at support boundaries, only sentence-level long/global labels "
+        "(no context parents, no candidate-mention links)",
+    )
+    WordPieceTokenizer.add_arguments(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    splits = {name: getattr(args, name) for name in ("train", "valid", "test") if getattr(args, name) is not None}
+    tokenizer = WordPieceTokenizer.from_args(args)
+    dict_path = args.pretrain_dir / "dict.txt" if args.pretrain_dir is not None else args.srcdict
+    opts = LayoutOptions(args.max_long_len, args.max_global_len, args.max_links_per_token, args.flat_structure)
+    summary = prepare_wikihop(splits, args.out, tokenizer, dict_path, opts, overwrite=args.overwrite, log_every=args.log_every)
+    for name, counts in summary.items():
+        print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+    print(f"tokenizer: {tokenizer.stats}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+PREPARE = Subcommand(
+    name="wikihop",
+    help="QAngaroo WikiHop JSON -> ETC structured data (candidates linked to their mentions)",
+    description="Prepare WikiHop for the etc_wikihop task (paper appendix C). Long input: the query pieces, "
+    "then every support's sentences. Global input: one CANDIDATE token per candidate answer, one QUESTION "
+    "token per query piece, and per support a CONTEXT token and one SENTENCE token per sentence. l2l is cut "
+    "at support boundaries, supports are unordered, candidates are linked to their string-matched mentions. "
+    "Too long instances lose the last sentence of the support with the most sentences, repeatedly (counted). "
+    "Writes DIR/dict.txt and DIR/{split}.* (see etc_fairseq/data/structured.py).",
+    add_arguments=_add_arguments,
+    run=_run,
+)

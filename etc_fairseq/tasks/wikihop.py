@@ -1,0 +1,40 @@
+"""The ``etc_wikihop`` task: WikiHop multiple choice on data written by ``etc-prepare wikihop`` (paper
+appendix C). One head, ``task_heads.wikihop_candidates``: a dense layer from each global token's output
+to one logit; the criterion ``etc_wikihop`` reads it at the CANDIDATE global tokens (softmax over the
+example's candidates), and ``etc-predict wikihop`` picks the candidate with the highest logit.
+
+Targets (``sample["target"]``): ``answer_index`` int64 [B, 1] (candidate index of the answer, -1 when the
+split has no answers) and ``candidate_correct`` int64 [B, C_max] (1 where the candidate equals the answer
+under the official definition, 0 else and at padding).
+"""
+# No ``from __future__ import annotations``: fairseq reads the config field types at run time.
+from dataclasses import dataclass, field
+
+from fairseq.tasks import register_task
+
+from etc_fairseq.data.structured import FieldSpec
+from etc_fairseq.models.heads import TokenLogits
+from etc_fairseq.tasks.structured_base import EtcStructuredTask, EtcStructuredTaskConfig
+
+#: name of the candidate-scoring head in ``model.task_heads``
+CANDIDATE_HEAD = "wikihop_candidates"
+
+
+@dataclass
+class EtcWikiHopConfig(EtcStructuredTaskConfig):
+    max_global_len: int = field(
+        default=430, metadata={"help": "longest global input accepted (the paper uses 430 for WikiHop)"}
+    )
+
+
+@register_task("etc_wikihop", dataclass=EtcWikiHopConfig)
+class EtcWikiHopTask(EtcStructuredTask):
+    """WikiHop: choose the answer among the candidates (one global token each)."""
+
+    TARGET_FIELDS = (
+        FieldSpec("answer_index", pad=-1, role="target", length="own", required=True),
+        FieldSpec("candidate_correct", pad=0, role="target", length="own", required=True),
+    )
+
+    def build_heads(self, model) -> None:
+        model.register_task_head(CANDIDATE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# WikiHop end to end on CPU: etc-prepare wikihop -> fairseq-train (etc_wikihop, from a pre-trained etc_tiny
+# checkpoint) -> fairseq-validate -> etc-predict wikihop -> etc-evaluate wikihop.
+#
+# The official QAngaroo files cannot be downloaded here, so stage 1 writes CONSTRUCTED files in the official
+# format whose supports are real Wikipedia paragraphs (examples/wikihop/construct.py explains the made-up
+# queries and answers). With the real data, skip stage 1 and point TRAIN_JSON / DEV_JSON at train.json and
+# dev.json of qangaroo_v1.1/wikihop/.
+#
+# Run from the repository root after examples/pretraining/run.sh (it provides the pre-trained checkpoint and
+# the tokenizer/dictionary that the fine-tuning data must share):
+#   bash examples/wikihop/run.sh
+#
+# Knobs (environment variables, defaults in brackets): PRETRAIN_RUN [runs/etc_pretraining] (its
+# data/bin and checkpoints/checkpoint_last.pt), MAX_UPDATE [150], BATCH_SIZE [8], LR [1e-3], SEED [1],
+# RUN_DIR [runs/wikihop], ETC_VENV [.venv], TRAIN_JSON / DEV_JSON [the CONSTRUCTED files].
+set -euo pipefail
+
+VENV_BIN=${ETC_VENV:-.venv}/bin
+PRETRAIN_RUN=${PRETRAIN_RUN:-runs/etc_pretraining}
+PRETRAIN_BIN=$PRETRAIN_RUN/data/bin
+PRETRAINED=$PRETRAIN_RUN/checkpoints/checkpoint_last.pt
+RUN_DIR=${RUN_DIR:-runs/wikihop}
+RAW=$RUN_DIR/raw
+DATA=$RUN_DIR/data
+SAVE=$RUN_DIR/checkpoints
+MAX_UPDATE=${MAX_UPDATE:-150}
+BATCH_SIZE=${BATCH_SIZE:-8}
+LR=${LR:-1e-3}
+SEED=${SEED:-1}
+TRAIN_JSON=${TRAIN_JSON:-$RAW/train.json}
+DEV_JSON=${DEV_JSON:-$RAW/dev.json}
+export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
+
+for tool in fairseq-train fairseq-validate etc-prepare etc-predict etc-evaluate; do
+  if [ ! -x "$VENV_BIN/$tool" ]; then
+    echo "error: $VENV_BIN/$tool not found; run scripts/setup.sh from the repository root first" >&2
+    exit 1
+  fi
+done
+if [ ! -f "$PRETRAINED" ] || [ ! -f "$PRETRAIN_BIN/dict.txt" ]; then
+  echo "error: no pre-trained checkpoint $PRETRAINED or $PRETRAIN_BIN/dict.txt; run examples/pretraining/run.sh first" >&2
+  exit 1
+fi
+
+start=$(date +%s)
+stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
+
+if [ "$TRAIN_JSON" = "$RAW/train.json" ]; then
+  stage "1/6 CONSTRUCTED WikiHop-format files from real Wikipedia paragraphs -> $RAW"
+  DUMP=$("$VENV_BIN/python" -c "from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample as f; print(f(None))")
+  "$VENV_BIN/python" examples/wikihop/construct.py --dump "$DUMP" --out "$RAW" --train 200 --valid 50 --seed "$SEED"
+fi
+
+stage "2/6 etc-prepare wikihop -> $DATA"
+"$VENV_BIN/etc-prepare" wikihop --train "$TRAIN_JSON" --valid "$DEV_JSON" --out "$DATA" --overwrite \
+  --pretrain-dir "$PRETRAIN_BIN" --max-long-len 4096 --max-global-len 430
+
+stage "3/6 fine-tune etc_tiny for $MAX_UPDATE updates (CPU) -> $SAVE"
+rm -rf "$SAVE"  # fairseq would resume from an old checkpoint_last.pt instead of the pre-trained model
+# --max-global-positions 430: etc_tiny's default global limit is 64. --required-batch-size-multiple 1:
+# fairseq otherwise drops a final batch smaller than 8 examples (also in fairseq-validate).
+"$VENV_BIN/fairseq-train" "$DATA" --user-dir user_dir --task etc_wikihop --criterion etc_wikihop \
+  --arch etc_tiny --max-global-positions 430 --finetune-from-model "$PRETRAINED" \
+  --batch-size "$BATCH_SIZE" --required-batch-size-multiple 1 \
+  --optimizer adam --adam-betas '(0.9,0.98)' --weight-decay 0.01 --clip-norm 1.0 \
+  --lr "$LR" --lr-scheduler inverse_sqrt --warmup-updates 20 --max-update "$MAX_UPDATE" \
+  --best-checkpoint-metric accuracy --maximize-best-checkpoint-metric --no-epoch-checkpoints \
+  --log-format simple --log-interval 25 --num-workers 0 --cpu --seed "$SEED" --save-dir "$SAVE"
+
+stage "4/6 fairseq-validate $SAVE/checkpoint_best.pt"
+"$VENV_BIN/fairseq-validate" "$DATA" --user-dir user_dir --task etc_wikihop --criterion etc_wikihop \
+  --path "$SAVE/checkpoint_best.pt" --valid-subset valid --batch-size "$BATCH_SIZE" \
+  --required-batch-size-multiple 1 --num-workers 0 --cpu
+
+stage "5/6 etc-predict wikihop -> $RUN_DIR/dev_predictions.json"
+"$VENV_BIN/etc-predict" wikihop --path "$SAVE/checkpoint_best.pt" --data "$DATA" --split valid \
+  --output "$RUN_DIR/dev_predictions.json" --device cpu
+
+stage "6/6 etc-evaluate wikihop"
+"$VENV_BIN/etc-evaluate" wikihop --predictions "$RUN_DIR/dev_predictions.json" --gold "$DEV_JSON"
+
+stage "done in $(( $(date +%s) - start ))s"

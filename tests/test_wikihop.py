@@ -1,0 +1,430 @@
+"""WikiHop: reading the official format, the exact layout, the max-heap cropping order, the metric, the
+criterion's pure functions, and the whole pipeline on CPU (etc-prepare wikihop -> fairseq-train from the
+pre-trained etc_tiny fixture -> fairseq-validate -> etc-predict -> etc-evaluate).
+
+The supports are real Wikipedia paragraphs (the ``wiki_dump`` fixture); queries, candidates and answers are
+CONSTRUCTED for the tests (ids start with ``CONSTRUCTED_``).
+"""
+import importlib.util
+import json
+import math
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from etc_fairseq.prepare.documents import InputFormatError
+from etc_fairseq.prepare.wikihop import (
+    LayoutOptions,
+    WikiHopRecord,
+    build_example,
+    candidate_pattern,
+    find_mentions,
+    max_heap_truncation,
+    query_words,
+    read_wikihop,
+)
+from etc_fairseq.structure.global_tokens import GlobalTokenType as T
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The first paragraphs of two articles of the real dump sample, as sentencex splits them.
+ACHILLES = [
+    "In Greek mythology, Achilles (Ἀχιλλεύς, Akhilleus,) was a Greek hero of the Trojan War and the central "
+    "character and greatest warrior of Homer's Iliad.",
+    "His mother was the nymph Thetis, and his father, Peleus, was the king of the Myrmidons.",
+]
+PARIS = [
+    "An American in Paris is a jazz-influenced symphonic poem by the American composer George Gershwin, "
+    "written in 1928.",
+    "Inspired by the time Gershwin had spent in Paris, it evokes the sights and energy of the French capital in "
+    "the 1920s and is one of his best-known compositions.",
+]
+
+
+@pytest.fixture(scope="module")
+def real_paragraphs(wiki_dump):
+    from etc_fairseq.prepare.wikipedia import iter_wikipedia_documents
+
+    want = {"Achilles", "An American in Paris"}
+    found = {}
+    for doc in iter_wikipedia_documents(wiki_dump):
+        if doc.title in want:
+            found[doc.title] = doc.paragraphs[0]
+            if len(found) == len(want):
+                break
+    assert found["Achilles"] == " ".join(ACHILLES)
+    assert found["An American in Paris"] == " ".join(PARIS)
+    return found
+
+
+@pytest.fixture(scope="module")
+def tokenizer(pretrain_data):
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    return WordPieceTokenizer.from_pretrain_dir(pretrain_data)
+
+
+def layout_record(paragraphs) -> WikiHopRecord:
+    """CONSTRUCTED query/candidates over the two real paragraphs."""
+    return WikiHopRecord(
+        id="CONSTRUCTED_layout",
+        query="composer an american in paris",
+        candidates=["thetis", "george gershwin", "homer", "ira gershwin"],
+        supports=[paragraphs["Achilles"], paragraphs["An American in Paris"]],
+        answer="george gershwin",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------------------------------------
+def _write(tmp_path, records, name="data.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(records), encoding="utf-8")
+    return path
+
+
+GOOD = {"id": "CONSTRUCTED_0", "query": "r s", "candidates": ["a b", "c"], "supports": ["A B here."], "answer": "c"}
+
+
+@pytest.mark.parametrize(
+    "change, field, expected",
+    [
+        ({"answer": "zzz"}, "answer", "not among the candidates"),
+        ({"supports": "A B here."}, "supports", "expected a list of strings, got str"),
+        ({"supports": ["ok", 3]}, "supports", "item 1: expected a string"),
+        ({"candidates": []}, "candidates", "at least one candidate"),
+        ({"candidates": ["a", " "]}, "candidates", "non-empty string"),
+        ({"query": None}, "query", "non-empty string"),
+        ({"answer": 1}, "answer", "expected a string"),
+    ],
+)
+def test_read_errors_name_file_record_and_field(tmp_path, change, field, expected):
+    path = _write(tmp_path, [GOOD, {**GOOD, "id": "CONSTRUCTED_bad", **change}])
+    with pytest.raises(InputFormatError) as e:
+        read_wikihop(path)
+    msg = str(e.value)
+    assert str(path) in msg and "record 1" in msg and "'CONSTRUCTED_bad'" in msg and f"field {field!r}" in msg
+    assert expected in msg
+
+
+def test_read_test_file_without_answers_and_case_insensitive_answer(tmp_path):
+    no_answer = {k: v for k, v in GOOD.items() if k != "answer"}
+    recs = read_wikihop(_write(tmp_path, [no_answer, {**GOOD, "id": "CONSTRUCTED_1", "answer": " A B"}]))
+    assert recs[0].answer is None and recs[1].answer == " A B"
+    with pytest.raises(InputFormatError, match="duplicate id"):
+        read_wikihop(_write(tmp_path, [GOOD, GOOD], "dup.json"))
+    with pytest.raises(InputFormatError, match="expected a JSON list"):
+        read_wikihop(_write(tmp_path, {"id": 1}, "obj.json"))
+
+
+def test_cli_error_is_one_line(tmp_path, capsys, pretrain_data):
+    from etc_fairseq.cli.prepare import main
+
+    bad = _write(tmp_path, [{**GOOD, "supports": {"x": 1}}])
+    rc = main(["wikihop", "--valid", str(bad), "--out", str(tmp_path / "out"), "--pretrain-dir", str(pretrain_data)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1
+    assert err[-1].startswith("etc-prepare wikihop: error: ") and "'CONSTRUCTED_0'" in err[-1] and "'supports'" in err[-1]
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pure pieces
+# ---------------------------------------------------------------------------------------------------------
+def test_query_words_and_mentions():
+    assert query_words("country_of_citizenship john smith") == ["country", "of", "citizenship", "john", "smith"]
+    words = "In 1928 George  Gershwin's poem; not georgegershwin nor George-Gershwin, but GEORGE GERSHWIN.".split()
+    spans = find_mentions(words, candidate_pattern("george gershwin"))
+    # "George Gershwin's" (word boundary before the apostrophe) and "GEORGE GERSHWIN." match;
+    # "georgegershwin" and "George-Gershwin," do not (no whitespace between the words).
+    assert spans == [(2, 3), (10, 11)]
+    assert find_mentions("the homer's Iliad and Homeric".split(), candidate_pattern("homer")) == [(1, 1)]
+    assert find_mentions(["(1996)", "x"], candidate_pattern("1996")) == [(0, 0)]
+
+
+def test_max_heap_truncation_order():
+    # long budget: contexts with the most sentences lose their last sentence first; ties -> later context
+    t = max_heap_truncation([[2, 2, 2], [1, 1, 1, 1, 1], [3, 3]], long_budget=9, global_budget=100)
+    assert t.dropped == [(1, 4), (1, 3), (1, 2), (0, 2), (2, 1)]
+    assert t.kept == [2, 2, 1] and t.dropped_contexts == 0
+    # global budget: a context emptied of sentences also frees its context token
+    t = max_heap_truncation([[1], [1, 1]], long_budget=100, global_budget=2)
+    assert t.dropped == [(1, 1), (1, 0)] and t.kept == [1, 0] and t.dropped_contexts == 1
+    # fits: nothing dropped
+    t = max_heap_truncation([[5], [5]], long_budget=10, global_budget=4)
+    assert t.dropped == [] and t.kept == [1, 1]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# exact layout on real paragraphs
+# ---------------------------------------------------------------------------------------------------------
+def _expected(tokenizer):
+    """Independent per-sentence tokenization of the layout record's parts."""
+    q, _ = tokenizer.encode_words(["composer", "an", "american", "in", "paris"], first_is_start=True)
+    sents = []
+    for sentences in (ACHILLES, PARIS):
+        for i, s in enumerate(sentences):
+            sents.append(tokenizer.encode_words(s.split(), first_is_start=i == 0))
+    return q, sents
+
+
+def _structure(arrays, radius=16):
+    from etc_fairseq.structure.builders import build_structure
+    from etc_fairseq.structure.labels import RelativeLabelVocab
+
+    vocab = RelativeLabelVocab(max_distance=4)
+    t = {k: torch.as_tensor(v, dtype=torch.long).unsqueeze(0) for k, v in arrays.items()}
+    s = build_structure(
+        long_padding_mask=torch.zeros_like(t["long_tokens"], dtype=torch.bool),
+        global_padding_mask=torch.zeros_like(t["global_tokens"], dtype=torch.bool),
+        vocab=vocab,
+        local_radius=radius,
+        **{k: t[k] for k in ("long_segment", "global_parent", "long_context", "global_context", "long_links") if k in t},
+    )
+    return s, vocab
+
+
+def test_exact_layout_links_and_structure(real_paragraphs, tokenizer):
+    rec = layout_record(real_paragraphs)
+    counts = Counter()
+    a = build_example(rec, tokenizer, LayoutOptions(), counts)
+    bos = tokenizer.dictionary.bos()
+    q, sents = _expected(tokenizer)
+    Q, C = len(q), 4
+    lens = [len(ids) for ids, _ in sents]
+    starts = np.cumsum([Q] + lens[:-1]).tolist()  # long offset of each sentence
+    ctx_a, s_a0, s_a1, ctx_p, s_p0, s_p1 = range(C + Q, C + Q + 6)
+
+    # token order and global tokens
+    assert a["long_tokens"].tolist() == q + sum((ids for ids, _ in sents), [])
+    assert a["global_tokens"].tolist() == [bos] * C + q + [bos] * 6
+    assert a["global_types"].tolist() == [T.CANDIDATE] * C + [T.QUESTION] * Q + [T.CONTEXT, T.SENTENCE, T.SENTENCE] * 2
+    # structure ids
+    seg = list(range(C, C + Q))
+    for g, n in zip((s_a0, s_a1, s_p0, s_p1), lens):
+        seg += [g] * n
+    assert a["long_segment"].tolist() == seg
+    assert a["global_parent"].tolist() == [-1] * (C + Q) + [-1, ctx_a, ctx_a, -1, ctx_p, ctx_p]
+    assert a["long_context"].tolist() == [0] * Q + [1] * (lens[0] + lens[1]) + [2] * (lens[2] + lens[3])
+    assert a["global_context"].tolist() == [0] * (C + Q) + [1, 1, 1, 2, 2, 2]
+    assert a["answer_index"].tolist() == [1] and a["candidate_correct"].tolist() == [0, 1, 0, 0]
+
+    # links: thetis -> "Thetis," (sentence A1), george gershwin -> "George Gershwin," (P0), homer -> "Homer's" (A0)
+    def pieces_of(sentence, words):
+        ids, wop = sents[sentence]
+        split = (ACHILLES + PARIS)[sentence].split()
+        idx = [split.index(w) for w in words]
+        return [starts[sentence] + p for p, w in enumerate(wop) if w in idx]
+
+    want = {}
+    for cand, sentence, words in ((0, 1, ["Thetis,"]), (1, 2, ["George", "Gershwin,"]), (2, 0, ["Homer's"])):
+        for p in pieces_of(sentence, words):
+            want[p] = cand
+    links = a["long_links"]
+    assert links.shape == (len(a["long_tokens"]), 4)
+    assert {p: int(links[p, 0]) for p in np.nonzero(links[:, 0] >= 0)[0]} == want
+    assert (links[:, 1:] == -1).all()
+    assert counts["candidates_unmentioned"] == 1 and counts["mentions"] == 3 and counts["answers_unmentioned"] == 0
+    assert counts["truncated_examples"] == 0
+
+    # labels and masks selected from build_structure
+    s, vocab = _structure(a)
+    lab = vocab.label
+    r = s.local_radius
+    end_a = starts[2] - 1  # last piece of support A; the next piece starts support P
+    assert not bool(s.l2l_mask[0, end_a, r + 1]) and bool(s.l2l_mask[0, end_a, r - 1])
+    assert int(s.l2l_rel[0, end_a, r - 1]) == vocab.position_id(-1)
+    george = pieces_of(2, ["George"])[0]
+    thetis = pieces_of(1, ["Thetis,"])[0]
+    assert int(s.l2g_rel[0, thetis, 0]) == lab("linked")
+    assert int(s.l2g_rel[0, thetis, 1]) == lab("not_belongs")
+    assert int(s.l2g_rel[0, thetis, s_a1]) == lab("belongs")
+    assert int(s.l2g_rel[0, thetis, ctx_a]) == lab("belongs")
+    assert int(s.l2g_rel[0, thetis, ctx_p]) == lab("not_belongs")
+    assert int(s.g2l_rel[0, 1, george]) == lab("linked") and int(s.g2l_rel[0, 0, george]) == lab("not_belongs")
+    assert int(s.l2g_rel[0, 0, C]) == lab("belongs")  # first query piece -> its QUESTION token
+    g = s.g2g_rel[0]
+    assert int(g[s_a0, ctx_a]) == lab("parent") and int(g[ctx_a, s_a1]) == lab("child")
+    assert int(g[s_a0, s_a1]) == vocab.position_id(1)
+    assert int(g[s_a0, s_p0]) == lab("other_context") and int(g[ctx_a, ctx_p]) == lab("other_context")
+    assert int(g[0, 1]) == vocab.position_id(1) and int(g[0, C]) == vocab.position_id(C)
+    assert int(g[0, ctx_a]) == lab("other_context")
+    assert bool(s.g2g_mask.all()) and bool(s.l2g_mask.all()) and bool(s.g2l_mask.all())
+
+
+def test_flat_structure(real_paragraphs, tokenizer):
+    rec = layout_record(real_paragraphs)
+    full = build_example(rec, tokenizer, LayoutOptions())
+    flat = build_example(rec, tokenizer, LayoutOptions(flat_structure=True))
+    assert "long_links" not in flat
+    for k in ("long_tokens", "global_tokens", "global_types", "long_segment"):
+        assert flat[k].tolist() == full[k].tolist()
+    assert (flat["global_parent"] == -1).all() and (flat["long_context"] == 0).all() and (flat["global_context"] == 0).all()
+    s, vocab = _structure(flat)
+    q, sents = _expected(tokenizer)
+    end_a = len(q) + len(sents[0][0]) + len(sents[1][0]) - 1
+    ctx_a = 4 + len(q)
+    assert bool(s.l2l_mask[0, end_a, s.local_radius + 1])  # no cut between supports
+    assert int(s.l2g_rel[0, end_a, ctx_a]) == vocab.label("not_belongs")  # only sentence-level membership
+    assert int(s.l2g_rel[0, end_a, ctx_a + 2]) == vocab.label("belongs")
+    assert int(s.g2g_rel[0, ctx_a + 1, ctx_a]) == vocab.position_id(-1)
+    assert vocab.label("linked") not in s.l2g_rel.unique().tolist()
+
+
+def test_truncation_in_layout(real_paragraphs, tokenizer):
+    rec = layout_record(real_paragraphs)
+    q, sents = _expected(tokenizer)
+    lens = [len(ids) for ids, _ in sents]
+    # one sentence too long: both supports have 2 sentences, the later one loses its last sentence
+    counts = Counter()
+    a = build_example(rec, tokenizer, LayoutOptions(max_long_len=len(q) + sum(lens) - 1), counts)
+    assert a["long_tokens"].tolist() == q + sents[0][0] + sents[1][0] + sents[2][0]
+    assert counts["truncated_examples"] == 1 and counts["dropped_sentences"] == 1 and counts["dropped_contexts"] == 0
+    # two global tokens too many: P loses sentence 1, then A (now the larger) loses sentence 1
+    counts = Counter()
+    a = build_example(rec, tokenizer, LayoutOptions(max_global_len=4 + len(q) + 4), counts)
+    assert a["long_tokens"].tolist() == q + sents[0][0] + sents[2][0]
+    assert a["global_types"].tolist()[-4:] == [T.CONTEXT, T.SENTENCE, T.CONTEXT, T.SENTENCE]
+    assert counts["dropped_sentences"] == 2
+    # the mention in A's dropped sentence ("Thetis,") is gone: thetis and ira gershwin are unmentioned now
+    assert counts["candidates_unmentioned"] == 2
+    with pytest.raises(ValueError, match="CONSTRUCTED_layout.*4 candidates"):
+        build_example(rec, tokenizer, LayoutOptions(max_global_len=3))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# metric and criterion pieces
+# ---------------------------------------------------------------------------------------------------------
+def test_metric_hand_checked(tmp_path):
+    from etc_fairseq.evaluation.wikihop import evaluate, is_correct
+
+    assert is_correct("George Gershwin\n", " george gershwin")
+    assert not is_correct("george  gershwin", "george gershwin")  # only case and surrounding whitespace
+    assert not is_correct(None, "x")
+    s = evaluate({"a": " Paris ", "b": "london", "c": "x"}, [("a", "paris"), ("b", "berlin"), ("d", "rome")])
+    assert (s.correct, s.total, s.missing, s.unknown) == (1, 3, 1, 1)
+    assert s.accuracy == pytest.approx(100 / 3)
+
+
+def test_predict_file_evaluate_round_trip(tmp_path, capsys):
+    from etc_fairseq.cli.evaluate import main
+
+    gold = _write(tmp_path, [
+        {**GOOD, "id": "CONSTRUCTED_a", "answer": "c"},
+        {**GOOD, "id": "CONSTRUCTED_b", "answer": "A B"},
+        {**GOOD, "id": "CONSTRUCTED_c", "answer": "a b"},
+        {**GOOD, "id": "CONSTRUCTED_d", "answer": "c"},
+    ], "gold.json")
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps({"CONSTRUCTED_a": "C ", "CONSTRUCTED_b": "a b", "CONSTRUCTED_c": "c"}))
+    assert main(["wikihop", "--predictions", str(pred), "--gold", str(gold)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"accuracy": 50.0, "correct": 2, "total": 4, "missing": 1, "unknown": 0}
+    pred.write_text(json.dumps({"CONSTRUCTED_a": ["c"]}))
+    assert main(["wikihop", "--predictions", str(pred), "--gold", str(gold)]) == 1
+    assert "'CONSTRUCTED_a'" in capsys.readouterr().err
+
+
+def test_candidate_logits_and_loss():
+    from etc_fairseq.criterions.wikihop import candidate_logits, loss_and_counts
+
+    head = torch.tensor([[1.0, 5.0, 2.0, 9.0], [3.0, 0.0, 7.0, 7.0], [0.0, 1.0, 0.0, 0.0]])
+    types = torch.tensor([
+        [T.CANDIDATE, T.CANDIDATE, T.CANDIDATE, T.SENTENCE],
+        [T.QUESTION, T.CANDIDATE, T.CANDIDATE, T.CONTEXT],
+        [T.CANDIDATE, T.CANDIDATE, T.QUESTION, T.QUESTION],
+    ])
+    logits, mask = candidate_logits(head, types)
+    assert logits[:, :2].tolist() == [[1.0, 5.0], [0.0, 7.0], [0.0, 1.0]]
+    assert logits[0, 2] == 2.0 and math.isinf(logits[1, 2]) and math.isinf(logits[2, 2])
+    assert mask.tolist() == [[True] * 3, [True, True, False], [True, True, False]]
+    answer = torch.tensor([1, 0, -1])  # the third example has no answer (test split)
+    correct = torch.tensor([[0, 1, 0], [1, 0, 0], [0, 0, 0]])
+    loss, n_correct, n_labelled = loss_and_counts(logits, answer, correct)
+    want = -math.log(math.exp(5) / (math.exp(1) + math.exp(5) + math.exp(2))) + math.log(1 + math.exp(7))
+    assert float(loss) == pytest.approx(want, rel=1e-5)
+    assert (n_correct, n_labelled) == (1, 2)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# end to end
+# ---------------------------------------------------------------------------------------------------------
+def _construct_module():
+    spec = importlib.util.spec_from_file_location("wikihop_construct", REPO / "examples" / "wikihop" / "construct.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_end_to_end(tmp_path, wiki_dump, pretrain_data, etc_tiny_checkpoint, capsys):
+    from etc_fairseq.cli.evaluate import main as evaluate_main
+    from etc_fairseq.cli.predict import main as predict_main
+    from etc_fairseq.cli.prepare import main as prepare_main
+
+    raw = tmp_path / "raw"
+    assert _construct_module().main(
+        ["--dump", str(wiki_dump), "--out", str(raw), "--train", "8", "--valid", "6", "--supports", "3", "--seed", "3",
+         "--max-articles", "30", "--train-articles", "20"]
+    ) == 0
+    data = tmp_path / "data"
+    assert prepare_main([
+        "wikihop", "--train", str(raw / "train.json"), "--valid", str(raw / "dev.json"), "--test", str(raw / "test.json"),
+        "--out", str(data), "--pretrain-dir", str(pretrain_data), "--max-long-len", "384", "--max-global-len", "64",
+    ]) == 0
+    meta = json.loads((data / "valid.meta.json").read_text())
+    assert meta["num_examples"] == 6 and meta["counts"]["records"] == 6 and meta["counts"]["candidates"] == 18
+    capsys.readouterr()
+
+    common = ["--user-dir", str(REPO / "user_dir"), "--task", "etc_wikihop", "--criterion", "etc_wikihop",
+              "--max-long-len", "384", "--max-global-len", "64", "--cpu", "--num-workers", "0",
+              "--required-batch-size-multiple", "1"]
+    save = tmp_path / "ckpt"
+    train = subprocess.run(
+        [sys.executable, "-m", "fairseq_cli.train", str(data), *common, "--arch", "etc_tiny",
+         "--finetune-from-model", str(etc_tiny_checkpoint), "--batch-size", "4", "--optimizer", "adam",
+         "--lr", "1e-3", "--lr-scheduler", "fixed", "--max-update", "3", "--seed", "1", "--no-epoch-checkpoints",
+         "--disable-validation", "--log-format", "simple", "--log-interval", "1", "--save-dir", str(save)],
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+    )
+    assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
+    log = train.stdout + train.stderr
+    assert re.search(r"num_updates=3\b", log) and re.search(r"accuracy=[\d.]+", log)
+    ckpt = save / "checkpoint_last.pt"
+
+    valid = subprocess.run(
+        [sys.executable, "-m", "fairseq_cli.validate", str(data), *common, "--path", str(ckpt),
+         "--valid-subset", "valid", "--batch-size", "1"],
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+    )
+    assert valid.returncode == 0, valid.stdout[-3000:] + valid.stderr[-3000:]
+    m = re.search(r"valid on 'valid' subset .*\| accuracy ([\d.]+)", valid.stdout + valid.stderr)
+    assert m, (valid.stdout + valid.stderr)[-2000:]
+    validate_accuracy = float(m.group(1))
+
+    pred = tmp_path / "pred.json"
+    assert predict_main(["wikihop", "--path", str(ckpt), "--data", str(data), "--split", "valid",
+                         "--output", str(pred), "--batch-size", "1", "--device", "cpu"]) == 0
+    predictions = json.loads(pred.read_text())
+    gold = json.loads((raw / "dev.json").read_text())
+    assert set(predictions) == {r["id"] for r in gold}
+    assert all(predictions[r["id"]] in r["candidates"] for r in gold)
+    capsys.readouterr()
+    assert evaluate_main(["wikihop", "--predictions", str(pred), "--gold", str(raw / "dev.json")]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    expected_correct = sum(predictions[r["id"]] == r["answer"] for r in gold)
+    assert scores["correct"] == expected_correct and scores["total"] == 6 and scores["missing"] == 0
+    # fairseq-validate's accuracy (criterion) equals etc-evaluate's (official definition) on the same model
+    assert scores["accuracy"] == pytest.approx(validate_accuracy, abs=1e-3)
+
+    # the test split has no answers: predictions still work and match the valid ones (same inputs)
+    pred_test = tmp_path / "pred_test.json"
+    assert predict_main(["wikihop", "--path", str(ckpt), "--data", str(data), "--split", "test",
+                         "--output", str(pred_test), "--batch-size", "2", "--device", "cpu"]) == 0
+    assert json.loads(pred_test.read_text()) == predictions
