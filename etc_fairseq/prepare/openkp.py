@@ -1,0 +1,476 @@
+"""``etc-prepare openkp``: the official OpenKP (MS MARCO OpenKP) jsonl -> the structured fine-tuning format.
+
+Official record (one JSON object per line)::
+
+    url         the page's url (the document id of the official evaluation)
+    text        the page's clean-body text, words separated by spaces
+    VDOM        a JSON *string*: a list of nodes {"Id", "text", "feature": [20 floats], "start_idx",
+                "end_idx"}; node words are text.split()[start_idx:end_idx] (end exclusive)
+    KeyPhrases  a list of 1-3 keyphrases, each a list of words (absent in the evaluation file)
+
+The 20 features are 10 of the node followed by the same 10 of its parent (OpenKP README): x, width, y,
+height (pixels), is block, is inline, is heading, is leaf (0/1), font size, is bold (0/1). They are stored
+raw; the model encodes them (:mod:`etc_fairseq.models.openkp`).
+
+Layout (paper appendix C): the long input is all word pieces of the page (no CLS, no question); the global
+input is one ``VDOM_NODE`` token per VDOM node; every long token belongs to its node's global token
+(``long_segment``). Truncation keeps whole words and stops at whichever binds first: the long length or the
+global length (a word whose node would be global token number ``max_global + 1``). Both are counted.
+
+Stored per example (``{split}.*``):
+
+- core fields ``long_tokens``, ``global_tokens``, ``global_types``, ``long_segment``
+- ``word_of_piece`` int32 [long_len]: the word (index into the kept words) of each piece
+- ``ngram_ids`` int32 [num_words, 5]: ``[w, n-1]`` = id of the lower-cased text of words ``w..w+n-1``
+  within this document (equal text -> equal id; -1 past the end); see :func:`enumerate_ngram_ids`
+- ``gold_phrases`` int32 [max(num_gold, 1)]: the ngram id of each distinct gold keyphrase, -2 when it does
+  not occur in the kept words (it still counts for recall); ``[-1]`` (no gold) for files without KeyPhrases
+- ``node_features`` float64 [global_len, 20]: the raw VDOM features of each kept node (a long token's
+  features are its node's, gathered through ``long_segment`` by the model: no per-token copy on disk)
+- side jsonl: ``{"url", "words"}`` (the kept words, for predictions) and ``"gold"`` (normalised phrases)
+
+Training examples whose kept words contain none of their keyphrases are skipped (as in the paper), as are
+repeated urls; both are counted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.evaluation.openkp import clean_phrases, dedup, parse_keyphrases
+from etc_fairseq.prepare.documents import InputFormatError, open_text
+
+logger = logging.getLogger(__name__)
+
+#: floats per VDOM node (10 for the node, 10 for its parent)
+NUM_VISUAL_FEATURES = 20
+#: longest keyphrase candidate (n-grams of 1..5 words)
+MAX_NGRAM = 5
+#: gold_phrases value of a gold keyphrase that does not occur in the kept words
+GOLD_NOT_IN_DOCUMENT = -2
+
+DEFAULT_MAX_LONG_LEN = 4096
+DEFAULT_MAX_GLOBAL_LEN = 512
+
+
+@dataclass
+class VdomNode:
+    """One VDOM node: words ``[start, end)`` of the page text and its 20 raw features."""
+
+    start: int
+    end: int
+    features: List[float]
+
+
+@dataclass
+class OpenKPRecord:
+    url: str
+    words: List[str]
+    nodes: List[VdomNode]
+    keyphrases: Optional[list]  # None when the file has no KeyPhrases
+
+
+def parse_record(item: object, where: str, require_keyphrases: bool) -> OpenKPRecord:
+    """Validate one decoded jsonl object.
+
+    Args:
+        item: the decoded JSON value of one line.
+        where: ``file:line`` for messages (the url is appended once known).
+        require_keyphrases: the ``KeyPhrases`` field must be present (train/valid files).
+    Raises:
+        InputFormatError: naming file, line, url and field, and what was expected.
+    """
+    if not isinstance(item, dict):
+        raise InputFormatError(f"{where}: expected a JSON object, got {type(item).__name__}")
+    url = item.get("url")
+    if not isinstance(url, str) or not url:
+        raise InputFormatError(f"{where}: field 'url' missing or not a non-empty string")
+    where = f"{where} (url {url!r})"
+    text = item.get("text")
+    if not isinstance(text, str):
+        raise InputFormatError(f"{where}: field 'text' missing or not a string")
+    words = text.split()
+    if "VDOM" not in item:
+        raise InputFormatError(f"{where}: field 'VDOM' missing")
+    vdom = item["VDOM"]
+    if isinstance(vdom, str):
+        try:
+            vdom = json.loads(vdom)
+        except json.JSONDecodeError as e:
+            raise InputFormatError(f"{where}: field 'VDOM' is not a valid JSON string ({e})") from None
+    if not isinstance(vdom, list):
+        raise InputFormatError(f"{where}: field 'VDOM' must be a JSON list of nodes, got {type(vdom).__name__}")
+    nodes = []
+    for i, node in enumerate(vdom):
+        nw = f"{where}: field 'VDOM' node {i}"
+        if not isinstance(node, dict):
+            raise InputFormatError(f"{nw}: expected an object, got {type(node).__name__}")
+        for key in ("start_idx", "end_idx", "feature"):
+            if key not in node:
+                raise InputFormatError(f"{nw}: field '{key}' missing")
+        start, end = node["start_idx"], node["end_idx"]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
+            raise InputFormatError(f"{nw}: 'start_idx'/'end_idx' must be integers, got {start!r}, {end!r}")
+        if not 0 <= start <= end <= len(words):
+            raise InputFormatError(
+                f"{nw}: word range start_idx={start}, end_idx={end} out of bounds (need 0 <= start_idx <= "
+                f"end_idx <= {len(words)}, the number of words in 'text')"
+            )
+        feats = node["feature"]
+        if (
+            not isinstance(feats, list)
+            or len(feats) != NUM_VISUAL_FEATURES
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in feats)
+        ):
+            got = f"{len(feats)} values" if isinstance(feats, list) else type(feats).__name__
+            raise InputFormatError(f"{nw}: field 'feature' must be a list of {NUM_VISUAL_FEATURES} numbers, got {got}")
+        if not all(np.isfinite(feats)):
+            raise InputFormatError(f"{nw}: field 'feature' has a non-finite value")
+        nodes.append(VdomNode(start, end, [float(v) for v in feats]))
+    keyphrases = None
+    if "KeyPhrases" in item:
+        keyphrases = parse_keyphrases(item["KeyPhrases"], where)
+    elif require_keyphrases:
+        raise InputFormatError(f"{where}: field 'KeyPhrases' missing (needed for training and validation files)")
+    return OpenKPRecord(url, words, nodes, keyphrases)
+
+
+def iter_records(path: Path, require_keyphrases: bool) -> Iterator[Tuple[str, OpenKPRecord]]:
+    """Yield (``file:line``, record) for every non-blank line of an OpenKP jsonl (gzip/bz2 allowed)."""
+    path = Path(path)
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputFormatError(f"{where}: not valid JSON ({e})") from None
+            yield where, parse_record(item, where, require_keyphrases)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# pure functions
+# ----------------------------------------------------------------------------------------------------------
+
+
+def word_nodes(num_words: int, nodes: Sequence[VdomNode]) -> Tuple[List[int], int, int]:
+    """The node each word belongs to.
+
+    Returns:
+        (word_node, uncovered, overlapping): ``word_node[w]`` = index (in ``nodes``) of the first node whose
+        range covers word ``w``, or -1; the number of words no node covers; the number of word positions
+        covered again by a later node (ignored).
+    """
+    word_node = [-1] * num_words
+    overlapping = 0
+    for i, node in enumerate(nodes):
+        for w in range(node.start, node.end):
+            if word_node[w] == -1:
+                word_node[w] = i
+            else:
+                overlapping += 1
+    uncovered = sum(1 for n in word_node if n == -1)
+    return word_node, uncovered, overlapping
+
+
+@dataclass
+class DocumentLayout:
+    """Result of :func:`layout_document`.
+
+    Attributes:
+        long_tokens: piece ids of the kept words.
+        word_of_piece: word index of each piece.
+        long_segment: global index of each piece's node, -1 for words outside every node.
+        kept_nodes: indices (into the VDOM list) of the nodes given a global token, in global order.
+        num_words: number of kept words (a prefix of the page's words).
+        truncated_by: None, ``"long"`` or ``"global"``.
+    """
+
+    long_tokens: List[int]
+    word_of_piece: List[int]
+    long_segment: List[int]
+    kept_nodes: List[int]
+    num_words: int
+    truncated_by: Optional[str] = None
+
+
+def layout_document(word_pieces: Sequence[Sequence[int]], word_node: Sequence[int], max_long: int, max_global: int) -> DocumentLayout:
+    """Long and global layout of one page, truncated at whole words.
+
+    Args:
+        word_pieces: the piece ids of each word.
+        word_node: the node of each word (:func:`word_nodes`), -1 for none.
+        max_long: most long tokens.
+        max_global: most global tokens (one per node, numbered in order of first appearance in the text).
+    Returns:
+        :class:`DocumentLayout`; the kept words are the longest prefix that fits both limits.
+    """
+    layout = DocumentLayout([], [], [], [], 0)
+    global_of_node: Dict[int, int] = {}
+    for w, (pieces, node) in enumerate(zip(word_pieces, word_node)):
+        if len(layout.long_tokens) + len(pieces) > max_long:
+            layout.truncated_by = "long"
+            break
+        new_node = node >= 0 and node not in global_of_node
+        if new_node and len(layout.kept_nodes) >= max_global:
+            layout.truncated_by = "global"
+            break
+        if new_node:
+            global_of_node[node] = len(layout.kept_nodes)
+            layout.kept_nodes.append(node)
+        seg = global_of_node[node] if node >= 0 else -1
+        layout.long_tokens.extend(pieces)
+        layout.word_of_piece.extend([w] * len(pieces))
+        layout.long_segment.extend([seg] * len(pieces))
+        layout.num_words = w + 1
+    return layout
+
+
+def enumerate_ngram_ids(words: Sequence[str], max_n: int = MAX_NGRAM) -> Tuple[np.ndarray, List[str]]:
+    """Give every n-gram (n = 1..max_n) of ``words`` the id of its lower-cased text.
+
+    N-grams are visited word by word, shorter first (``(w=0,n=1), (0,2), ..., (1,1), ...``); a text seen for
+    the first time gets the next id, so equal texts (case-insensitively) share an id: the uncased
+    de-duplication of predictions and the matching of gold phrases compare ids.
+
+    Returns:
+        (ids int32 [len(words), max_n], phrases): ``ids[w, n-1]`` is the id of words ``w..w+n-1``, -1
+        where that runs past the end; ``phrases[id]`` is the normalised text (words lower-cased, joined by
+        single spaces, as :func:`etc_fairseq.evaluation.openkp.normalize_phrase`).
+    """
+    lower = [w.lower() for w in words]
+    ids = np.full((len(words), max_n), -1, dtype=np.int32)
+    index: Dict[str, int] = {}
+    phrases: List[str] = []
+    for w in range(len(words)):
+        for n in range(1, max_n + 1):
+            if w + n > len(words):
+                break
+            text = " ".join(lower[w : w + n])
+            pid = index.get(text)
+            if pid is None:
+                pid = index[text] = len(phrases)
+                phrases.append(text)
+            ids[w, n - 1] = pid
+    return ids, phrases
+
+
+def gold_phrase_ids(keyphrases: Sequence, phrases: Sequence[str]) -> Tuple[List[int], int]:
+    """The ngram id of each distinct, non-empty gold keyphrase (official normalisation), or
+    :data:`GOLD_NOT_IN_DOCUMENT`.
+
+    Args:
+        keyphrases: the record's KeyPhrases (word lists).
+        phrases: :func:`enumerate_ngram_ids`' phrase texts of the kept words.
+    Returns:
+        (ids, too_long): one id per distinct normalised gold phrase, in order; how many have more than
+        :data:`MAX_NGRAM` words (never predictable; they count for recall).
+    """
+    index = {p: i for i, p in enumerate(phrases)}
+    gold = dedup(clean_phrases(keyphrases))
+    ids = [index.get(g, GOLD_NOT_IN_DOCUMENT) for g in gold]
+    too_long = sum(1 for g in gold if len(g.split()) > MAX_NGRAM)
+    return ids, too_long
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the converter
+# ----------------------------------------------------------------------------------------------------------
+
+
+def field_specs():
+    """The stored task fields (besides the core ones); the task's TARGET_FIELDS are the same."""
+    from etc_fairseq.data.structured import CORE_FIELDS, FieldSpec
+
+    return [
+        CORE_FIELDS["long_segment"],
+        FieldSpec("word_of_piece", dtype="int32", pad=-1, role="target", length="long", required=True),
+        FieldSpec("ngram_ids", dtype="int32", pad=-1, role="target", length="own", required=True),
+        FieldSpec("gold_phrases", dtype="int32", pad=-1, role="target", length="own", required=True),
+        FieldSpec("node_features", dtype="float64", pad=0.0, role="net_input", length="global", required=True),
+    ]
+
+
+@dataclass
+class SplitStats:
+    records: int = 0
+    examples: int = 0
+    skipped_duplicate_url: int = 0
+    skipped_no_keyphrase_in_document: int = 0
+    skipped_empty: int = 0
+    truncated_by_long: int = 0
+    truncated_by_global: int = 0
+    words_dropped: int = 0
+    nodes_dropped: int = 0
+    words_outside_nodes: int = 0
+    overlapping_node_words: int = 0
+    gold_phrases: int = 0
+    gold_not_in_document: int = 0
+    gold_longer_than_max_ngram: int = 0
+    long_tokens: int = 0
+    global_tokens: int = 0
+    empty_urls: List[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"{self.examples} examples from {self.records} records; skipped: {self.skipped_duplicate_url} repeated "
+            f"urls, {self.skipped_no_keyphrase_in_document} without a keyphrase in the kept text, {self.skipped_empty} "
+            f"empty; truncated: {self.truncated_by_long} by the long length, {self.truncated_by_global} by the "
+            f"global length ({self.words_dropped} words, {self.nodes_dropped} nodes dropped); "
+            f"{self.words_outside_nodes} words outside every node, {self.overlapping_node_words} overlapping; gold: "
+            f"{self.gold_phrases} phrases, {self.gold_not_in_document} not in the kept text "
+            f"({self.gold_longer_than_max_ngram} longer than {MAX_NGRAM} words)"
+        )
+
+
+def convert_split(path: Path, writer, tokenizer, *, split: str, max_long: int, max_global: int,
+                  skip_without_keyphrase: bool, require_keyphrases: bool, log_every: int = 1000) -> SplitStats:
+    """Convert one OpenKP jsonl into ``writer`` (a :class:`~etc_fairseq.data.structured.StructuredWriter`)."""
+    from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
+
+    stats = SplitStats()
+    seen_urls = set()
+    node_id = global_token_id(tokenizer.dictionary, GlobalTokenType.VDOM_NODE)
+    t0 = time.monotonic()
+    for where, rec in iter_records(path, require_keyphrases):
+        stats.records += 1
+        if stats.records % log_every == 0:
+            logger.info(f"{path} ({split}): {stats.records} records, {stats.examples} examples ({time.monotonic() - t0:.0f} s)")
+        if rec.url in seen_urls:
+            stats.skipped_duplicate_url += 1
+            continue
+        seen_urls.add(rec.url)
+        word_node, uncovered, overlapping = word_nodes(len(rec.words), rec.nodes)
+        word_pieces = [tokenizer.encode_word(w, first=(i == 0)) for i, w in enumerate(rec.words)]
+        layout = layout_document(word_pieces, word_node, max_long, max_global)
+        words = rec.words[: layout.num_words]
+        ngram_ids, phrases = enumerate_ngram_ids(words)
+        gold, too_long = gold_phrase_ids(rec.keyphrases or [], phrases)
+        if not layout.long_tokens:
+            stats.skipped_empty += 1
+            stats.empty_urls.append(rec.url)
+            continue
+        if skip_without_keyphrase and not any(g >= 0 for g in gold):
+            stats.skipped_no_keyphrase_in_document += 1
+            continue
+        stats.examples += 1
+        stats.words_outside_nodes += uncovered
+        stats.overlapping_node_words += overlapping
+        if layout.truncated_by == "long":
+            stats.truncated_by_long += 1
+        elif layout.truncated_by == "global":
+            stats.truncated_by_global += 1
+        stats.words_dropped += len(rec.words) - layout.num_words
+        stats.nodes_dropped += sum(1 for n in rec.nodes if n.end > n.start) - len(layout.kept_nodes)
+        stats.gold_phrases += len(gold)
+        stats.gold_not_in_document += sum(1 for g in gold if g < 0)
+        stats.gold_longer_than_max_ngram += too_long
+        stats.long_tokens += len(layout.long_tokens)
+        stats.global_tokens += len(layout.kept_nodes)
+        g = len(layout.kept_nodes)
+        arrays = {
+            "long_tokens": np.asarray(layout.long_tokens, dtype=np.int64),
+            "global_tokens": np.full(g, node_id, dtype=np.int64),
+            "global_types": np.full(g, int(GlobalTokenType.VDOM_NODE), dtype=np.int64),
+            "long_segment": np.asarray(layout.long_segment, dtype=np.int64),
+            "word_of_piece": np.asarray(layout.word_of_piece, dtype=np.int32),
+            "ngram_ids": ngram_ids,
+            # -1 = no gold phrase (also the batch padding); a document without any keeps one -1 entry
+            # (fairseq's indexed dataset cannot map an all-empty field)
+            "gold_phrases": np.asarray(gold or [-1], dtype=np.int32),
+            "node_features": np.asarray([rec.nodes[i].features for i in layout.kept_nodes], dtype=np.float64).reshape(g, NUM_VISUAL_FEATURES),
+        }
+        side = {"url": rec.url, "words": words}
+        if rec.keyphrases is not None:
+            side["gold"] = dedup(clean_phrases(rec.keyphrases))
+        writer.add(arrays, side=side)
+    logger.info(f"{path} ({split}): {stats.line()}")
+    return stats
+
+
+def prepare_openkp(inputs: Dict[str, Path], out_dir: Path, tokenizer, dict_path: Path, *, max_long: int = DEFAULT_MAX_LONG_LEN,
+                   max_global: int = DEFAULT_MAX_GLOBAL_LEN, overwrite: bool = False) -> Dict[str, SplitStats]:
+    """Convert each ``split -> file`` of ``inputs`` into ``out_dir`` (written atomically).
+
+    ``train`` skips examples without a keyphrase in the kept text; ``train``/``valid`` require KeyPhrases,
+    ``test`` (the official evaluation file) does not.
+    """
+    from etc_fairseq.data.structured import StructuredWriter
+    from etc_fairseq.prepare.atomic import atomic_directory
+
+    if max_long < 1 or max_global < 1:
+        raise ValueError(f"--max-long-len and --max-global-len must be >= 1, got {max_long}, {max_global}")
+    for split, path in inputs.items():
+        if not Path(path).is_file():
+            raise InputFormatError(f"{path}: no such file (--{split})")
+    results = {}
+    with atomic_directory(out_dir, overwrite) as tmp:
+        shutil.copyfile(dict_path, tmp / "dict.txt")
+        for split, path in inputs.items():
+            writer = StructuredWriter(tmp, split, field_specs())
+            stats = convert_split(
+                Path(path), writer, tokenizer, split=split, max_long=max_long, max_global=max_global,
+                skip_without_keyphrase=(split == "train"), require_keyphrases=(split != "test"),
+            )
+            if stats.examples == 0:
+                raise InputFormatError(f"{path}: no usable example ({stats.line()})")
+            counts = {k: v for k, v in stats.__dict__.items()}
+            writer.finalize(source=str(path), max_long_len=max_long, max_global_len=max_global, max_ngram=MAX_NGRAM,
+                            tokenizer=str(tokenizer.stats), **counts)
+            results[split] = stats
+    return results
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    g = p.add_argument_group("input (official OpenKP jsonl, gzip allowed)")
+    g.add_argument("--train", type=Path, default=None, metavar="FILE", help="OpenKPTrain.jsonl")
+    g.add_argument("--valid", type=Path, default=None, metavar="FILE", help="OpenKPDev.jsonl")
+    g.add_argument("--test", type=Path, default=None, metavar="FILE", help="OpenKPEvalPublic.jsonl (no KeyPhrases)")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    g.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    g.add_argument("--max-long-len", type=int, default=DEFAULT_MAX_LONG_LEN, help=f"long tokens (default {DEFAULT_MAX_LONG_LEN})")
+    g.add_argument("--max-global-len", type=int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global tokens = VDOM nodes (default {DEFAULT_MAX_GLOBAL_LEN})")
+    WordPieceTokenizer.add_arguments(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    inputs = {s: getattr(args, s) for s in ("train", "valid", "test") if getattr(args, s) is not None}
+    if not inputs:
+        raise ValueError("give at least one of --train, --valid, --test")
+    tokenizer = WordPieceTokenizer.from_args(args)
+    dict_path = args.pretrain_dir / "dict.txt" if args.pretrain_dir is not None else args.srcdict
+    results = prepare_openkp(inputs, args.out, tokenizer, dict_path, max_long=args.max_long_len,
+                             max_global=args.max_global_len, overwrite=args.overwrite)
+    for split, stats in results.items():
+        print(f"{split}: {stats.line()}")
+    print(f"tokenizer: {tokenizer.stats}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+PREPARE = Subcommand(
+    name="openkp",
+    help="official OpenKP jsonl -> ETC fine-tuning data (long = word pieces, global = VDOM nodes)",
+    description="Convert the official OpenKP jsonl files (url, text, VDOM, KeyPhrases) for the etc_openkp task: "
+    "long input = all word pieces, global input = one token per VDOM node, raw visual features per node, "
+    "n-gram ids for keyphrase candidates (1-5 words). Truncates at whole words to whichever of "
+    "--max-long-len / --max-global-len binds first (counted). Writes DIR/dict.txt and DIR/{split}.* atomically.",
+    add_arguments=_add_arguments,
+    run=_run,
+)
