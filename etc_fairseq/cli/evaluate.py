@@ -12,6 +12,10 @@ from etc_fairseq.cli.common import build_parser, load_subcommands, run_cli
 
 #: modules defining ``EVALUATE``; one per task with an official metric.
 TASK_MODULES: List[str] = [
+    "etc_fairseq.evaluation.hotpotqa",
+    "etc_fairseq.evaluation.nq",
+    "etc_fairseq.evaluation.openkp",
+    "etc_fairseq.evaluation.wikihop",
 ]
 
 

@@ -13,6 +13,10 @@ from etc_fairseq.cli.common import build_parser, load_subcommands, run_cli
 
 #: modules defining ``PREDICT``; one per fine-tuning task.
 TASK_MODULES: List[str] = [
+    "etc_fairseq.inference.hotpotqa",
+    "etc_fairseq.inference.nq",
+    "etc_fairseq.inference.openkp",
+    "etc_fairseq.inference.wikihop",
 ]
 
 

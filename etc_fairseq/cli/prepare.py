@@ -338,6 +338,10 @@ SUBCOMMANDS: List[Subcommand] = [MLM, ARTICLE_CLASSIFICATION, PRETRAIN]
 
 #: Dataset converters that live with their dataset's code; each module defines ``PREPARE`` (a Subcommand).
 DATASET_MODULES: List[str] = [
+    "etc_fairseq.prepare.hotpotqa",
+    "etc_fairseq.prepare.nq",
+    "etc_fairseq.prepare.openkp",
+    "etc_fairseq.prepare.wikihop",
 ]
 
 
