@@ -10,7 +10,7 @@
 # HOTPOTQA_DEV=hotpot_dev_distractor_v1.json, optional HOTPOTQA_TEST=a file without answers). Without them
 # (nothing is downloaded), the script writes small CONSTRUCTED files in the official format: real English
 # Wikipedia paragraphs (the first sentences of 5 articles of the dump sample, CC BY-SA 3.0) with questions,
-# answers and supporting facts written for the tests (tests/test_hotpotqa.py). Numbers on those files only
+# answers and supporting facts written by hand (examples/hotpotqa/construct.py). Numbers on those files only
 # show that the pipeline runs; they are not HotpotQA results.
 #
 # Pretrained model: PRETRAINED (default runs/etc_pretraining/checkpoints/checkpoint_last.pt) with its
