@@ -33,7 +33,7 @@ from typing import BinaryIO, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 import torch
 
-from etc_fairseq.structure.builders import build_structure
+from etc_fairseq.structure.builders import STRUCTURE_KEYS, build_structure
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 from etc_fairseq.structure.labels import RelativeLabelVocab
 
@@ -59,16 +59,6 @@ MASKED = -1
 #: the four attention pieces, in drawing order.
 PIECES = ("g2g", "g2l", "l2g", "l2l")
 
-#: compact structure ids :func:`label_grids` accepts (those of :func:`build_structure`).
-STRUCTURE_KEYS = (
-    "long_segment",
-    "global_parent",
-    "long_context",
-    "global_context",
-    "long_example",
-    "global_example",
-    "long_links",
-)
 
 _WHITE = (1.0, 1.0, 1.0)
 

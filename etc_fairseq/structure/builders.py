@@ -34,6 +34,7 @@ import torch
 from .labels import DEFAULT_STRUCTURE_LABELS, RelativeLabelVocab
 
 __all__ = [
+    "STRUCTURE_KEYS",
     "MAX_HIERARCHY_DEPTH",
     "REQUIRED_STRUCTURE_LABELS",
     "GlobalLocalStructure",
@@ -47,6 +48,18 @@ MAX_HIERARCHY_DEPTH = 8
 
 #: The structure labels :func:`build_structure` assigns (all must be in its vocabulary; a vocabulary
 #: may append more for task-specific use).
+#: the compact per-token structure ids :func:`build_structure` accepts (the keys of a batch's
+#: ``net_input["structure"]`` dict).
+STRUCTURE_KEYS = (
+    "long_segment",
+    "global_parent",
+    "long_context",
+    "global_context",
+    "long_example",
+    "global_example",
+    "long_links",
+)
+
 REQUIRED_STRUCTURE_LABELS = DEFAULT_STRUCTURE_LABELS
 
 _MASK_FIELDS = ("l2l_mask", "l2g_mask", "g2g_mask", "g2l_mask")
@@ -181,8 +194,16 @@ def _check_ids(
         raise ValueError(f"{name} must be on device {device}, got {t.device}")
 
 
+def _validating() -> bool:
+    """Value checks need a host synchronisation; they run in eager mode and are skipped while
+    ``torch.compile`` traces (XLA/TPU readiness: no host sync in the forward path)."""
+    return not torch.compiler.is_compiling()
+
+
 def _check_index_range(name: str, t: torch.Tensor, valid: torch.Tensor, global_len: int) -> None:
-    """Entries of ``t`` where ``valid`` must be -1 or in ``[0, global_len)``."""
+    """Entries of ``t`` where ``valid`` must be -1 or in ``[0, global_len)`` (eager mode only)."""
+    if not _validating():
+        return
     bad = valid & ((t < -1) | (t >= global_len))
     if bool(bad.any()):
         pos = tuple(int(x) for x in bad.nonzero()[0].tolist())
@@ -195,8 +216,8 @@ def _check_index_range(name: str, t: torch.Tensor, valid: torch.Tensor, global_l
 def _check_not_padded_target(
     name: str, t: torch.Tensor, valid: torch.Tensor, global_padding_mask: torch.Tensor
 ) -> None:
-    """Entries of ``t`` (global indices) where ``valid`` must not point at padded globals."""
-    if global_padding_mask.shape[1] == 0:  # range check already forced all -1
+    """Entries of ``t`` (global indices) where ``valid`` must not point at padded globals (eager mode only)."""
+    if global_padding_mask.shape[1] == 0 or not _validating():  # range check already forced all -1
         return
     B = t.shape[0]
     flat = t.reshape(B, -1)  # [B, N]
@@ -228,13 +249,14 @@ def _ancestors(global_parent: torch.Tensor) -> torch.Tensor:
     anc = torch.zeros(B, G, G + 1, dtype=torch.bool, device=global_parent.device)
     cur = global_parent  # [B, G]: the depth-d ancestor of each g, or -1
     for _ in range(MAX_HIERARCHY_DEPTH):
-        if not bool((cur >= 0).any()):
+        # early exit (eager only): once every chain has ended, further steps change nothing
+        if _validating() and not bool((cur >= 0).any()):
             break
         anc.scatter_(2, torch.where(cur >= 0, cur, G).unsqueeze(-1), True)
         nxt = torch.gather(global_parent, 1, cur.clamp(min=0))  # [B, G]
         cur = torch.where(cur >= 0, nxt, torch.full_like(cur, -1))
     anc = anc[:, :, :G]  # [B, G, G]
-    if bool((cur >= 0).any()):
+    if _validating() and bool((cur >= 0).any()):
         diag = anc.diagonal(dim1=1, dim2=2)  # [B, G]
         if bool(diag.any()):
             b, g = (int(x) for x in diag.nonzero()[0].tolist())
@@ -466,8 +488,8 @@ def fixed_block_ids(
         block_len: int ``>= 1``.
     Returns:
         long_segment: int64 ``[B, L]``, block index, -1 at padding.
-        global_len: int, the most blocks of any row (``ceil(n_real / block_len)``),
-            at least 1 when ``L > 0`` (so all-padding batches still have one
+        global_len: int, the most blocks of any row (``ceil(n_real / block_len)``; while
+            ``torch.compile`` traces, the static ``ceil(L / block_len)``), at least 1 when ``L > 0`` (so all-padding batches still have one
             fully padded global slot), 0 when ``L == 0``.
         global_padding_mask: bool ``[B, global_len]``, True past each row's block count.
     """
@@ -482,6 +504,10 @@ def fixed_block_ids(
     n_blocks = (real.sum(dim=1) + block_len - 1) // block_len  # [B]
     if L == 0:
         global_len = 0
+    elif not _validating():
+        # while torch.compile traces: a static length (every row's block count fits in it), no
+        # host sync; the extra slots are padding (masked everywhere)
+        global_len = max(-(-L // block_len), 1)
     else:
         global_len = max(int(n_blocks.max()) if B > 0 else 0, 1)
     global_padding_mask = torch.arange(global_len, device=device).unsqueeze(0) >= n_blocks.unsqueeze(1)

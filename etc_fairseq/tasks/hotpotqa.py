@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import List
 
 import numpy as np
-from fairseq import utils
 from fairseq.tasks import register_task
 
-from etc_fairseq.data.structured import StructuredDataset, read_meta
+from etc_fairseq.data.structured import StructuredDataset
 from etc_fairseq.models.heads import PooledClassifier, TokenLogits
 from etc_fairseq.prepare.hotpotqa import hotpotqa_fields
 from etc_fairseq.tasks.structured_base import EtcStructuredTask, EtcStructuredTaskConfig
@@ -111,25 +110,10 @@ class EtcHotpotqaTask(EtcStructuredTask):
 
     TARGET_FIELDS = tuple(hotpotqa_fields())
 
-    def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
-        paths = utils.split_paths(self.cfg.data)
-        data_path = paths[(epoch - 1) % len(paths)]
-        meta = read_meta(data_path, split)
-        ds = HotpotqaDataset(
-            data_path,
-            split,
-            self.TARGET_FIELDS,
-            pad_idx=self.dictionary.pad(),
-            max_long_len=self.cfg.max_long_len,
-            max_global_len=self.cfg.max_global_len,
-            pad_to_fixed_length=self.cfg.pad_to_fixed_length,
-        )
-        self.datasets[split] = ds
-        logger.info(
-            f"{data_path} {split}: {len(ds)} HotpotQA examples (flat_structure={meta.get('flat_structure')}, "
-            f"truncated {meta.get('examples_truncated')})"
-        )
-        return ds
+    DATASET_CLASS = HotpotqaDataset
+
+    def describe_split(self, meta: dict) -> str:
+        return f" (HotpotQA; flat_structure={meta.get('flat_structure')}, truncated {meta.get('examples_truncated')})"
 
     def build_heads(self, model) -> None:
         dim = model.cfg.encoder_embed_dim

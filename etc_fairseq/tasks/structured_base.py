@@ -39,6 +39,8 @@ class EtcStructuredTask(FairseqTask):
 
     #: the task's own stored fields (labels, features), besides the core ones
     TARGET_FIELDS: Sequence[FieldSpec] = ()
+    #: the dataset class a split is loaded as (a subclass may add side data to batches)
+    DATASET_CLASS = StructuredDataset
 
     cfg: EtcStructuredTaskConfig
 
@@ -59,7 +61,7 @@ class EtcStructuredTask(FairseqTask):
     def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
         paths = utils.split_paths(self.cfg.data)
         data_path = paths[(epoch - 1) % len(paths)]
-        ds = StructuredDataset(
+        ds = self.DATASET_CLASS(
             data_path,
             split,
             self.TARGET_FIELDS,
@@ -69,8 +71,12 @@ class EtcStructuredTask(FairseqTask):
             pad_to_fixed_length=self.cfg.pad_to_fixed_length,
         )
         self.datasets[split] = ds
-        logger.info(f"{data_path} {split}: {len(ds)} examples")
+        logger.info(f"{data_path} {split}: {len(ds)} examples{self.describe_split(ds.meta)}")
         return ds
+
+    def describe_split(self, meta: dict) -> str:
+        """Extra words for the load log line, from the split's meta file (e.g. truncation counts)."""
+        return ""
 
     def get_batch_iterator(self, dataset, **kwargs):
         """fairseq drops a last batch smaller than ``--required-batch-size-multiple`` (default 8); official
