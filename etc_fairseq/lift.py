@@ -205,8 +205,9 @@ def _load_with(path: Path, allowed: List[Any]) -> Tuple[Any, List[Any]]:
                 "scalars/dtypes); loading it could run arbitrary code"
                 + ("" if name else f" (torch said: {str(e).strip().splitlines()[-1]})")
             ) from None
-        except (RuntimeError, EOFError, OSError, zipfile.BadZipFile) as e:
-            raise LiftError(f"{path}: not a readable torch checkpoint ({e})") from None
+        except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, KeyError, ValueError, TypeError,
+                AttributeError, IndexError) as e:  # torch's legacy reader fails in many ways on non-checkpoints
+            raise LiftError(f"{path}: not a readable torch checkpoint ({type(e).__name__}: {e})") from None
     raise AssertionError("unreachable")
 
 

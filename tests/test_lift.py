@@ -461,3 +461,29 @@ def test_fairseq_train_finetunes_from_lifted_checkpoint(lifted_via_cli, mlm_data
     print(f"first logged loss: lifted {lifted}, from scratch {scratch}")
     assert scratch > 10.5  # ~log2(2009): knows nothing
     assert lifted < scratch - 2.0, (lifted, scratch)  # measured: 7.9 vs 11.0
+
+
+@pytest.mark.parametrize("legacy_format", [False, True])
+def test_checkpoint_safe_globals_is_the_narrow_allowlist(legacy_format, tmp_path):
+    """The gate used by EtcModel.from_pretrained: Namespace always; numpy's globals only when needed."""
+    from etc_fairseq.lift import checkpoint_safe_globals
+
+    plain = tmp_path / "plain.pt"
+    torch.save({"args": argparse.Namespace(a=1), "model": {"w": torch.ones(2)}}, plain,
+               _use_new_zipfile_serialization=not legacy_format)
+    assert checkpoint_safe_globals(plain) == [argparse.Namespace]
+    with_numpy = tmp_path / "numpy.pt"
+    torch.save({"args": None, "model": {}, "extra_state": {"val_loss": np.float64(1.5)}}, with_numpy,
+               _use_new_zipfile_serialization=not legacy_format)
+    allowed = checkpoint_safe_globals(with_numpy)
+    assert allowed[0] is argparse.Namespace and np.dtype in allowed and len(allowed) > 3
+    with torch.serialization.safe_globals(allowed):
+        assert torch.load(with_numpy, weights_only=True)["extra_state"]["val_loss"] == 1.5
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.pt"
+    torch.save({"args": _RunsCode(marker)}, evil, _use_new_zipfile_serialization=not legacy_format)
+    with pytest.raises(LiftError, match="refusing"):
+        checkpoint_safe_globals(evil)
+    assert not marker.exists()
+    with pytest.raises(LiftError, match="no such checkpoint"):
+        checkpoint_safe_globals(tmp_path / "missing.pt")

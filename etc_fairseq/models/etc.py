@@ -21,7 +21,7 @@ paper's "fixed blocks" configuration).
 # No ``from __future__ import annotations`` here: fairseq reads the EtcConfig field types at run time.
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -37,6 +37,7 @@ from torch.utils.checkpoint import checkpoint
 from etc_fairseq.models.layer import EtcLayer
 from etc_fairseq.structure.builders import (
     REQUIRED_STRUCTURE_LABELS,
+    STRUCTURE_KEYS,
     GlobalLocalStructure,
     build_structure,
     fixed_block_ids,
@@ -54,15 +55,11 @@ logger = logging.getLogger(__name__)
 #: names or meanings change, and teach :meth:`EtcModel.upgrade_state_dict_named` the step.
 ETC_FORMAT_VERSION = 1
 
-STRUCTURE_KEYS = (
-    "long_segment",
-    "global_parent",
-    "long_context",
-    "global_context",
-    "long_example",
-    "global_example",
-    "long_links",
-)
+#: Upgrade steps: ``FORMAT_UPGRADES[v](state_dict, prefix)`` turns a version-``v`` state dict (keys under
+#: ``prefix``) into version ``v + 1`` in place. Empty while version 1 is the only format;
+#: :meth:`EtcModel.upgrade_state_dict_named` applies the steps in order (tests/test_reliability_checkpoints.py).
+FORMAT_UPGRADES: Dict[int, Callable[[Dict[str, torch.Tensor], str], None]] = {}
+
 
 
 @dataclass
@@ -482,7 +479,11 @@ class EtcModel(FairseqEncoderModel):
                 f"checkpoint has etc-fairseq format version {version}, newer than this installation "
                 f"supports ({ETC_FORMAT_VERSION}); upgrade etc-fairseq to load it"
             )
-        # (no older formats exist yet: version 1 is the first)
+        for step in range(version, ETC_FORMAT_VERSION):
+            if step not in FORMAT_UPGRADES:
+                raise RuntimeError(f"checkpoint has etc-fairseq format version {version}; no upgrade from {step}")
+            logger.info(f"upgrading checkpoint from etc-fairseq format version {step} to {step + 1}")
+            FORMAT_UPGRADES[step](state_dict, prefix)
         state_dict[version_key] = torch.tensor([ETC_FORMAT_VERSION], dtype=torch.float)
         super().upgrade_state_dict_named(state_dict, name)
 
@@ -522,3 +523,12 @@ class EtcModel(FairseqEncoderModel):
                            f"does not have (or has with another shape): {sorted(dropped)[:8]}")
         for k, v in current.items():
             state_dict.setdefault(task_prefix + k, v)
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """Load a trained checkpoint from a local directory as an :class:`etc_fairseq.hub.EtcHubInterface`
+        (encode text / documents, ``extract_features``, classification heads); see
+        :func:`etc_fairseq.hub.from_pretrained`."""
+        from etc_fairseq.hub import from_pretrained
+
+        return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
