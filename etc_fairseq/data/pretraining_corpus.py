@@ -99,9 +99,12 @@ def read_meta(bin_dir: PathLike) -> dict:
     path = Path(bin_dir) / META_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file; is {bin_dir} the bin/ directory of `etc-prepare pretrain`?")
-    meta = json.loads(path.read_text(encoding="utf-8"))
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError(f"{path}: format {meta.get('format') if isinstance(meta, dict) else meta!r}, expected {FORMAT!r}")
     return meta
 
 
@@ -129,11 +132,17 @@ class PretrainingCorpus:
         self.tokenizer = self.meta["tokenizer"]
         self.tokenizer_files = {k: (self.bin_dir / v).resolve() for k, v in self.meta.get("tokenizer_files", {}).items()}
         self.dictionary = dictionary if dictionary is not None else load_dictionary(self.bin_dir / "dict.txt")
+        from etc_fairseq.fairseq_compat import verify_indexed_dataset
+
+        verify_indexed_dataset(self.bin_dir / split)  # truncated/corrupt .bin/.idx: a clear error now, not mid-epoch
         self._ds = load_split(self.bin_dir, split, self.dictionary)  # holds the mmap open (see load_split)
         path = docs_path(self.bin_dir, split)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such document index")
-        offsets = np.load(path)
+        try:
+            offsets = np.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise ValueError(f"{path}: not a readable .npy array of document offsets ({e})") from None
         n_items = len(self._ds)
         if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != n_items or np.any(np.diff(offsets) <= 0):
             raise ValueError(

@@ -185,10 +185,13 @@ class FieldReader:
     """Random access to one stored field, keeping its dtype (fairseq's reader casts to int64)."""
 
     def __init__(self, prefix: PathLike, dtype: str, trailing_shape: Sequence[int]):
+        from etc_fairseq.fairseq_compat import verify_indexed_dataset
+
         prefix = str(prefix)
         for p in (index_file_path(prefix), data_file_path(prefix)):
             if not Path(p).is_file():
                 raise FileNotFoundError(f"{p}: missing (prepared data incomplete; re-run etc-prepare)")
+        verify_indexed_dataset(prefix)  # truncated/corrupt files: a clear error here, not mid-epoch
         self._ds = MMapIndexedDataset(prefix)
         self.dtype = np.dtype(dtype)
         if self._ds._index.dtype != self.dtype:
@@ -202,7 +205,8 @@ class FieldReader:
     def __getitem__(self, i: int) -> np.ndarray:
         ptr, size = self._ds._index[i]
         a = np.frombuffer(self._ds._bin_buffer, dtype=self.dtype, count=size, offset=ptr)
-        return a.reshape((-1,) + self.trailing_shape)
+        # a copy, not a view: a view into the memory map crashes if used after the dataset is collected
+        return a.reshape((-1,) + self.trailing_shape).copy()
 
 
 def read_meta(data_dir: PathLike, split: str) -> dict:
@@ -220,8 +224,16 @@ def read_meta(data_dir: PathLike, split: str) -> dict:
 def read_side(data_dir: PathLike, split: str) -> List[dict]:
     """All side records of a split (one dict per example), or FileNotFoundError naming the file."""
     path = Path(data_dir) / f"{split}.side.jsonl"
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+    records = []
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                records.append(json.loads(raw.decode("utf-8")))
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}: line {lineno}: not UTF-8 ({e.reason} at byte {e.start + 1})") from None
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: line {lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+    return records
 
 
 class StructuredDataset(FairseqDataset):

@@ -37,7 +37,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .binarize import binarize
 from .documents import Document, DocumentFilter, PathLike
-from .mlm import prepare_output_dir, write_json_atomic
+from .mlm import prepare_output_dir, staged_output_dir, write_json_atomic
 from .sources import SourceStats, iter_documents
 from .spm import copy_model, encode_pieces, load_spm, train_spm, wrap_pieces
 
@@ -153,6 +153,7 @@ def make_examples(
     return out
 
 
+@staged_output_dir
 def prepare_article_classification(
     inputs: Sequence[PathLike],
     out_dir: PathLike,

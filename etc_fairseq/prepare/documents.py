@@ -168,21 +168,46 @@ def read_text_documents(path: PathLike, title_prefix: Optional[str] = None) -> I
     Yields:
         :class:`Document` objects, in file order.
     Raises:
-        InputFormatError: the file is missing or unreadable.
+        InputFormatError: the file is missing, unreadable, truncated (compressed) or binary (a NUL byte; the
+            message names the line). Lines with bytes that are not UTF-8 are decoded with U+FFFD
+            replacements, counted, and the count logged as a warning with the first line number.
     """
     path = Path(path)
     prefix = title_prefix if title_prefix is not None else path.name
     paragraphs: List[str] = []
     index = 0
-    with open_text(path) as f:
-        for line in f:
-            line = normalize_whitespace(line)
-            if line:
-                paragraphs.append(line)
-            elif paragraphs:
-                yield Document(f"{prefix}#{index}", paragraphs)
-                index += 1
-                paragraphs = []
+    bad_lines, first_bad = 0, 0
+    try:
+        with open_binary(path) as f:
+            for lineno, raw in enumerate(f, 1):
+                if b"\0" in raw:
+                    column = raw.index(b"\0") + 1
+                    raise InputFormatError(
+                        f"{path}: line {lineno}: NUL byte at column {column}: this is binary data, not a "
+                        "UTF-8 text file with one paragraph per line"
+                    )
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    # counted and reported below; the bytes become U+FFFD
+                    bad_lines += 1
+                    if bad_lines == 1:
+                        first_bad = lineno
+                        logger.warning("%s: line %d: byte %d is not UTF-8 (%s); undecodable bytes are replaced by "
+                                       "U+FFFD and counted", path, lineno, e.start + 1, e.reason)
+                    text = raw.decode("utf-8", errors="replace")
+                line = normalize_whitespace(text)
+                if line:
+                    paragraphs.append(line)
+                elif paragraphs:
+                    yield Document(f"{prefix}#{index}", paragraphs)
+                    index += 1
+                    paragraphs = []
+    except (OSError, EOFError) as e:  # e.g. a truncated .bz2/.gz
+        raise InputFormatError(f"{path}: cannot read or decompress ({e})") from None
+    if bad_lines:
+        logger.warning("%s: %d lines had bytes that are not UTF-8 (first at line %d); they were replaced by U+FFFD",
+                       path, bad_lines, first_bad)
     if paragraphs:
         yield Document(f"{prefix}#{index}", paragraphs)
 

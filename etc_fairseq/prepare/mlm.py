@@ -13,6 +13,7 @@ Output layout of :func:`prepare_mlm` (``out`` = the output directory)::
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -20,10 +21,11 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
+from .atomic import atomic_directory
 from .binarize import binarize, load_split
-from .documents import DocumentFilter, DocumentWriter, PathLike, choose_valid_indices, read_text_documents
+from .documents import DocumentFilter, DocumentWriter, InputFormatError, PathLike, choose_valid_indices, read_text_documents
 from .sources import SourceStats, iter_documents
 from .spm import EncodeStats, copy_model, encode_document_file, load_spm, train_spm
 
@@ -120,6 +122,56 @@ def prepare_output_dir(out_dir: PathLike, overwrite: bool) -> Path:
     return out
 
 
+def _rebase_paths(obj, staging: str, final: str):
+    """``obj`` (str / list / dict / dataclass, recursively) with every string path under ``staging``
+    rewritten to lie under ``final``."""
+    if isinstance(obj, str):
+        return final + obj[len(staging):] if obj == staging or obj.startswith(staging + os.sep) else obj
+    if isinstance(obj, list):
+        return [_rebase_paths(v, staging, final) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _rebase_paths(v, staging, final) for k, v in obj.items()}
+    if hasattr(obj, "__dataclass_fields__"):
+        for name in obj.__dataclass_fields__:
+            setattr(obj, name, _rebase_paths(getattr(obj, name), staging, final))
+    return obj
+
+
+def staged_output_dir(prepare: Callable) -> Callable:
+    """Decorator for ``prepare(inputs, out_dir, ..., overwrite=False, **kw) -> summary``: the function writes
+    into a fresh staging directory next to ``out_dir`` (``.NAME.tmp-*``), which replaces ``out_dir`` by a
+    rename only when it returns. A failure removes the staging directory; a kill leaves only the hidden
+    staging directory (safe to delete). Either way ``out_dir`` is never half-written, and an existing
+    ``out_dir`` (with ``overwrite``) is kept until the new one is complete.
+
+    Paths in the returned summary and in ``prepare.json`` name the final directory.
+
+    Raises:
+        OutputExistsError: ``out_dir`` exists, is not empty, and ``overwrite`` is False (nothing is written).
+    """
+
+    @functools.wraps(prepare)
+    def wrapper(inputs, out_dir, *args, overwrite: bool = False, **kwargs):
+        final = Path(out_dir).expanduser()
+        if final.exists() and (not final.is_dir() or any(final.iterdir())) and not overwrite:
+            raise OutputExistsError(f"{final}: output directory exists and is not empty (use --overwrite to replace it)")
+        with atomic_directory(final, overwrite=True) as staging:
+            summary = prepare(inputs, staging, *args, overwrite=True, **kwargs)
+            _rebase_paths(summary, str(staging), str(final))
+            meta = staging / "prepare.json"
+            if meta.is_file():
+                data = _rebase_paths(json.loads(meta.read_text(encoding="utf-8")), str(staging), str(final))
+                if isinstance(data.get("args"), dict):
+                    data["args"]["overwrite"] = overwrite
+                write_json_atomic(meta, json.dumps(data, indent=2))
+        if isinstance(getattr(summary, "args", None), dict):
+            summary.args["overwrite"] = overwrite
+        logger.info("output moved into place: %s", final)
+        return summary
+
+    return wrapper
+
+
 def spool_and_split(
     docs_iter,
     raw_dir: Path,
@@ -170,6 +222,7 @@ def spool_and_split(
     }
 
 
+@staged_output_dir
 def prepare_mlm(
     inputs: Sequence[PathLike],
     out_dir: PathLike,
@@ -232,6 +285,8 @@ def prepare_mlm(
     docs = iter_documents(inputs, doc_filter=doc_filter, max_docs=max_docs, stats=stats)
     try:
         splits = spool_and_split(docs, out / "raw", valid_fraction, valid_docs, seed)
+    except InputFormatError:  # names its file and line already
+        raise
     except ValueError as e:
         raise ValueError(f"{e} (after filtering {', '.join(map(str, inputs))})") from None
 

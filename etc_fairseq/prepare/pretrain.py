@@ -42,8 +42,8 @@ import numpy as np
 from etc_fairseq.data.pretraining_corpus import FORMAT, META_FILE
 
 from .binarize import binarize, load_dictionary, load_split
-from .documents import Document, DocumentFilter, PathLike
-from .mlm import prepare_output_dir, spool_and_split, write_json_atomic
+from .documents import Document, DocumentFilter, InputFormatError, PathLike
+from .mlm import prepare_output_dir, staged_output_dir, spool_and_split, write_json_atomic
 from .sentences import split_sentences
 from .sources import SourceStats, iter_documents
 from .spm import EncodeStats, copy_model, encode_document_file, load_spm, train_spm
@@ -245,6 +245,7 @@ def _check_args(tokenizer, min_sentences, max_sentence_pieces, spm_model, srcdic
             raise FileNotFoundError(f"{p}: no such file (given as {name})")
 
 
+@staged_output_dir
 def prepare_pretraining(
     inputs: Sequence[PathLike],
     out_dir: PathLike,
@@ -314,6 +315,8 @@ def prepare_pretraining(
     )
     try:
         raw = spool_and_split(docs, out / "raw", valid_fraction, valid_docs, seed)
+    except InputFormatError:  # names its file and line already
+        raise
     except ValueError as e:
         raise ValueError(
             f"{e} (after filtering {', '.join(map(str, inputs))}: {sent_stats.docs_dropped} of {sent_stats.docs_read} "

@@ -1,0 +1,493 @@
+"""Narrow, documented fixes to fairseq 0.12.3 code paths that etc-fairseq relies on.
+
+Imported (and :func:`install` called) by :mod:`etc_fairseq.register`, i.e. whenever fairseq loads our
+``--user-dir``. Each fix replaces one fairseq function by a wrapper that changes only the behaviour named
+below and otherwise calls the original; :func:`install` is idempotent. Nothing here switches torch's safe
+loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
+
+1. ``fairseq.checkpoint_utils.load_checkpoint_to_cpu`` (every checkpoint read by ``fairseq-train
+   --restore-file`` / resume, ``fairseq-validate --path``, ``--finetune-from-model``,
+   ``load_model_ensemble_and_task``): fairseq calls ``torch.load`` without ``weights_only``, so safety
+   depends on torch's default and on the ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` variable. The wrapper
+   (a) statically scans zip-format checkpoints for pickle globals outside torch's weights-only allowlist
+   and refuses them before anything is unpickled (legacy-format files: a trial load with an explicit
+   ``weights_only=True``), (b) runs the original with ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``
+   (and ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` removed) so legacy-format files are also read weights-only, and
+   (c) turns torch's errors into one clear :class:`CheckpointLoadError` naming the file: refused global,
+   or truncated/corrupt file together with the other checkpoints in the same directory to fall back to.
+   etc-fairseq checkpoints are all-dataclass (``cfg`` is a plain dict on disk) and need no allowlist.
+2. ``fairseq.file_io.PathManager.copy`` (used by ``checkpoint_utils.save_checkpoint`` to write
+   ``checkpoint_last.pt`` / ``checkpoint_best.pt`` as copies of the freshly saved checkpoint): a plain
+   ``shutil.copyfile`` onto the destination, so a kill during the copy leaves a truncated
+   ``checkpoint_last.pt`` that the next run resumes from. The wrapper copies local files to a temporary
+   name in the destination directory, fsyncs, and renames (atomic on POSIX).
+3. ``fairseq.distributed.utils.call_main`` / ``_infer_torch_distributed_launch_init`` (multi-process
+   launch): both compute ``rank % torch.cuda.device_count()`` or spawn ``min(torch.cuda.device_count(),
+   world_size)`` processes, i.e. divide by zero or spawn nothing without CUDA. With ``--cpu`` (or no CUDA)
+   the wrappers spawn ``--distributed-world-size`` processes on ``tcp://localhost`` (fairseq's own
+   launcher) or, under ``torchrun``, set device id 0 (fairseq would call ``torch.cuda.set_device`` for
+   a local rank > 0), and select the ``gloo`` backend if ``nccl`` (fairseq's default) was left in place.
+   Under ``torchrun`` with ``--distributed-world-size`` left at 1 (fairseq's default where there is at
+   most one GPU), ``infer_init_method`` ignores torchrun's environment and every process trains alone
+   (all writing the same checkpoints): the wrapper takes the world size from ``WORLD_SIZE``.
+4. ``fairseq.models.DistributedFairseqModel`` (``--ddp-backend pytorch_ddp``/``c10d``, the default): it
+   passes ``device_ids=[device_id]`` to ``DistributedDataParallel``, which torch rejects for CPU modules.
+   On CPU the wrapper builds the same DDP with ``device_ids=None``.
+5. ``fairseq.distributed.utils._broadcast_object_slow`` (rank 0 reads a checkpoint and broadcasts it to
+   the other ranks on resume): the receiving ranks ``torch.load`` the pickled state, which the weights-only
+   loader rejects (it holds omegaconf ``DictConfig`` objects and fairseq's ``_TensorPlaceholder``). The
+   wrapper encodes exactly those two types as plain containers before pickling, receives with
+   ``torch.load(weights_only=True)``, and decodes them again; anything else unsafe is still refused.
+"""
+import contextlib
+import functools
+import io
+import logging
+import os
+import pickle
+import shutil
+import socket
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+_INSTALLED = False
+
+
+class CheckpointLoadError(RuntimeError):
+    """A checkpoint file was refused (unsafe pickle content) or could not be read (truncated, corrupt)."""
+
+
+# -------------------------------------------------------------------------------------------------------
+# 1. safe checkpoint loading
+# -------------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def force_weights_only() -> Iterator[None]:
+    """Within the block, every ``torch.load`` that does not pass ``weights_only`` explicitly is weights-only
+    (``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``; a ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` in the environment is
+    ignored with a warning). The environment is restored afterwards."""
+    saved = {k: os.environ.get(k) for k in ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")}
+    if saved["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] is not None:
+        logger.warning("ignoring TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD: etc-fairseq reads checkpoints weights-only")
+        del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _last_line(e: BaseException) -> str:
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(e).__name__
+
+
+def _other_checkpoints(path: Path) -> List[str]:
+    """Other ``*.pt`` files next to ``path`` (newest first): what the user can fall back to."""
+    try:
+        others = [p for p in path.parent.glob("*.pt") if p.resolve() != path.resolve()]
+    except OSError:
+        return []
+    others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    return [p.name for p in others[:5]]
+
+
+def _corrupt_message(path: Path, detail: str) -> str:
+    others = _other_checkpoints(path)
+    hint = (
+        f"; other checkpoints in {path.parent}: {', '.join(others)} (pass one with --restore-file, or "
+        "move the broken file away)"
+        if others
+        else ""
+    )
+    return (
+        f"{path}: truncated or corrupt checkpoint, not loaded ({detail}); it was probably not written "
+        f"completely (disk full, or copied/killed while being written){hint}"
+    )
+
+
+def unsafe_globals(path: Path) -> List[str]:
+    """Pickle globals of a zip-format checkpoint outside torch's weights-only allowlist, found by a static
+    scan of the pickle (nothing is executed). Raises CheckpointLoadError if the archive is unreadable."""
+    try:
+        return list(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
+    except Exception as e:  # truncated archive, missing data.pkl, ...
+        raise CheckpointLoadError(_corrupt_message(path, f"{type(e).__name__}: {str(e).splitlines()[0]}")) from None
+
+
+def check_checkpoint_file(path) -> None:
+    """Refuse a checkpoint before fairseq unpickles it: a truncated/corrupt zip archive or unsafe pickle
+    globals (zip format: static scan); legacy (pre-1.6) files and non-checkpoints cannot be scanned and are
+    trial-loaded with an explicit ``torch.load(weights_only=True)`` instead. Missing files are left to fairseq.
+
+    Raises:
+        CheckpointLoadError: with the file name and what is wrong.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return  # fairseq reports missing files itself
+    if zipfile.is_zipfile(path):
+        bad = unsafe_globals(path)
+        if bad:
+            raise CheckpointLoadError(
+                f"{path}: refusing to load checkpoint: its pickle references {', '.join(sorted(bad))}, outside "
+                "torch's weights-only allowlist; loading it could run arbitrary code. etc-fairseq checkpoints "
+                "contain only tensors and plain Python containers"
+            )
+    else:
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if head[:2] == b"PK":  # a zip archive whose end (central directory) is missing: truncated
+            raise CheckpointLoadError(_corrupt_message(path, "zip archive without its central directory"))
+        # legacy (pre-1.6) format or not a checkpoint at all: a weights-only trial load, because torch's
+        # legacy reader fails on arbitrary bytes with anything from KeyError to struct errors
+        try:
+            torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as e:
+            lines = [line.strip() for line in str(e).splitlines() if "GLOBAL" in line]
+            if not lines:  # not a pickle of anything we know: damaged or not a checkpoint
+                raise CheckpointLoadError(_corrupt_message(path, f"UnpicklingError: {_last_line(e)}")) from None
+            raise CheckpointLoadError(
+                f"{path}: refusing to load checkpoint: {lines[0]}; loading it could run arbitrary code "
+                "(checkpoints are read with torch.load(weights_only=True))"
+            ) from None
+        except Exception as e:  # noqa: BLE001 -- any failure here means "not a readable checkpoint"
+            raise CheckpointLoadError(_corrupt_message(path, f"{type(e).__name__}: {e}")) from None
+
+
+def _wrap_load_checkpoint_to_cpu(original):
+    @functools.wraps(original)
+    def load_checkpoint_to_cpu(path, *args, **kwargs):
+        local = Path(str(path))
+        check_checkpoint_file(local)
+        try:
+            with force_weights_only():
+                return original(path, *args, **kwargs)
+        except pickle.UnpicklingError as e:
+            last = [line for line in str(e).splitlines() if "GLOBAL" in line]
+            detail = last[0].strip() if last else _last_line(e)
+            if last:
+                raise CheckpointLoadError(
+                    f"{path}: refusing to load checkpoint: {detail}; loading it could run arbitrary code "
+                    "(checkpoints are read with torch.load(weights_only=True))"
+                ) from None
+            raise CheckpointLoadError(_corrupt_message(local, f"UnpicklingError: {detail}")) from None
+        except (EOFError, zipfile.BadZipFile) as e:
+            raise CheckpointLoadError(_corrupt_message(local, f"{type(e).__name__}: {e}")) from None
+        except RuntimeError as e:
+            msg = str(e)
+            if "PytorchStreamReader" in msg or "zip archive" in msg or "storage" in msg.lower():
+                raise CheckpointLoadError(_corrupt_message(local, msg.splitlines()[0])) from None
+            raise
+
+    load_checkpoint_to_cpu.__etc_fairseq_wrapped__ = True
+    return load_checkpoint_to_cpu
+
+
+# -------------------------------------------------------------------------------------------------------
+# 2. atomic checkpoint copies
+# -------------------------------------------------------------------------------------------------------
+
+
+def _wrap_copy(original):
+    @functools.wraps(original)
+    def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+        from fairseq.file_io import PathManager
+
+        if PathManager.path_requires_pathmanager(src_path) or PathManager.path_requires_pathmanager(dst_path):
+            return original(src_path, dst_path, overwrite=overwrite)
+        if os.path.exists(dst_path) and not overwrite:
+            return original(src_path, dst_path, overwrite=overwrite)
+        dst_dir = os.path.dirname(os.path.abspath(dst_path))
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dst_path)}.tmp-", dir=dst_dir)
+        try:
+            with os.fdopen(fd, "wb") as out, open(src_path, "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, dst_path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return True
+
+    copy.__etc_fairseq_wrapped__ = True
+    return staticmethod(copy)
+
+
+# -------------------------------------------------------------------------------------------------------
+# 3.-5. multi-process training on CPU, safe checkpoint broadcast
+# -------------------------------------------------------------------------------------------------------
+
+
+def _no_cuda(cfg) -> bool:
+    return bool(getattr(cfg.common, "cpu", False)) or not torch.cuda.is_available()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun_env() -> bool:
+    return all(k in os.environ for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"))
+
+
+def _wrap_call_main(original):
+    @functools.wraps(original)
+    def call_main(cfg, main, **kwargs):
+        dt = cfg.distributed_training
+        if _torchrun_env() and dt.distributed_world_size == 1 and int(os.environ["WORLD_SIZE"]) > 1:
+            # infer_init_method returns early for world size 1 -- the default on a machine with one or
+            # no GPU -- and each torchrun process would train alone; take the world size from torchrun
+            logger.info(f"torchrun: WORLD_SIZE={os.environ['WORLD_SIZE']} (--distributed-world-size was 1)")
+            dt.distributed_world_size = int(os.environ["WORLD_SIZE"])
+        if not _no_cuda(cfg) or getattr(cfg.common, "tpu", False):
+            return original(cfg, main, **kwargs)
+        from fairseq.distributed import utils as dist_utils
+
+        if dt.distributed_backend == "nccl" and (dt.distributed_world_size > 1 or _torchrun_env()):
+            logger.info("no CUDA: using the gloo distributed backend instead of nccl")
+            dt.distributed_backend = "gloo"
+        spawn = (
+            dt.distributed_world_size > 1
+            and dt.distributed_init_method is None
+            and not _torchrun_env()
+            and not os.environ.get("SLURM_JOB_NODELIST")
+            and not os.environ.get("SLURM_STEP_NODELIST")
+            and not dt.pipeline_model_parallel
+        )
+        if not spawn:
+            return original(cfg, main, **kwargs)
+        # fairseq's _infer_single_node_init asserts world_size <= torch.cuda.device_count() and call_main
+        # spawns min(device_count, world_size) processes: on CPU, spawn world_size processes ourselves.
+        port = dt.distributed_port if dt.distributed_port > 0 else _free_port()
+        dt.distributed_init_method = f"tcp://localhost:{port}"
+        kwargs["start_rank"] = dt.distributed_rank
+        dt.distributed_rank = None  # assigned per process by distributed_main
+        logger.info(f"CPU: spawning {dt.distributed_world_size} processes ({dt.distributed_backend}, {dt.distributed_init_method})")
+        torch.multiprocessing.spawn(
+            fn=dist_utils.distributed_main,
+            args=(main, cfg, kwargs),
+            nprocs=dt.distributed_world_size,
+            join=True,
+        )
+
+    call_main.__etc_fairseq_wrapped__ = True
+    return call_main
+
+
+def _wrap_torchrun_init(original):
+    @functools.wraps(original)
+    def _infer_torch_distributed_launch_init(cfg):
+        if torch.cuda.device_count() > 0:
+            return original(cfg)
+        # fairseq: cfg.device_id = rank % torch.cuda.device_count() -> ZeroDivisionError without CUDA
+        cfg.distributed_init_method = "env://"
+        cfg.distributed_world_size = int(os.environ["WORLD_SIZE"])
+        cfg.distributed_rank = int(os.environ["RANK"])
+        # no device to select; a device_id > 0 would make infer_init_method call torch.cuda.set_device
+        cfg.device_id = 0
+        cfg.distributed_no_spawn = True
+        if cfg.distributed_backend == "nccl":
+            cfg.distributed_backend = "gloo"
+
+    _infer_torch_distributed_launch_init.__etc_fairseq_wrapped__ = True
+    return _infer_torch_distributed_launch_init
+
+
+def _wrap_distributed_model(original):
+    @functools.wraps(original)
+    def DistributedFairseqModel(args, model, process_group, device):
+        if torch.device(device).type != "cpu" or args.ddp_backend not in {"c10d", "pytorch_ddp"} or args.tpu:
+            return original(args, model, process_group, device)
+        from fairseq.distributed import ModuleProxyWrapper
+        from torch.nn.parallel import DistributedDataParallel
+
+        # as fairseq's pytorch_ddp branch, but device_ids/output_device None: torch's DDP contract for CPU
+        wrapped = DistributedDataParallel(
+            module=model.to(device),
+            device_ids=None,
+            output_device=None,
+            broadcast_buffers=args.broadcast_buffers,
+            bucket_cap_mb=args.bucket_cap_mb,
+            process_group=process_group,
+            find_unused_parameters=args.find_unused_parameters,
+            gradient_as_bucket_view=args.gradient_as_bucket_view,
+        )
+        return ModuleProxyWrapper(wrapped)
+
+    DistributedFairseqModel.__etc_fairseq_wrapped__ = True
+    return DistributedFairseqModel
+
+
+_OMEGACONF_TAG = "__etc_fairseq_omegaconf__"
+_PLACEHOLDER_TAG = "__etc_fairseq_tensor_placeholder__"
+
+
+def encode_for_broadcast(obj: Any) -> Any:
+    """Replace omegaconf containers and fairseq ``_TensorPlaceholder`` by tagged plain dicts (recursively
+    through dict/list/tuple), so the object survives ``torch.load(weights_only=True)``."""
+    from fairseq.distributed.utils import _TensorPlaceholder
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(obj, (DictConfig, ListConfig)):
+        return {_OMEGACONF_TAG: OmegaConf.to_container(obj, resolve=False)}
+    if isinstance(obj, _TensorPlaceholder):
+        return {_PLACEHOLDER_TAG: obj.index}
+    if isinstance(obj, dict):
+        return type(obj)((k, encode_for_broadcast(v)) for k, v in obj.items())
+    if type(obj) is list:
+        return [encode_for_broadcast(v) for v in obj]
+    if type(obj) is tuple:  # exact tuples only: torch.Size and named tuples pass through unchanged
+        return tuple(encode_for_broadcast(v) for v in obj)
+    return obj
+
+
+def decode_after_broadcast(obj: Any) -> Any:
+    """Inverse of :func:`encode_for_broadcast`."""
+    from fairseq.distributed.utils import _TensorPlaceholder
+    from omegaconf import OmegaConf
+
+    if isinstance(obj, dict):
+        if len(obj) == 1 and _OMEGACONF_TAG in obj:
+            return OmegaConf.create(obj[_OMEGACONF_TAG])
+        if len(obj) == 1 and _PLACEHOLDER_TAG in obj:
+            return _TensorPlaceholder(index=obj[_PLACEHOLDER_TAG])
+        return type(obj)((k, decode_after_broadcast(v)) for k, v in obj.items())
+    if type(obj) is list:
+        return [decode_after_broadcast(v) for v in obj]
+    if type(obj) is tuple:
+        return tuple(decode_after_broadcast(v) for v in obj)
+    return obj
+
+
+def _broadcast_object_slow(obj: Any, src_rank: int, group: object, dist_device: torch.device) -> Any:
+    """fairseq's ``_broadcast_object_slow`` with a weights-only receive (see the module docstring, 5.)."""
+    from fairseq.distributed.utils import broadcast, get_rank
+
+    if get_rank(group) == src_rank:
+        buffer = io.BytesIO()
+        torch.save(encode_for_broadcast(obj), buffer)
+        data = torch.ByteTensor(bytearray(buffer.getbuffer())).to(dist_device)
+        length = torch.LongTensor([len(data)]).to(dist_device)
+        broadcast(length, src=src_rank, group=group)
+        broadcast(data, src=src_rank, group=group)
+        return obj
+    length = torch.LongTensor([0]).to(dist_device)
+    broadcast(length, src=src_rank, group=group)
+    data = torch.ByteTensor(int(length.item())).to(dist_device)
+    broadcast(data, src=src_rank, group=group)
+    try:
+        received = torch.load(io.BytesIO(data.cpu().numpy().tobytes()), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointLoadError(
+            f"refusing an object broadcast from rank {src_rank}: {str(e).strip().splitlines()[-1]}"
+        ) from None
+    return decode_after_broadcast(received)
+
+
+_broadcast_object_slow.__etc_fairseq_wrapped__ = True
+
+
+# -------------------------------------------------------------------------------------------------------
+# integrity of fairseq's binarized (mmap) datasets
+# -------------------------------------------------------------------------------------------------------
+
+_MMAP_MAGIC = b"MMIDIDX\x00\x00"
+_MMAP_HEADER = 9 + 8 + 1 + 8  # magic, version <Q, dtype code <B, number of items <Q
+
+
+def verify_indexed_dataset(prefix) -> int:
+    """Check that ``prefix.idx`` / ``prefix.bin`` form a complete fairseq mmap indexed dataset.
+
+    fairseq's ``MMapIndexedDataset`` trusts both files: a truncated ``.bin`` (a copy or a preparation run
+    that was cut short) only fails when a training batch reaches the missing items, deep inside numpy.
+    This reads the ``.idx`` header, checks the ``.idx`` size (header + int32 sizes + int64 pointers) and
+    that the ``.bin`` size equals the end of the last item. Nothing is loaded into memory.
+
+    Args:
+        prefix: the path without ``.idx`` / ``.bin``.
+    Returns:
+        the number of items.
+    Raises:
+        FileNotFoundError: a file is missing (the message names it).
+        ValueError: a file is truncated or not this format (the message names it and what was expected).
+    """
+    import struct
+
+    import numpy as np
+    from fairseq.data.indexed_dataset import _code_to_dtype
+
+    idx, bin_ = Path(f"{prefix}.idx"), Path(f"{prefix}.bin")
+    for p in (idx, bin_):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p}: missing (prepared data incomplete; re-run etc-prepare)")
+    hint = "the prepared data is truncated or corrupt; re-run etc-prepare"
+    with open(idx, "rb") as f:
+        header = f.read(_MMAP_HEADER)
+        if len(header) < _MMAP_HEADER or header[:9] != _MMAP_MAGIC:
+            raise ValueError(f"{idx}: not a fairseq mmap index (bad or short header); {hint}")
+        (version,) = struct.unpack("<Q", header[9:17])
+        (code,) = struct.unpack("<B", header[17:18])
+        (n,) = struct.unpack("<Q", header[18:26])
+        if version != 1 or code not in _code_to_dtype:
+            raise ValueError(f"{idx}: unsupported index version {version} / dtype code {code}; {hint}")
+    expected_idx = _MMAP_HEADER + 12 * n
+    if idx.stat().st_size < expected_idx:
+        raise ValueError(f"{idx}: {idx.stat().st_size} bytes, the header announces {n} items ({expected_idx} bytes); {hint}")
+    itemsize = np.dtype(_code_to_dtype[code]).itemsize
+    expected_bin = 0
+    if n:
+        mm = np.memmap(idx, mode="r", dtype=np.uint8)
+        size = int(np.frombuffer(mm, dtype=np.int32, count=1, offset=_MMAP_HEADER + 4 * (n - 1))[0])
+        pointer = int(np.frombuffer(mm, dtype=np.int64, count=1, offset=_MMAP_HEADER + 4 * n + 8 * (n - 1))[0])
+        del mm
+        expected_bin = pointer + size * itemsize
+    actual = bin_.stat().st_size
+    if actual != expected_bin:
+        raise ValueError(f"{bin_}: {actual} bytes, its index {idx.name} needs {expected_bin} for {n} items; {hint}")
+    return n
+
+
+# -------------------------------------------------------------------------------------------------------
+
+
+def install() -> None:
+    """Apply all fixes (idempotent). Called by :mod:`etc_fairseq.register`."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    from fairseq import checkpoint_utils, models
+    from fairseq.distributed import utils as dist_utils
+    from fairseq.file_io import PathManager
+
+    if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "__etc_fairseq_wrapped__", False):
+        checkpoint_utils.load_checkpoint_to_cpu = _wrap_load_checkpoint_to_cpu(checkpoint_utils.load_checkpoint_to_cpu)
+    if not getattr(PathManager.copy, "__etc_fairseq_wrapped__", False):
+        PathManager.copy = _wrap_copy(PathManager.copy)
+    if not getattr(dist_utils.call_main, "__etc_fairseq_wrapped__", False):
+        dist_utils.call_main = _wrap_call_main(dist_utils.call_main)
+    if not getattr(dist_utils._infer_torch_distributed_launch_init, "__etc_fairseq_wrapped__", False):
+        dist_utils._infer_torch_distributed_launch_init = _wrap_torchrun_init(
+            dist_utils._infer_torch_distributed_launch_init
+        )
+    if not getattr(models.DistributedFairseqModel, "__etc_fairseq_wrapped__", False):
+        models.DistributedFairseqModel = _wrap_distributed_model(models.DistributedFairseqModel)
+    dist_utils._broadcast_object_slow = _broadcast_object_slow
+    _INSTALLED = True
+
+
+install()

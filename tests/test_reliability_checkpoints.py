@@ -1,0 +1,261 @@
+"""Checkpoints are data, not code: every fairseq load path of ours reads them weights-only; crafted pickles
+are refused before they run; truncated files are detected and the previous checkpoint stays usable; the
+checkpoint format version is upgraded or refused (etc_fairseq/fairseq_compat.py, EtcModel.upgrade_state_dict_named).
+
+Real data: the Wikipedia pre-training fixture (``pretrain_data``) and checkpoints written by a real
+``fairseq-train`` run on it. The malicious checkpoints are CONSTRUCTED from those real checkpoints."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+USER_DIR = str(REPO / "user_dir")
+
+TRAIN = ["--user-dir", USER_DIR, "--task", "etc_pretraining", "--criterion", "cpc_mlm", "--arch", "etc_tiny",
+         "--max-long-len", "128", "--max-global-len", "16", "--optimizer", "adam", "--lr", "1e-3",
+         "--lr-scheduler", "fixed", "--cpu", "--seed", "1", "--log-format", "simple", "--log-interval", "1",
+         "--num-workers", "0", "--batch-size", "2", "--disable-validation", "--no-epoch-checkpoints",
+         "--save-interval-updates", "1"]
+
+
+def fairseq(module, *args, env=None):
+    """Run a fairseq command line in a fresh interpreter; returns (returncode, stdout + stderr)."""
+    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=600, env=env)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def cli(module_name, argv, monkeypatch):
+    """Run a fairseq CLI entry point in this process (same code path as the command, no interpreter start)."""
+    import importlib
+
+    module = importlib.import_module(module_name)
+    monkeypatch.setattr(sys, "argv", [module_name, *argv])
+    module.cli_main()
+
+
+@pytest.fixture(scope="module")
+def trained(pretrain_data, tmp_path_factory):
+    """Checkpoints of a real 2-update fairseq-train run: checkpoint_1_1.pt, checkpoint_1_2.pt, checkpoint_last.pt."""
+    save = tmp_path_factory.mktemp("reliability_ckpt") / "ckpt"
+    rc, log = fairseq("fairseq_cli.train", str(pretrain_data), *TRAIN, "--max-update", "2", "--save-dir", str(save))
+    assert rc == 0, log[-3000:]
+    assert sorted(p.name for p in save.glob("*.pt")) == ["checkpoint_1_1.pt", "checkpoint_1_2.pt", "checkpoint_last.pt"]
+    return save
+
+
+class RunsCode:
+    """Pickles as a call to os.system (what a malicious checkpoint looks like). CONSTRUCTED."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def evil_copy(good: Path, dest: Path, marker: Path, legacy: bool) -> Path:
+    state = torch.load(good, weights_only=True)
+    state["extra_state"]["payload"] = RunsCode(marker)
+    torch.save(state, dest, _use_new_zipfile_serialization=not legacy)
+    return dest
+
+
+def test_our_checkpoints_load_weights_only_with_no_allowlist(trained):
+    from etc_fairseq.fairseq_compat import unsafe_globals
+
+    for path in trained.glob("*.pt"):
+        assert unsafe_globals(path) == [], path
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        assert isinstance(state["cfg"], dict) and state["model"]["encoder.version"].item() == 1
+
+
+def test_installed_fixes_wrap_fairseq():
+    import etc_fairseq.register  # noqa: F401
+    from fairseq import checkpoint_utils, models
+    from fairseq.distributed import utils as dist_utils
+    from fairseq.file_io import PathManager
+
+    for fn in (checkpoint_utils.load_checkpoint_to_cpu, PathManager.copy, dist_utils.call_main,
+               dist_utils._infer_torch_distributed_launch_init, models.DistributedFairseqModel,
+               dist_utils._broadcast_object_slow):
+        assert getattr(fn, "__etc_fairseq_wrapped__", False), fn
+
+
+def test_fairseq_validate_refuses_code_running_checkpoint(trained, pretrain_data, tmp_path):
+    marker = tmp_path / "pwned"
+    evil = evil_copy(trained / "checkpoint_last.pt", tmp_path / "evil.pt", marker, legacy=False)
+    assert not marker.exists()
+    rc, log = fairseq("fairseq_cli.validate", str(pretrain_data), "--user-dir", USER_DIR, "--task", "etc_pretraining",
+                      "--path", str(evil), "--cpu", "--max-tokens", "2048", "--num-workers", "0")
+    assert rc != 0
+    assert re.search(rf"CheckpointLoadError: {re.escape(str(evil))}: refusing to load checkpoint: its pickle "
+                     r"references posix\.system", log), log[-2000:]
+    assert not marker.exists()
+
+
+def test_restore_file_refuses_legacy_format_payload_even_with_force_no_weights_only(
+        trained, pretrain_data, tmp_path, monkeypatch):
+    """fairseq-train --restore-file with a legacy (pre-zip) pickle, which cannot be scanned statically, and
+    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 set: still read weights-only, refused, the command never runs."""
+    from etc_fairseq.fairseq_compat import CheckpointLoadError
+
+    marker = tmp_path / "pwned"
+    evil = evil_copy(trained / "checkpoint_last.pt", tmp_path / "evil_legacy.pt", marker, legacy=True)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(CheckpointLoadError, match=rf"{re.escape(str(evil))}: refusing to load checkpoint: .*posix\.system"):
+        cli("fairseq_cli.train", [str(pretrain_data), *TRAIN, "--max-update", "3", "--save-dir", str(tmp_path / "s"),
+                                  "--restore-file", str(evil)], monkeypatch)
+    assert not marker.exists()
+    assert os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] == "1"  # the user's environment is left as it was
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.1, 0.5, 0.9, 0.999])
+def test_truncated_checkpoints_are_detected(trained, tmp_path, fraction):
+    from fairseq import checkpoint_utils
+
+    from etc_fairseq.fairseq_compat import CheckpointLoadError
+
+    data = (trained / "checkpoint_1_2.pt").read_bytes()
+    bad = tmp_path / "checkpoint_last.pt"
+    bad.write_bytes(data[: int(len(data) * fraction)])
+    shutil.copy(trained / "checkpoint_1_1.pt", tmp_path / "checkpoint_1_1.pt")
+    with pytest.raises(CheckpointLoadError, match=rf"{re.escape(str(bad))}: truncated or corrupt checkpoint.*checkpoint_1_1\.pt"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(bad))
+
+
+def test_truncated_last_checkpoint_stops_resume_and_previous_one_resumes(trained, pretrain_data, tmp_path, monkeypatch):
+    from etc_fairseq.fairseq_compat import CheckpointLoadError
+
+    save = tmp_path / "ckpt"
+    shutil.copytree(trained, save)
+    last = save / "checkpoint_last.pt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    argv = [str(pretrain_data), *TRAIN, "--max-update", "3", "--save-dir", str(save)]
+    with pytest.raises(CheckpointLoadError, match=r"checkpoint_last\.pt: truncated or corrupt.*checkpoint_1_2\.pt"):
+        cli("fairseq_cli.train", argv, monkeypatch)
+    # the previous good checkpoint: resume from it explicitly
+    rc, log = fairseq("fairseq_cli.train", *argv, "--restore-file", str(save / "checkpoint_1_2.pt"))
+    assert rc == 0, log[-3000:]
+    assert re.search(r"Loaded checkpoint .*checkpoint_1_2\.pt \(epoch 1 @ 2 updates\)", log), log[-3000:]
+    assert re.search(r"train_inner \| .*num_updates=3", log)
+    assert torch.load(last, weights_only=True)["optimizer_history"][-1]["num_updates"] == 3
+
+
+def test_checkpoint_copy_is_atomic(tmp_path, monkeypatch):
+    """checkpoint_last.pt is written by PathManager.copy: a failure mid-copy leaves the old file intact."""
+    import etc_fairseq.fairseq_compat  # noqa: F401
+    from fairseq.file_io import PathManager
+
+    src, dst = tmp_path / "new.pt", tmp_path / "checkpoint_last.pt"
+    src.write_bytes(b"N" * 3_000_000)
+    dst.write_bytes(b"old")
+
+    def dies_half_way(fsrc, fdst, length=0):
+        fdst.write(fsrc.read(1_000_000))
+        raise OSError("No space left on device (simulated)")
+
+    monkeypatch.setattr(shutil, "copyfileobj", dies_half_way)
+    with pytest.raises(OSError, match="simulated"):
+        PathManager.copy(str(src), str(dst), overwrite=True)
+    assert dst.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_last.pt", "new.pt"]  # no temporary left
+    monkeypatch.undo()
+    assert PathManager.copy(str(src), str(dst), overwrite=True)
+    assert dst.read_bytes() == src.read_bytes()
+
+
+# ------------------------------------------------------------------------------------------------------
+# format version
+# ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(pretrain_data):
+    from etc_fairseq.models import EtcModel, config_for_arch
+    from etc_fairseq.tasks.pretraining import EtcPretrainingConfig, EtcPretrainingTask
+
+    task = EtcPretrainingTask.setup_task(EtcPretrainingConfig(data=str(pretrain_data), max_long_len=128,
+                                                              max_global_len=16, seed=1))
+    return EtcModel.build_model(config_for_arch("etc_tiny"), task)
+
+
+def test_version_1_checkpoint_upgrades_through_registered_steps(tiny, trained, monkeypatch):
+    """A CONSTRUCTED version-2 format (the LM-head bias renamed) proves the upgrade machinery: a real
+    version-1 checkpoint from fairseq-train is upgraded step by step and loads strictly."""
+    import etc_fairseq.models.etc as etc
+
+    state = torch.load(trained / "checkpoint_last.pt", weights_only=True)["model"]
+    assert state["encoder.version"].item() == 1
+    bias = state["encoder.lm_head.bias"].clone()
+
+    def v1_to_v2(sd, prefix):
+        sd[prefix + "encoder.lm_head.output_bias"] = sd.pop(prefix + "encoder.lm_head.bias")
+
+    monkeypatch.setattr(etc, "ETC_FORMAT_VERSION", 2)
+    monkeypatch.setitem(etc.FORMAT_UPGRADES, 1, v1_to_v2)
+    sd = dict(state)
+    tiny.upgrade_state_dict_named(sd, "")
+    assert sd["encoder.version"].item() == 2
+    assert "encoder.lm_head.bias" not in sd and torch.equal(sd["encoder.lm_head.output_bias"], bias)
+    # without a registered step the old version is refused, not silently loaded
+    monkeypatch.delitem(etc.FORMAT_UPGRADES, 1)
+    with pytest.raises(RuntimeError, match="format version 1; no upgrade from 1"):
+        tiny.upgrade_state_dict_named(dict(state), "")
+
+
+def test_current_and_unversioned_checkpoints_load(tiny, trained):
+    state = torch.load(trained / "checkpoint_last.pt", weights_only=True)["model"]
+    sd = dict(state)
+    del sd["encoder.version"]  # a checkpoint written before the version buffer existed
+    tiny.upgrade_state_dict_named(sd, "")
+    assert sd["encoder.version"].item() == 1
+    tiny.load_state_dict(sd, strict=True)
+    for k, v in tiny.state_dict().items():
+        assert torch.equal(v, state[k]), k
+
+
+def test_newer_version_fails_clearly_in_fairseq_validate(trained, pretrain_data, tmp_path, monkeypatch):
+    state = torch.load(trained / "checkpoint_last.pt", weights_only=True)
+    state["model"]["encoder.version"] = torch.tensor([2.0])
+    newer = tmp_path / "newer.pt"
+    torch.save(state, newer)
+    with pytest.raises(RuntimeError, match=r"format version 2, newer than this installation supports \(1\)"):
+        cli("fairseq_cli.validate", [str(pretrain_data), "--user-dir", USER_DIR, "--task", "etc_pretraining", "--path",
+                                     str(newer), "--cpu", "--max-tokens", "2048", "--num-workers", "0"], monkeypatch)
+
+
+@pytest.mark.parametrize("content", [b"", b"plain text, not a checkpoint\n", b"\x80\x02}q\x00.", b"PK\x03\x04" + b"\0" * 64])
+def test_non_checkpoint_files_are_reported_as_such(content, tmp_path):
+    from fairseq import checkpoint_utils
+
+    from etc_fairseq.fairseq_compat import CheckpointLoadError
+
+    path = tmp_path / "model.pt"
+    path.write_bytes(content)
+    with pytest.raises(CheckpointLoadError, match=rf"{re.escape(str(path))}: truncated or corrupt checkpoint, not loaded"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+
+
+def test_hub_interface_refuses_code_running_checkpoint(trained, pretrain_data, tmp_path):
+    """EtcModel.from_pretrained (etc_fairseq/hub.py) on the CONSTRUCTED malicious checkpoint."""
+    from etc_fairseq.models import EtcModel
+
+    marker = tmp_path / "pwned"
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    evil_copy(trained / "checkpoint_last.pt", model_dir / "model.pt", marker, legacy=False)
+    with pytest.raises(Exception, match=r"posix\.system") as e:
+        EtcModel.from_pretrained(str(model_dir), "model.pt", str(pretrain_data))
+    assert "model.pt" in str(e.value)
+    assert not marker.exists()
+    # the real checkpoint loads through the same path
+    shutil.copy(trained / "checkpoint_last.pt", model_dir / "good.pt")
+    hub = EtcModel.from_pretrained(str(model_dir), "good.pt", str(pretrain_data))
+    assert int(hub.model.encoder.version.item()) == 1
