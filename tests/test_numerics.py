@@ -32,7 +32,6 @@ def with_padding_rows(sample, pad, rows=2):
     """The batch plus ``rows`` rows that are padding only (no long and no global tokens). CONSTRUCTED."""
     ni = sample["net_input"]
     B, L = ni["src_tokens"].shape
-    G = ni["global_tokens"].size(1)
 
     def grow(t, fill):
         return torch.cat([t, torch.full((rows,) + tuple(t.shape[1:]), fill, dtype=t.dtype)])

@@ -10,7 +10,6 @@ masked rows occur). Properties:
 
 Inputs are CONSTRUCTED (random); example counts are modest so the file runs in seconds."""
 from dataclasses import dataclass
-from typing import List
 
 import torch
 from hypothesis import HealthCheck, given, settings
