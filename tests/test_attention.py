@@ -629,3 +629,141 @@ def test_wrong_mask_shape_names_the_argument():
         _call(dense_global_local_attention, dict(tensors, long_rel_emb=torch.zeros(5, 3, 3)), kw)
     with pytest.raises(ValueError, match="global_v"):
         _call(global_local_attention, dict(tensors, global_v=tensors["global_v"][:, :, :1]), kw)
+
+
+# ----------------------------------------------------------------------------
+# chunked kernel: chunk layout, several chunks, the plain-autograd 3-block version
+# ----------------------------------------------------------------------------
+
+from etc_fairseq.attention.autograd_blocked import autograd_global_local_attention  # noqa: E402
+from etc_fairseq.attention.blocked import band_to_windows  # noqa: E402
+
+
+def test_band_to_windows_exact_r1_chunk2():
+    # long_len 3, r = 1, chunk 2: chunk 0 = queries 0,1 with window keys -1..2 (columns 0..3),
+    # chunk 1 = query 2 (+1 padded row) with window keys 1..4
+    band = torch.tensor([[[1, 2, 3], [4, 5, 6], [7, 8, 9]]])
+    out = band_to_windows(band, 1, 2, fill=0)
+    expected = torch.tensor([[
+        [[1, 2, 3, 0], [0, 4, 5, 6]],
+        [[7, 8, 9, 0], [0, 0, 0, 0]],
+    ]])
+    assert out.shape == (1, 2, 2, 4)
+    assert torch.equal(out, expected)
+    # fill value outside the band (e.g. the "masked" code)
+    out9 = band_to_windows(band.to(torch.uint8), 1, 2, fill=99)
+    assert out9.dtype == torch.uint8 and out9[0, 0, 0, 3] == 99 and out9[0, 1, 1].tolist() == [99] * 4
+
+
+@pytest.mark.parametrize("r,chunk,long_len", [(0, 1, 4), (2, 3, 10), (3, 1, 7), (1, 5, 5), (4, 2, 9)])
+def test_band_to_windows_matches_loop(r, chunk, long_len):
+    gen = torch.Generator().manual_seed(r * 10 + chunk)
+    band = torch.randint(1, 100, (2, long_len, 2 * r + 1), generator=gen)
+    out = band_to_windows(band, r, chunk, fill=-1)
+    n_chunks = -(-long_len // chunk)
+    assert out.shape == (2, n_chunks, chunk, chunk + 2 * r)
+    expected = torch.full_like(out, -1)
+    for i in range(long_len):
+        c, p = divmod(i, chunk)
+        for w in range(2 * r + 1):
+            expected[:, c, p, p + w] = band[:, i, w]  # key i + w - r = window column p + w
+    assert torch.equal(out, expected)
+
+
+@pytest.mark.parametrize("long_chunk,global_chunk", [(1, 1), (2, 3), (5, 2), (7, 100)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_several_chunks_match_dense(long_chunk, global_chunk, seed):
+    B, H, L, G, r = 2, 2, 17, 5, 3
+    tensors, kw, empty_long, empty_global = _make_inputs(seed, B, H, L, G, r)
+    t = tensors
+    lo = long_query_attention(
+        t["long_q"], t["long_k"], t["long_v"], t["global_k"], t["global_v"], local_radius=r,
+        l2l_mask=kw["l2l_mask"], l2g_mask=kw["l2g_mask"], l2l_rel=kw["l2l_rel"], l2g_rel=kw["l2g_rel"],
+        rel_emb=t["long_rel_emb"], chunk=long_chunk,
+    )
+    go = global_query_attention(
+        t["global_q"], t["global_k"], t["global_v"], t["long_k"], t["long_v"],
+        g2g_mask=kw["g2g_mask"], g2l_mask=kw["g2l_mask"], g2g_rel=kw["g2g_rel"], g2l_rel=kw["g2l_rel"],
+        rel_emb=t["global_rel_emb"], chunk=global_chunk,
+    )
+    dense = _call(dense_global_local_attention, tensors, kw)
+    assert _maxdiff(lo, dense[0]) <= TOL and _maxdiff(go, dense[1]) <= TOL
+    assert torch.all(lo.permute(0, 2, 1, 3)[empty_long] == 0)
+    gen = torch.Generator().manual_seed(7 + seed)
+    grad_out = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in dense]
+    inputs = list(tensors.values())
+    for name, a, d in zip(tensors, _grads([lo, go], inputs, grad_out), _grads(dense, inputs, grad_out)):
+        assert torch.isfinite(a).all() and _maxdiff(a, d) <= TOL, name
+
+
+@pytest.mark.parametrize("batch,heads,long_len,global_len,radius,with_rel", CONFIGS[:6])
+def test_autograd_blocked_reference_matches_dense(batch, heads, long_len, global_len, radius, with_rel):
+    tensors, kw, _, _ = _make_inputs(3, batch, heads, long_len, global_len, radius, with_rel=with_rel)
+    old = _call(autograd_global_local_attention, tensors, kw)
+    dense = _call(dense_global_local_attention, tensors, kw)
+    for a, d in zip(old, dense):
+        assert a.shape == d.shape and _maxdiff(a, d) <= TOL
+    go = [torch.ones_like(o) for o in dense]
+    for name, a, d in zip(tensors, _grads(old, list(tensors.values()), go),
+                          _grads(dense, list(tensors.values()), go)):
+        assert _maxdiff(a, d) <= TOL, name
+
+
+def test_dropout_gradient_uses_the_same_mask():
+    # The backward pass recomputes the probabilities; it must reuse the forward's dropout mask.
+    # For fixed (dropped) probabilities the output is linear in the values, so the gradient w.r.t.
+    # the values must predict exactly how the output moves when the values move (same seed = same
+    # mask); a different mask in backward would break the identity.
+    tensors, kw, _, _ = _make_inputs(11, 1, 2, 12, 3, 2, with_rel=True)
+    t = tensors
+
+    def run(long_v, global_v):
+        torch.manual_seed(3)
+        return long_query_attention(
+            t["long_q"], t["long_k"], long_v, t["global_k"], global_v, local_radius=2,
+            l2l_mask=kw["l2l_mask"], l2g_mask=kw["l2g_mask"], l2l_rel=kw["l2l_rel"], l2g_rel=kw["l2g_rel"],
+            rel_emb=t["long_rel_emb"], dropout_p=0.4, chunk=5,
+        )
+
+    out = run(t["long_v"], t["global_v"])
+    gen = torch.Generator().manual_seed(1)
+    w = torch.randn(out.shape, generator=gen, dtype=out.dtype)
+    gv, ggv = torch.autograd.grad((out * w).sum(), [t["long_v"], t["global_v"]])
+    dv = torch.randn(t["long_v"].shape, generator=gen, dtype=out.dtype)
+    dgv = torch.randn(t["global_v"].shape, generator=gen, dtype=out.dtype)
+    with torch.no_grad():
+        moved = run(t["long_v"] + dv, t["global_v"] + dgv)
+        no_drop = long_query_attention(
+            t["long_q"], t["long_k"], t["long_v"], t["global_k"], t["global_v"], local_radius=2,
+            l2l_mask=kw["l2l_mask"], l2g_mask=kw["l2g_mask"], l2l_rel=kw["l2l_rel"], l2g_rel=kw["l2g_rel"],
+            rel_emb=t["long_rel_emb"], chunk=5,
+        )
+    predicted = (gv * dv).sum() + (ggv * dgv).sum()
+    actual = ((moved - out) * w).sum()
+    assert abs(predicted.item() - actual.item()) <= 1e-9
+    assert not torch.allclose(out, no_drop)  # dropout did change the output
+
+
+def test_pair_codes_exact():
+    from etc_fairseq.attention.blocked import pair_codes
+
+    mask = torch.tensor([[[True, False, True]]])
+    labels = torch.tensor([[[2, 1, 0]]])
+    # 3 labels: allowed pairs keep their label, masked pairs get 3 + 1 = 4
+    assert pair_codes(mask, labels, 3, True).tolist() == [[[2, 4, 0]]]
+    # no relative term: allowed pairs point at the zero column (id = num_labels)
+    assert pair_codes(mask, labels, 3, False).tolist() == [[[3, 4, 3]]]
+    assert pair_codes(mask, None, 0, False).tolist() == [[[0, 1, 0]]]
+    assert pair_codes(mask, labels, 3, True).dtype == torch.uint8
+    assert pair_codes(mask, labels, 300, True).dtype == torch.int32
+
+
+def test_implementation_switch_gives_the_same_results(monkeypatch):
+    import etc_fairseq.attention.blocked as blocked
+
+    tensors, kw, _, _ = _make_inputs(21, 2, 2, 13, 3, 2)
+    chunked = _call(global_local_attention, tensors, kw)
+    monkeypatch.setattr(blocked, "IMPLEMENTATION", "autograd")
+    old = _call(global_local_attention, tensors, kw)
+    for a, b in zip(chunked, old):
+        assert _maxdiff(a, b) <= TOL

@@ -1,6 +1,11 @@
 """Global-local attention (ETC, paper Sec. 3.2 and Appendix A) as pure tensor functions.
 
-- :mod:`.blocked`  the production kernel; the blocked l2l layout lives there.
+- :mod:`.blocked`  the production kernel (chunked, probabilities recomputed in backward); the l2l
+  layout lives there.
+- :mod:`.autograd_blocked` the previous plain-autograd 3-block kernel: a second exact reference and
+  a benchmark baseline.
+- :mod:`.flex`     the same attention through ``torch.nn.attention.flex_attention`` (GPU path,
+  chosen by :func:`etc_fairseq.attention.flex.attention_backend`).
 - :mod:`.dense`    an obviously-correct O(long_len^2) reference (tests / benchmarks only).
 - :mod:`.common`   shared helpers: validation, relative-logit gather, joint masked softmax.
 

@@ -51,11 +51,21 @@ class CpcMlmCriterion(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
         target = sample["target"]
         masked = target.ne(self.padding_idx)
-        n_mask = int(masked.sum().item())
-        logits, extra = model(**sample["net_input"], masked_tokens=masked)
-        picked_target = target[masked]
-        mlm_sum = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), picked_target, reduction="sum")
-        mlm_correct = int((logits.argmax(-1) == picked_target).sum().item()) if n_mask else 0
+        if torch.compiler.is_compiling():
+            # Static shapes, no host synchronisation (XLA/TPU readiness): the LM head runs on every
+            # position and unmasked ones are ignored by the loss -- the same loss as below, at the
+            # cost of the LM head on all positions; the counts stay tensors.
+            logits, extra = model(**sample["net_input"])
+            flat = logits.view(-1, logits.size(-1)).float()
+            mlm_sum = F.cross_entropy(flat, target.view(-1), ignore_index=self.padding_idx, reduction="sum")
+            n_mask = masked.sum()
+            mlm_correct = ((flat.argmax(-1) == target.view(-1)) & masked.view(-1)).sum()
+        else:
+            n_mask = int(masked.sum().item())
+            logits, extra = model(**sample["net_input"], masked_tokens=masked)
+            picked_target = target[masked]
+            mlm_sum = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), picked_target, reduction="sum")
+            mlm_correct = int((logits.argmax(-1) == picked_target).sum().item()) if n_mask else 0
 
         cpc = sample.get("cpc") or {}
         seg = cpc.get("segment_tokens")
@@ -68,14 +78,17 @@ class CpcMlmCriterion(FairseqCriterion):
             scores = model.cpc_scores(predicted, targets)
             cpc_sum = nce_loss(scores, reduction="sum")
             labels = torch.arange(n_cpc, device=scores.device)
-            cpc_correct = int((scores.argmax(-1) == labels).sum().item())
+            cpc_correct = (scores.argmax(-1) == labels).sum()
+            if not torch.compiler.is_compiling():
+                cpc_correct = int(cpc_correct.item())
             cpc_counted = n_cpc
         else:
             cpc_counted = 0
             # keep every parameter in the graph (DDP without find_unused_parameters)
             cpc_sum = cpc_sum + 0.0 * sum(p.sum() for p in model.cpc_head.parameters())
 
-        loss = self.mlm_weight * mlm_sum / max(n_mask, 1) + self.cpc_weight * cpc_sum / max(cpc_counted, 1)
+        n_mask_div = n_mask.clamp(min=1) if isinstance(n_mask, torch.Tensor) else max(n_mask, 1)
+        loss = self.mlm_weight * mlm_sum / n_mask_div + self.cpc_weight * cpc_sum / max(cpc_counted, 1)
         logging_output = {
             "loss": loss.data,
             "mlm_loss_sum": mlm_sum.data,

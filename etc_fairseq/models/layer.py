@@ -25,6 +25,7 @@ from fairseq import utils
 from fairseq.modules import LayerNorm
 
 from etc_fairseq.attention import global_query_attention, long_query_attention
+from etc_fairseq.attention.flex import attention_backend, flex_global_local_attention
 from etc_fairseq.structure.builders import GlobalLocalStructure
 
 SIDES = ("long", "global")
@@ -77,6 +78,9 @@ class EtcSelfAttention(nn.Module):
         # Relative-label key vectors a^K_l, one per label and head (paper eq. for e_ij): float
         # [num_labels, heads, head_dim]. A ParameterDict mirrors the ModuleDict sharing convention.
         rel_keys = (SHARED,) if shared_relative_embeddings else SIDES
+        #: "auto" (FlexAttention on CUDA without attention dropout, else the blocked kernel),
+        #: "blocked" or "flex" (the latter has no backward on CPU).
+        self.backend = "auto"
         self.rel_emb = nn.ParameterDict(
             {
                 k: nn.Parameter(torch.randn(num_relative_labels, num_heads, self.head_dim) * 0.02)
@@ -127,22 +131,54 @@ class EtcSelfAttention(nn.Module):
         k = self._project(self.k_proj, kv_inputs)
         v = self._project(self.v_proj, kv_inputs)
         p = self.attention_dropout if self.training else 0.0
+        backend = attention_backend(x_long.device, p) if self.backend == "auto" else self.backend
+        if backend == "flex":
+            long_ctx, global_ctx = self._flex(q, k, v, structure)
+        else:
+            long_ctx, global_ctx = self._blocked(q, k, v, structure, p)
+        out_long = pick(self.out_proj, "long")(self._merge_heads(long_ctx))
+        out_global = pick(self.out_proj, "global")(self._merge_heads(global_ctx))
+        return out_long, out_global
+
+    def _blocked(self, q, k, v, structure: GlobalLocalStructure, p: float):
+        """The blocked kernel; q/k/v: side/piece -> float [batch, heads, len, head_dim]."""
         long_ctx = long_query_attention(
             q["long"], k["l2l"], v["l2l"], k["l2g"], v["l2g"],
             local_radius=structure.local_radius,
             l2l_mask=structure.l2l_mask, l2g_mask=structure.l2g_mask,
             l2l_rel=structure.l2l_rel, l2g_rel=structure.l2g_rel,
-            rel_emb=self._rel("long"), dropout_p=p,
+            rel_emb=self._rel("long").to(q["long"].dtype), dropout_p=p,  # autocast: q is bf16/fp16
         )  # [batch, heads, long_len, head_dim]
         global_ctx = global_query_attention(
             q["global"], k["g2g"], v["g2g"], k["g2l"], v["g2l"],
             g2g_mask=structure.g2g_mask, g2l_mask=structure.g2l_mask,
             g2g_rel=structure.g2g_rel, g2l_rel=structure.g2l_rel,
-            rel_emb=self._rel("global"), dropout_p=p,
+            rel_emb=self._rel("global").to(q["global"].dtype), dropout_p=p,  # autocast: q is bf16/fp16
         )  # [batch, heads, global_len, head_dim]
-        out_long = pick(self.out_proj, "long")(self._merge_heads(long_ctx))
-        out_global = pick(self.out_proj, "global")(self._merge_heads(global_ctx))
-        return out_long, out_global
+        return long_ctx, global_ctx
+
+    def _flex(self, q, k, v, structure: GlobalLocalStructure):
+        """FlexAttention (CUDA, no attention dropout): one call for the long queries (keys l2l + l2g)
+        and one for the global queries (keys g2l + g2g); in each call the other side's query rows
+        are fully masked, so flex attention skips their blocks."""
+        s = structure
+        none_l = torch.zeros_like(s.l2l_mask)
+        none_lg = torch.zeros_like(s.l2g_mask)
+        none_g = torch.zeros_like(s.g2g_mask)
+        none_gl = torch.zeros_like(s.g2l_mask)
+        long_ctx, _ = flex_global_local_attention(
+            q["long"], k["l2l"], v["l2l"], q["global"], k["l2g"], v["l2g"], local_radius=s.local_radius,
+            l2l_mask=s.l2l_mask, l2g_mask=s.l2g_mask, g2g_mask=none_g, g2l_mask=none_gl,
+            l2l_rel=s.l2l_rel, l2g_rel=s.l2g_rel, long_rel_emb=self._rel("long").to(q["long"].dtype),
+            compile=q["long"].is_cuda,
+        )
+        _, global_ctx = flex_global_local_attention(
+            q["long"], k["g2l"], v["g2l"], q["global"], k["g2g"], v["g2g"], local_radius=s.local_radius,
+            l2l_mask=none_l, l2g_mask=none_lg, g2g_mask=s.g2g_mask, g2l_mask=s.g2l_mask,
+            g2g_rel=s.g2g_rel, g2l_rel=s.g2l_rel, global_rel_emb=self._rel("global").to(q["global"].dtype),
+            compile=q["long"].is_cuda,
+        )
+        return long_ctx, global_ctx
 
 
 class FeedForward(nn.Module):
