@@ -15,7 +15,10 @@ the masked positions only.  One probe = build the model in a fresh subprocess, r
 forward+backward, and record the growth of the peak resident set (VmHWM, reset via
 ``/proc/self/clear_refs``) over the resident set after building the model and inputs, plus that
 baseline (weights, inputs): ``total = baseline + growth`` is what the process needed.  A probe
-fits when ``total <= budget`` and it did not crash.
+fits when ``total <= budget`` and it did not crash.  Each probe runs under an allocation limit
+(``RLIMIT_DATA``, ``--alloc-limit-gb``; default the budget + 1 GB, at most the machine's memory
+- 1.5 GB), so a probe that cannot fit stops with an allocation error ("does not fit") instead of
+driving the machine into the kernel's out-of-memory killer.
 
 Search: probe ``--start``, double until a probe does not fit (or ``--max-len``), then bisect
 between the last fit and the first miss down to ``--step`` tokens.
@@ -131,9 +134,24 @@ def build_roberta(long_len: int, layers: int):
 BUILDERS = dict(etc=build_etc, roberta=build_roberta)
 
 
-def run_worker(name: str, long_len: int, layers: int, threads: int) -> Dict:
-    import gc
+def _mem_total_gb() -> float:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2**20
+    return float("inf")
 
+
+def run_worker(name: str, long_len: int, layers: int, threads: int, alloc_limit_gb: float = 0.0) -> Dict:
+    import gc
+    import resource
+
+    if alloc_limit_gb > 0:
+        # Refuse allocations beyond the limit (RLIMIT_DATA: the private writable memory the
+        # process maps) so that a probe which cannot fit fails with a clean allocation error
+        # instead of driving the whole machine into the kernel's out-of-memory killer.
+        limit = int(alloc_limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     import torch
 
     torch.set_num_threads(threads)
@@ -164,7 +182,8 @@ def run_worker(name: str, long_len: int, layers: int, threads: int) -> Dict:
 
 def probe(name: str, long_len: int, args) -> Dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, str(long_len),
-           "--layers", str(args.layers), "--threads", str(args.threads)]
+           "--layers", str(args.layers), "--threads", str(args.threads),
+           "--alloc-limit-gb", str(args.alloc_limit_gb)]
     started = time.time()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -172,6 +191,10 @@ def probe(name: str, long_len: int, args) -> Dict:
         return dict(long_len=long_len, fits=False, status=f"timeout after {args.timeout:.0f}s")
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1][:200]
+        if "can't allocate memory" in proc.stderr or "MemoryError" in proc.stderr:
+            return dict(long_len=long_len, fits=False, wall_s=round(time.time() - started, 1),
+                        status=f"does not fit: an allocation beyond the {args.alloc_limit_gb:g} GB limit "
+                               f"was refused ({tail})")
         return dict(long_len=long_len, fits=False,
                     status=f"crashed rc={proc.returncode} (killed: likely out of memory): {tail}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -225,14 +248,20 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--max-len", type=int, default=262144)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--timeout", type=float, default=7200.0, help="seconds per probe")
+    p.add_argument("--alloc-limit-gb", type=float, default=None,
+                   help="per-probe allocation limit (RLIMIT_DATA); default: the budget + 1 GB, at most the "
+                        "machine's memory - 1.5 GB; 0 = none")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", default=None, help="default benchmarks/results/capacity.json (--quick: capacity_quick.json)")
     p.add_argument("--worker", nargs=2, metavar=("MODEL", "LONG_LEN"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        print(json.dumps(run_worker(args.worker[0], int(args.worker[1]), args.layers or FULL_LAYERS, args.threads)))
+        print(json.dumps(run_worker(args.worker[0], int(args.worker[1]), args.layers or FULL_LAYERS, args.threads,
+                                    args.alloc_limit_gb or 0.0)))
         return
     args.budget_gb = args.budget_gb or (4.0 if args.quick else 24.0)
+    if args.alloc_limit_gb is None:
+        args.alloc_limit_gb = round(min(args.budget_gb + 1.0, _mem_total_gb() - 1.5), 2)
     args.layers = args.layers or (2 if args.quick else FULL_LAYERS)
     args.start = args.start or (4096 if args.quick else 8192)
     args.step = args.step or (4096 if args.quick else 2048)
@@ -254,7 +283,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         command=command,
         config=dict(vocab=VOCAB, global_len=GLOBAL_LEN, budget_gb=args.budget_gb, layers_probed=args.layers,
                     extrapolated=args.layers != FULL_LAYERS, start=args.start, step=args.step,
-                    mask_fraction=MASK_FRACTION, threads=args.threads, dtype="float32", batch=1),
+                    mask_fraction=MASK_FRACTION, threads=args.threads, dtype="float32", batch=1,
+                    alloc_limit_gb=args.alloc_limit_gb),
         machine=machine_info(args.threads),
         load_average_before=load_before,
         load_average_after=list(os.getloadavg()),

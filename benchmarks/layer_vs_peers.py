@@ -264,7 +264,8 @@ def build_bigbird(long_len: int):
     return layer, step, [x]
 
 
-BUILDERS = dict(etc=build_etc, etc_no_attn=build_etc_no_attn, etc_shared=build_etc_shared, bert=build_bert, longformer=build_longformer, bigbird=build_bigbird)
+BUILDERS = dict(etc=build_etc, etc_no_attn=build_etc_no_attn, etc_shared=build_etc_shared, bert=build_bert,
+                longformer=build_longformer, bigbird=build_bigbird)
 
 
 def run_worker(name: str, long_len: int, threads: int, repeats: int) -> Dict:
@@ -322,7 +323,8 @@ def estimate_peak_gb(name: str, long_len: int) -> float:
     """Rough peak-memory estimate (GB) used to skip configurations that would not fit: fitted to
     earlier runs on the reference machine (BigBird's block-sparse layer grows ~3x per doubling)."""
     x = long_len / 8192
-    return {"etc": 0.6 * x, "etc_no_attn": 0.6 * x, "etc_shared": 0.6 * x, "bert": 0.6 * x, "longformer": 1.3 * x, "bigbird": 4.5 * x ** 1.6}[name]
+    return {"etc": 0.6 * x, "etc_no_attn": 0.6 * x, "etc_shared": 0.6 * x, "bert": 0.6 * x,
+            "longformer": 1.3 * x, "bigbird": 4.5 * x ** 1.6}[name]
 
 
 #: glibc's mmap threshold for the memory pass: every allocation of 128 KiB or more gets its own
