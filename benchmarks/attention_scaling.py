@@ -196,6 +196,18 @@ def run_worker(impl: str, long_len: int, global_len: int, threads: int, repeats:
 # ----------------------------------------------------------------------------
 
 
+def mem_total_gb() -> Optional[float]:
+    """The machine's memory (MemTotal of /proc/meminfo) in GiB, or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
 def machine_info(threads: int) -> Dict:
     import torch
 
@@ -208,15 +220,11 @@ def machine_info(threads: int) -> Dict:
                     break
     except OSError:
         pass
-    mem_gb = None
-    try:
-        with open("/proc/meminfo") as f:
-            mem_gb = round(int(f.readline().split()[1]) / 2**20, 1)
-    except OSError:
-        pass
+    mem_gb = mem_total_gb()
     return dict(
         torch=torch.__version__, python=platform.python_version(), threads=threads,
-        cpu_model=cpu, logical_cpus=os.cpu_count(), mem_total_gb=mem_gb, platform=platform.platform(),
+        cpu_model=cpu, logical_cpus=os.cpu_count(), mem_total_gb=None if mem_gb is None else round(mem_gb, 1),
+        platform=platform.platform(),
     )
 
 

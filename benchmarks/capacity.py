@@ -52,7 +52,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-from attention_scaling import _reset_peak_rss, _status_kb, machine_info  # noqa: E402
+from attention_scaling import _reset_peak_rss, _status_kb, machine_info, mem_total_gb  # noqa: E402
 
 VOCAB = 30522
 GLOBAL_LEN = 512
@@ -134,22 +134,11 @@ def build_roberta(long_len: int, layers: int):
 BUILDERS = dict(etc=build_etc, roberta=build_roberta)
 
 
-def _mem_total_gb() -> float:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) / 2**20
-    return float("inf")
-
-
 def run_worker(name: str, long_len: int, layers: int, threads: int, alloc_limit_gb: float = 0.0) -> Dict:
     import gc
     import resource
 
-    if alloc_limit_gb > 0:
-        # Refuse allocations beyond the limit (RLIMIT_DATA: the private writable memory the
-        # process maps) so that a probe which cannot fit fails with a clean allocation error
-        # instead of driving the whole machine into the kernel's out-of-memory killer.
+    if alloc_limit_gb > 0:  # see the module docstring
         limit = int(alloc_limit_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     import torch
@@ -261,7 +250,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     args.budget_gb = args.budget_gb or (4.0 if args.quick else 24.0)
     if args.alloc_limit_gb is None:
-        args.alloc_limit_gb = round(min(args.budget_gb + 1.0, _mem_total_gb() - 1.5), 2)
+        machine_gb = mem_total_gb()
+        args.alloc_limit_gb = round(min(args.budget_gb + 1.0, machine_gb - 1.5 if machine_gb else float("inf")), 2)
     args.layers = args.layers or (2 if args.quick else FULL_LAYERS)
     args.start = args.start or (4096 if args.quick else 8192)
     args.step = args.step or (4096 if args.quick else 2048)
