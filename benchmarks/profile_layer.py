@@ -1,0 +1,81 @@
+#!/usr/bin/env python
+"""Where one layer's forward+backward time goes: ``torch.profiler`` over one pass of a
+``layer_vs_peers.py`` layer (same builders, same inputs), grouped into the linear layers' matrix
+products (``aten::mm``/``aten::addmm``), the attention's batched products (``aten::bmm``) and
+everything else, with the GFLOP/s the profiler's FLOP counts give for the matrix products.
+
+Usage::
+
+    python benchmarks/profile_layer.py                       # etc at 2048, 2 threads
+    python benchmarks/profile_layer.py --layer bert --long-len 4096 --top 15
+
+Prints the groups and the top operators by self CPU time; ``--out`` writes them as JSON.
+Run it on a quiet machine: the shares are robust to load, the GFLOP/s are not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import layer_vs_peers  # noqa: E402
+
+GROUPS = {"aten::mm": "linear GEMMs", "aten::addmm": "linear GEMMs", "aten::bmm": "attention bmm"}
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--layer", default="etc", choices=layer_vs_peers.LAYERS)
+    p.add_argument("--long-len", type=int, default=2048)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    layer, step, inputs = layer_vs_peers.BUILDERS[args.layer](args.long_len)
+    layer.train()
+    step()  # warm-up
+    layer.zero_grad(set_to_none=True)
+    for t in inputs:
+        t.grad = None
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        step()
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total_us = sum(e.self_cpu_time_total for e in events)
+    groups = {}
+    for e in events:
+        g = groups.setdefault(GROUPS.get(e.key, "other"), dict(self_cpu_s=0.0, flops=0))
+        g["self_cpu_s"] += e.self_cpu_time_total / 1e6
+        g["flops"] += e.flops or 0
+    print(f"{args.layer} long_len={args.long_len}, {args.threads} threads: self CPU total {total_us / 1e6:.3f} s")
+    for name, g in sorted(groups.items(), key=lambda kv: -kv[1]["self_cpu_s"]):
+        g["share"] = g["self_cpu_s"] / (total_us / 1e6)
+        if name in GROUPS.values() and g["flops"]:
+            g["gflops_per_s"] = g["flops"] / g["self_cpu_s"] / 1e9
+        rate = f", {g['gflops_per_s']:.0f} GFLOP/s" if "gflops_per_s" in g else ""
+        print(f"  {name:14s} {g['self_cpu_s']:.3f} s ({100 * g['share']:.0f}%){rate}")
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[: args.top]
+    for e in top:
+        print(f"  {e.key:40s} {e.self_cpu_time_total / 1e3:9.1f} ms  x{e.count}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(dict(command="python " + " ".join([os.path.relpath(__file__)] + sys.argv[1:]),
+                           layer=args.layer, long_len=args.long_len, threads=args.threads,
+                           self_cpu_total_s=total_us / 1e6, groups=groups,
+                           top=[dict(op=e.key, self_cpu_ms=e.self_cpu_time_total / 1e3, calls=e.count) for e in top]),
+                      f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
