@@ -6,11 +6,14 @@ length 4096 (global 256, ``etc_pretraining`` + ``cpc_mlm``) against ``roberta_ba
 Data: the real Wikipedia dump sample (``etc_fairseq.prepare.sample_data``; ``--dump`` to give another
 dump) prepared twice with ONE sentencepiece model and dictionary: ``prepare_pretraining`` for ETC and
 ``prepare_mlm`` (reusing that model and dictionary) for RoBERTa.  Both runs see the same number of
-tokens per update (ETC: batch 1 x 4096 long tokens; RoBERTa: batch 8 x 512).
+tokens per update at most (ETC: batch 1 x up to 4096 long tokens, packed from whole sentences, so
+often fewer; RoBERTa: batch 8 x 512); ``words_per_update_mean`` records what they saw.
 
-Each run logs every update (``--log-format simple --log-interval 1``); the figure is the median
-``wps`` (words = tokens per second, fairseq's meter) over the updates after the first (warm-up).
-Per-token cost = 1 / wps; the goal in the issue: ETC's per-token cost at 4096 within 1.25x of
+Each run logs every update (``--log-format simple --log-interval 1``); the figure is the words per
+second over all updates after the first (warm-up): the sum of their words (fairseq's ``wpb``: real,
+non-padding tokens) over the sum of their times (``wpb / wps`` each), so that updates of different
+sizes weigh by their size (the per-update median of ``wps`` is recorded too, as ``wps_median``).
+Per-token cost = 1 / that; the goal in the issue: ETC's per-token cost at 4096 within 1.25x of
 RoBERTa's at 512.
 
 Usage::
@@ -44,6 +47,7 @@ sys.path.insert(0, REPO)
 from attention_scaling import machine_info  # noqa: E402
 
 WPS = re.compile(r"\bwps=([0-9.]+)")
+WPB = re.compile(r"\bwpb=([0-9.]+)")
 
 
 def prepare(dump: Path, workdir: Path, vocab_size: int, max_docs: Optional[int]) -> Dict[str, Path]:
@@ -78,14 +82,23 @@ def run_train(name: str, cmd: List[str], threads: int, timeout: float) -> Dict:
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     log = proc.stdout + proc.stderr
-    wps = [float(m.group(1)) for line in log.splitlines() if "train_inner" in line or "| epoch" in line
-           for m in [WPS.search(line)] if m]
+    wps, wpb = [], []
+    for line in log.splitlines():
+        if "train_inner" in line or "| epoch" in line:
+            m, b = WPS.search(line), WPB.search(line)
+            if m and b:
+                wps.append(float(m.group(1)))
+                wpb.append(float(b.group(1)))
     row = dict(model=name, command=" ".join(shlex.quote(c) for c in cmd), returncode=proc.returncode,
-               wall_s=round(time.time() - t0, 1), wps_per_update=wps)
+               wall_s=round(time.time() - t0, 1), wps_per_update=wps, wpb_per_update=wpb)
     if proc.returncode != 0 or len(wps) < 2:
         row["status"] = f"failed (rc={proc.returncode}, {len(wps)} wps values): " + " | ".join(log.strip().splitlines()[-3:])[:400]
         return row
-    row.update(status="ok", wps=statistics.median(wps[1:]), cost_per_token_s=1.0 / statistics.median(wps[1:]))
+    # after the warm-up update: all words over all time (each update's time = wpb / wps)
+    words = sum(wpb[1:])
+    seconds = sum(b / w for b, w in zip(wpb[1:], wps[1:]) if w > 0)
+    row.update(status="ok", wps=words / seconds, wps_median=statistics.median(wps[1:]),
+               words_per_update_mean=words / len(wpb[1:]), cost_per_token_s=seconds / words)
     return row
 
 
@@ -123,10 +136,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     ratio = None
     if all(r.get("status") == "ok" for r in rows):
         ratio = rows[0]["cost_per_token_s"] / rows[1]["cost_per_token_s"]
-    lines = ["| model | input | words/s (median) | per-token cost ms | status |", "|---|---|---:|---:|---|"]
+    lines = ["| model | input | words/update | words/s | words/s (median of updates) | per-token cost ms | status |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    nan = float("nan")
     for r, inp in zip(rows, ("long 4096 + global 256", "512")):
-        lines.append(f"| {r['model']} | {inp} | {r.get('wps', float('nan')):.1f} | "
-                     f"{1000 * r.get('cost_per_token_s', float('nan')):.2f} | {r['status'][:60]} |")
+        lines.append(f"| {r['model']} | {inp} | {r.get('words_per_update_mean', nan):.0f} | {r.get('wps', nan):.1f} | "
+                     f"{r.get('wps_median', nan):.1f} | {1000 * r.get('cost_per_token_s', nan):.2f} | "
+                     f"{r['status'][:60]} |")
     table = "\n".join(lines)
     print(table)
     print(f"per-token cost ETC@4096 / RoBERTa@512: {ratio if ratio is None else round(ratio, 3)} "

@@ -19,8 +19,9 @@ layout of ``attention_scaling.py``), forward+backward, float32, this script repo
 * **achieved GFLOP/s** = useful (and computed) GFLOP / median time, against the **matmul GFLOP/s**
   measured here, in the same run, for (a) batched products of the kernel's own chunk shapes and
   (b) one large GEMM ``[long_len, 768] x [768, 768]`` (the projections' shape).
-* the time of the non-matmul work (gathers of the relative/mask bias, softmax and its backward,
-  copies) is what remains between the two.
+* **matmul-only s** = computed GFLOP / chunk-shape matmul GFLOP/s: the time the kernel's products
+  alone take at this machine's speed for their shapes, and **rest s** = time - matmul-only: the
+  non-matmul work (gathers of the relative/mask bias, softmax and its backward, copies).
 
 Usage::
 
@@ -169,9 +170,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     r, g = RADIUS, GLOBAL_LEN
     for long_len in lengths:
         useful = useful_gflop(long_len, g, r)
-        mm = matmul_gflops(long_len, chunks[0], r, repeats)
         runs = [("autograd_blocked", None)] + [("chunked", c) for c in chunks]
+        speeds = {}  # chunk -> matmul speeds at its shapes (the autograd row uses the kernel's default chunk's)
         for kind, chunk in runs:
+            c = chunk or blocked.LONG_CHUNK
+            if c not in speeds:
+                speeds[c] = matmul_gflops(long_len, c, r, repeats)
+            mm = speeds[c]
             if kind == "chunked":
                 computed = chunked_gflop(long_len, g, r, chunk, blocked.GLOBAL_CHUNK)
                 t = time_kernel(kind, long_len, chunk, repeats)
@@ -184,19 +189,23 @@ def main(argv: Optional[List[str]] = None) -> None:
                        matmul_gflops_chunk_shapes=mm["chunk_products"]["gflops"],
                        matmul_gflops_projection_gemm=mm["projection_gemm"]["gflops"], **t)
             row["fraction_of_chunk_matmul_speed"] = row["computed_gflops"] / row["matmul_gflops_chunk_shapes"]
+            # what the kernel's products alone take at the measured chunk-shape speed, and the rest
+            row["matmul_only_s"] = computed / row["matmul_gflops_chunk_shapes"]
+            row["non_matmul_s"] = t["time_s"] - row["matmul_only_s"]
             rows.append(row)
             print(f"L={long_len} {kind}{'' if chunk is None else f' Q={chunk}'}: {t['time_s']:.3f} s, "
                   f"useful {useful:.1f} GFLOP, computed {computed:.1f} GFLOP", file=sys.stderr, flush=True)
     lines = ["| long_len | kernel | time s | CPU s | useful GFLOP | computed GFLOP | wasted | useful GFLOP/s | "
-             "computed GFLOP/s | matmul GFLOP/s (chunk shapes) | matmul GFLOP/s (projection GEMM) |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "computed GFLOP/s | matmul GFLOP/s (chunk shapes) | matmul GFLOP/s (projection GEMM) | "
+             "matmul-only s | rest s |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for x in rows:
         name = x["kernel"] + ("" if x["chunk"] is None else f" (Q={x['chunk']})")
         lines.append(
             f"| {x['long_len']} | {name} | {x['time_s']:.3f} | {x['cpu_s']:.2f} | {x['useful_gflop']:.1f} | "
             f"{x['computed_gflop']:.1f} | {100 * x['wasted_fraction']:.0f}% | {x['useful_gflops']:.1f} | "
             f"{x['computed_gflops']:.1f} | {x['matmul_gflops_chunk_shapes']:.1f} | "
-            f"{x['matmul_gflops_projection_gemm']:.1f} |")
+            f"{x['matmul_gflops_projection_gemm']:.1f} | {x['matmul_only_s']:.3f} | {x['non_matmul_s']:.3f} |")
     table = "\n".join(lines)
     print(table)
     result = dict(

@@ -19,6 +19,10 @@ attention scheme.
                   keys and values it would receive (all projections, output projections, FFN,
                   LayerNorms and residuals kept): what the layer costs apart from attention, i.e.
                   a floor that no attention kernel can go below for this architecture.
+  ``etc_matmul_floor`` ``etc_no_attn`` plus the production kernel's matrix products alone (same
+                  chunk shapes and count, 2 per chunk forward and 5 backward, on buffers of those
+                  shapes) and none of its other work: a floor for any kernel with this blocking
+                  that computes its products exactly in fp32 on this machine.
   ``etc_shared``  the ``etc_base_shared`` layer (one W^Q, W^K, W^V, output projection and FFN for
                   both sides, as in the paper's "shared" rows): same inputs as ``etc``.
   ``bert``        a plain BERT layer written here: fused QKV projection and
@@ -41,6 +45,10 @@ peak of live buffers, the same from run to run: growth of the process's peak res
 (VmHWM, reset via ``/proc/self/clear_refs`` after the warm-up pass) over the resident set once the
 layer and its inputs exist, i.e. activations, gradients and workspace of one forward+backward
 pass; the parameter gradients are included (they are dropped before every pass).
+
+Besides the goals, the JSON's ``floor_vs_peers`` gives, per length, both floors against BERT and
+against half of the fastest peer, and ``per_token_4096_vs_bert_512`` the layer-level form of the
+fairseq throughput goal: per-token time of ETC at 4096 (and of its matmul floor) over BERT at 512.
 
 Usage::
 
@@ -74,7 +82,7 @@ from attention_scaling import _reset_peak_rss, _status_kb, machine_info  # noqa:
 
 HIDDEN, HEADS, FFN, GLOBAL_LEN, RADIUS = 768, 12, 3072, 256, 84
 DROPOUT = 0.0  # see the module docstring; --dropout to change
-LAYERS = ("etc", "etc_no_attn", "etc_shared", "bert", "longformer", "bigbird")
+LAYERS = ("etc", "etc_no_attn", "etc_matmul_floor", "etc_shared", "bert", "longformer", "bigbird")
 PEERS = ("bert", "longformer", "bigbird")  # the layers the issue's goals compare ETC with
 DEFAULT_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
 QUICK_LENGTHS = [1024, 4096]
@@ -191,6 +199,65 @@ def build_etc_no_attn(long_len: int):
     return layer, step, inputs
 
 
+def _kernel_products_class():
+    import torch
+
+    class KernelProducts(torch.autograd.Function):
+        """Identity on ``x`` that runs the production kernel's matrix products for one softmax side:
+        ``chunks`` chunks of ``rows`` queries against ``cols`` keys, 2 products per chunk forward
+        (q.k, p.v) and 5 backward (q.k recomputed, dV, dP, dQ, dK), on buffers of those shapes."""
+
+        @staticmethod
+        def forward(ctx, x, chunks: int, rows: int, cols: int):  # type: ignore[override]
+            bh, d = x.shape[0] * x.shape[1], x.shape[-1]
+            gen = torch.Generator().manual_seed(0)
+            # float [bh, rows, d] queries / grads, [bh, cols, d] keys / values, [bh, rows, cols] probs
+            ctx.bufs = (torch.randn(bh, rows, d, generator=gen), torch.randn(bh, cols, d, generator=gen),
+                        torch.randn(bh, rows, cols, generator=gen))
+            ctx.chunks = chunks
+            q, k, p = ctx.bufs
+            for _ in range(chunks):
+                torch.bmm(q, k.transpose(1, 2))  # logits
+                torch.bmm(p, k)  # p.v
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):  # type: ignore[override]
+            q, k, p = ctx.bufs
+            for _ in range(ctx.chunks):
+                torch.bmm(q, k.transpose(1, 2))  # logits recomputed
+                torch.bmm(p.transpose(1, 2), q)  # dV
+                torch.bmm(q, k.transpose(1, 2))  # dP
+                torch.bmm(p, k)  # dQ
+                torch.bmm(p.transpose(1, 2), q)  # dK
+            return g, None, None, None
+
+    return KernelProducts
+
+
+def build_etc_matmul_floor(long_len: int):
+    """build_etc_no_attn's layer plus the attention kernel's matrix products (same chunk shapes and
+    count as the production kernel, forward and backward) and nothing else of the kernel: what
+    the layer would cost if the kernel's gathers, softmaxes and copies were free."""
+    import etc_fairseq.attention.blocked as blocked
+
+    layer, step, inputs = build_etc_no_attn(long_len)
+    products = _kernel_products_class()
+    plain = layer.self_attn._blocked
+    q_long = blocked.LONG_CHUNK
+    q_glob = min(blocked.GLOBAL_CHUNK, GLOBAL_LEN)
+
+    def matmul_only(q, k, v, structure, p):
+        long_ctx, global_ctx = plain(q, k, v, structure, p)
+        r = structure.local_radius
+        long_ctx = products.apply(long_ctx, -(-long_len // q_long), q_long, q_long + 2 * r + GLOBAL_LEN)
+        global_ctx = products.apply(global_ctx, -(-GLOBAL_LEN // q_glob), q_glob, GLOBAL_LEN + long_len)
+        return long_ctx, global_ctx
+
+    layer.self_attn._blocked = matmul_only
+    return layer, step, inputs
+
+
 def build_bert(long_len: int):
     import torch
 
@@ -265,8 +332,8 @@ def build_bigbird(long_len: int):
     return layer, step, [x]
 
 
-BUILDERS = dict(etc=build_etc, etc_no_attn=build_etc_no_attn, etc_shared=build_etc_shared, bert=build_bert,
-                longformer=build_longformer, bigbird=build_bigbird)
+BUILDERS = dict(etc=build_etc, etc_no_attn=build_etc_no_attn, etc_matmul_floor=build_etc_matmul_floor,
+                etc_shared=build_etc_shared, bert=build_bert, longformer=build_longformer, bigbird=build_bigbird)
 
 
 def run_worker(name: str, long_len: int, threads: int, repeats: int) -> Dict:
@@ -324,8 +391,8 @@ def estimate_peak_gb(name: str, long_len: int) -> float:
     """Rough peak-memory estimate (GB) used to skip configurations that would not fit: fitted to
     earlier runs on the reference machine (BigBird's block-sparse layer grows ~3x per doubling)."""
     x = long_len / 8192
-    return {"etc": 0.6 * x, "etc_no_attn": 0.6 * x, "etc_shared": 0.6 * x, "bert": 0.6 * x,
-            "longformer": 1.3 * x, "bigbird": 4.5 * x ** 1.6}[name]
+    return {"etc": 0.6 * x, "etc_no_attn": 0.6 * x, "etc_matmul_floor": 0.6 * x, "etc_shared": 0.6 * x,
+            "bert": 0.6 * x, "longformer": 1.3 * x, "bigbird": 4.5 * x ** 1.6}[name]
 
 
 #: glibc's mmap threshold for the memory pass: every allocation of 128 KiB or more gets its own
@@ -393,6 +460,8 @@ def plot(rows: List[Dict], path: str, title: str) -> Optional[str]:
         style = dict(marker="o", label=name)
         if name == "etc_no_attn":  # a floor, not a layer
             style.update(linestyle="--", label="etc without attention (floor)")
+        elif name == "etc_matmul_floor":  # a floor, not a layer
+            style.update(linestyle=":", label="etc, attention = its matmuls only (floor)")
         axes[0].plot(xs, [p[1] for p in pts], **style)
         axes[1].plot(xs, [p[2] for p in pts], **style)
     for ax, ylabel in zip(axes, ("forward+backward time (s)", "peak memory growth (MB)")):
@@ -492,7 +561,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         return r if r is not None and r.get("status") == "ok" else None
 
     speed = {n: (ok("etc", n), ok("bert", n)) for n in lengths if n >= 2048}
-    if speed and all(e and b for e, b in speed.values()):
+    if 2048 in speed and all(e and b for e, b in speed.values()):  # "from 2048 on" needs 2048 measured
         goals["etc_at_least_as_fast_as_bert_from_2048"] = all(e["time_s"] <= b["time_s"] for e, b in speed.values())
     if 8192 in lengths and ok("etc", 8192):
         peers = [ok(n, 8192) for n in PEERS]
@@ -504,19 +573,40 @@ def main(argv: Optional[List[str]] = None) -> None:
                 ok("etc", 8192)["peak_mb"] <= 0.5 * ok("longformer", 8192)["peak_mb"])
     for k, v in goals.items():
         print(f"goal {k}: {'met' if v else 'NOT met'}")
-    # What a "2x faster than every peer" goal leaves for attention, per length: ETC without its
-    # attention kernel against half of the fastest peer (a floor above it: no kernel can meet it).
+    # The floors against the goals, per length: ETC without its attention kernel, and ETC whose
+    # kernel does only its matrix products, against BERT and against half of the fastest peer
+    # (a floor above a goal's time means no kernel of this blocking can meet the goal on this machine).
     floor = {}
     for n in lengths:
-        f = ok("etc_no_attn", n)
-        peers = [r for r in (ok(m, n) for m in PEERS) if r]
-        if f and peers:
-            fastest = min(peers, key=lambda r: r["time_s"])
-            floor[str(n)] = dict(no_attention_s=f["time_s"], fastest_peer=fastest["layer"],
-                                 fastest_peer_s=fastest["time_s"],
-                                 no_attention_over_half_fastest_peer=f["time_s"] / (0.5 * fastest["time_s"]))
-            print(f"L={n}: ETC without attention {f['time_s']:.3f} s; half of the fastest peer "
-                  f"({fastest['layer']}) {0.5 * fastest['time_s']:.3f} s")
+        f, m, bert = ok("etc_no_attn", n), ok("etc_matmul_floor", n), ok("bert", n)
+        peers = [r for r in (ok(name, n) for name in PEERS) if r]
+        if not (f or m) or not peers:
+            continue
+        fastest = min(peers, key=lambda r: r["time_s"])
+        entry = dict(fastest_peer=fastest["layer"], fastest_peer_s=fastest["time_s"],
+                     bert_s=bert["time_s"] if bert else None)
+        for key, r in (("no_attention", f), ("matmul_floor", m)):
+            if r:
+                entry[f"{key}_s"] = r["time_s"]
+                entry[f"{key}_over_half_fastest_peer"] = r["time_s"] / (0.5 * fastest["time_s"])
+                entry[f"{key}_over_bert"] = r["time_s"] / bert["time_s"] if bert else None
+        floor[str(n)] = entry
+        print(f"L={n}: ETC without attention {f['time_s'] if f else float('nan'):.3f} s, with only the "
+              f"kernel's matmuls {m['time_s'] if m else float('nan'):.3f} s; BERT "
+              f"{bert['time_s'] if bert else float('nan'):.3f} s; half of the fastest peer "
+              f"({fastest['layer']}) {0.5 * fastest['time_s']:.3f} s")
+    # fairseq throughput goal (ETC at 4096 within 1.25x of RoBERTa at 512 per token), at layer level
+    per_token = {}
+    e4, m4, b512 = ok("etc", 4096), ok("etc_matmul_floor", 4096), ok("bert", 512)
+    if b512 and (e4 or m4):
+        bert_tok = b512["time_s"] / 512
+        per_token = dict(bert_512_s_per_token=bert_tok)
+        for key, r in (("etc_4096", e4), ("etc_matmul_floor_4096", m4)):
+            if r:
+                per_token[f"{key}_s_per_token"] = r["time_s"] / 4096
+                per_token[f"{key}_over_bert_512"] = r["time_s"] / 4096 / bert_tok
+        print("per token, layer level: " + ", ".join(
+            f"{k} {v:.2f}" for k, v in per_token.items() if k.endswith("over_bert_512")))
 
     result = dict(
         description="one layer forward+backward, CPU, fp32, batch 1: ETC (etc_base) vs BERT (SDPA), "
@@ -531,6 +621,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         results=rows,
         goals=goals,
         floor_vs_peers=floor,
+        per_token_4096_vs_bert_512=per_token,
         markdown_table=table,
         total_seconds=round(time.time() - started, 1),
     )

@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Where one layer's forward+backward time goes: ``torch.profiler`` over one pass of a
 ``layer_vs_peers.py`` layer (same builders, same inputs), grouped into the linear layers' matrix
-products (``aten::mm``/``aten::addmm``), the attention's batched products (``aten::bmm``) and
-everything else, with the GFLOP/s the profiler's FLOP counts give for the matrix products.
+products (``aten::mm``/``aten::addmm``), the attention's batched products (``aten::bmm`` and
+``aten::baddbmm_``, whose FLOPs are counted here from the recorded shapes) and everything else,
+with the GFLOP/s the profiler's FLOP counts give for the matrix products.
 
 Usage::
 
@@ -27,7 +28,17 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import layer_vs_peers  # noqa: E402
 
-GROUPS = {"aten::mm": "linear GEMMs", "aten::addmm": "linear GEMMs", "aten::bmm": "attention bmm"}
+GROUPS = {"aten::mm": "linear GEMMs", "aten::addmm": "linear GEMMs", "aten::bmm": "attention bmm",
+          "aten::baddbmm_": "attention bmm"}
+
+
+def _baddbmm_flops(input_shapes) -> int:
+    """FLOPs of ``out.baddbmm_(a, b)`` from its recorded input shapes (the profiler counts none
+    for the in-place op): out ``[n, m, p]``, a ``[n, m, k]`` -> ``2 n m k p``."""
+    out, a = input_shapes[0], input_shapes[1]
+    if len(out) != 3 or len(a) != 3:
+        return 0
+    return 2 * out[0] * out[1] * out[2] * a[2]
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -49,15 +60,20 @@ def main(argv: Optional[List[str]] = None) -> None:
     layer.zero_grad(set_to_none=True)
     for t in inputs:
         t.grad = None
-    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True, record_shapes=True) as prof:
         step()
     events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
     total_us = sum(e.self_cpu_time_total for e in events)
     groups = {}
-    for e in events:
+    for e in prof.key_averages(group_by_input_shape=True):  # per (op, shapes): for the FLOPs
+        if e.self_cpu_time_total <= 0:
+            continue
         g = groups.setdefault(GROUPS.get(e.key, "other"), dict(self_cpu_s=0.0, flops=0))
         g["self_cpu_s"] += e.self_cpu_time_total / 1e6
-        g["flops"] += e.flops or 0
+        flops = e.flops or 0
+        if e.key == "aten::baddbmm_" and not flops:
+            flops = _baddbmm_flops(e.input_shapes) * e.count
+        g["flops"] += flops
     print(f"{args.layer} long_len={args.long_len}, {args.threads} threads: self CPU total {total_us / 1e6:.3f} s")
     for name, g in sorted(groups.items(), key=lambda kv: -kv[1]["self_cpu_s"]):
         g["share"] = g["self_cpu_s"] / (total_us / 1e6)

@@ -76,7 +76,8 @@ IMPLEMENTATION = "chunked"
 #: Copies of each code's gradient entry that backward's ``scatter_add_`` spreads the key columns
 #: over (column ``k`` -> copy ``k % SPREAD``).  Real codes come in long runs (a clipped relative
 #: distance, "masked", "not in this segment"), so with one copy consecutive adds hit the same
-#: address and wait for each other; 4 copies cut the scatter's time ~2.5x (2 CPU threads, r = 84).
+#: address and wait for each other; with 4 copies consecutive columns go to different addresses
+#: (``benchmarks/README.md``, "Where the time goes").
 _SCATTER_SPREAD = 4
 
 
