@@ -369,7 +369,9 @@ def test_gpt2_bpe_data_trains_with_whole_word_masking(pretrain_gpt2_prepared, tm
 def test_etc_base_builds_and_trains_a_step(pretrain_data, tmp_path):
     args = [a if a != "etc_tiny" else "etc_base" for a in COMMON]
     log = run_fairseq("fairseq_cli.train", str(pretrain_data), *args, "--batch-size", "1", "--max-update", "1",
-                      "--max-long-len", "128", "--max-global-len", "16", "--disable-validation", "--no-save")
+                      "--max-long-len", "128", "--max-global-len", "16", "--disable-validation", "--no-save",
+                      # fairseq creates its save dir even with --no-save: keep it out of the repository
+                      "--save-dir", str(tmp_path / "unused"))
     params = int(re.search(r"num\. shared model params: ([\d,]+)", log).group(1).replace(",", ""))
     assert 140e6 < params < 150e6  # etc_base without most of its 23M-parameter 30k-word embedding
     assert "num_updates=1" in re.findall(r"train_inner \| .*", log)[-1]

@@ -315,12 +315,14 @@ class _ChunkedAttention(torch.autograd.Function):
         dkb = torch.zeros_like(kb, memory_format=torch.contiguous_format)
         dvb = torch.zeros_like(vb, memory_format=torch.contiguous_format)
         n_labels = rel_emb.shape[0] if rel_emb is not None else 0
-        # bias-table gradient, one contiguous [B, H, Q, SPREAD * (N + 2)] slab per chunk (see
-        # _SCATTER_SPREAD): key column k accumulates into copy k % SPREAD of its code's entry
+        # bias-table gradient, one contiguous [B, H, Q, N + 2] slab per chunk; each chunk scatters
+        # into a reused [B, H, Q, SPREAD * (N + 2)] scratch first (see _SCATTER_SPREAD): key column
+        # k accumulates into copy k % SPREAD of its code's entry, then the copies are summed
         n_codes = n_labels + 2
-        dtable = spread = None
+        dtable = spread = scratch = None
         if rel_emb is not None:
-            dtable = q.new_zeros((codes.shape[1], B, H, chunk, _SCATTER_SPREAD * n_codes), dtype=comp)
+            dtable = q.new_empty((codes.shape[1], B, H, chunk, n_codes), dtype=comp)
+            scratch = q.new_empty((B, H, chunk, _SCATTER_SPREAD * n_codes), dtype=comp)
             spread = (torch.arange(codes.shape[-1], device=q.device) % _SCATTER_SPREAD) * n_codes  # [K]
         for s, e, probs, qc, kc, vc, index in _iter_chunks(q, ka, va, kb, vb, rel_emb, codes, chunk, radius):
             gc = g[:, :, s:s + chunk]  # [B, H, Q, D]
@@ -335,7 +337,9 @@ class _ChunkedAttention(torch.autograd.Function):
             dlogits = torch._softmax_backward_data(dp, probs, -1, comp)  # [B, H, Q, ka_cols + nb]
             if dtable is not None:
                 spread_index = (codes[:, s // chunk].long() + spread).unsqueeze(1).expand(index.shape)
-                dtable[s // chunk].scatter_add_(-1, spread_index, dlogits)
+                scratch.zero_().scatter_add_(-1, spread_index, dlogits)
+                # [B, H, Q, SPREAD, N + 2] -> [B, H, Q, N + 2]
+                torch.sum(scratch.view(B, H, chunk, _SCATTER_SPREAD, n_codes), dim=3, out=dtable[s // chunk])
             dl = dlogits.to(dtype)
             dq[:, :, s:s + chunk] = torch.matmul(dl, kc)
             dkc = torch.matmul(dl.transpose(-1, -2), qc)  # [B, H, ka_cols + nb, D]
@@ -344,8 +348,6 @@ class _ChunkedAttention(torch.autograd.Function):
         dq = dq[:, :, :n]
         d_rel = None
         if dtable is not None:
-            # fold the copies: [n_chunks, B, H, Q, SPREAD, N + 2] -> [n_chunks, B, H, Q, N + 2]
-            dtable = dtable.view(codes.shape[1], B, H, chunk, _SCATTER_SPREAD, n_codes).sum(4)
             dtable = dtable.permute(1, 2, 0, 3, 4).reshape(B, H, n_pad, n_codes)
             dscores = dtable[:, :, :n, :n_labels].to(dtype)  # [B, H, n, N]
             dq += torch.einsum("bhin,nhd->bhid", dscores, rel_emb)
