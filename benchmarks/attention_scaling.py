@@ -208,6 +208,16 @@ def mem_total_gb() -> Optional[float]:
     return None
 
 
+def write_json(path: str, result: Dict) -> None:
+    """Write ``result`` to ``path`` (directories created) via a temporary file, so that an interrupted
+    run never leaves a half-written result behind."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=2)
+    os.replace(tmp, path)
+
+
 def machine_info(threads: int) -> Dict:
     import torch
 
@@ -324,11 +334,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         markdown_table=table,
         total_seconds=round(time.time() - started, 1),
     )
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, args.out)
+    write_json(args.out, result)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -52,7 +52,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-from attention_scaling import _reset_peak_rss, _status_kb, machine_info, mem_total_gb  # noqa: E402
+from attention_scaling import _reset_peak_rss, _status_kb, machine_info, mem_total_gb, write_json  # noqa: E402
 
 VOCAB = 30522
 GLOBAL_LEN = 512
@@ -282,11 +282,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         markdown_table=table,
         total_seconds=round(time.time() - started, 1),
     )
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, args.out)
+    write_json(args.out, result)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -27,7 +27,6 @@ Writes ``benchmarks/results/fairseq_throughput.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -44,7 +43,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-from attention_scaling import machine_info  # noqa: E402
+from attention_scaling import machine_info, write_json  # noqa: E402
 
 WPS = re.compile(r"\bwps=([0-9.]+)")
 WPB = re.compile(r"\bwpb=([0-9.]+)")
@@ -151,11 +150,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                   command=command, updates=updates, machine=machine_info(args.threads),
                   load_average_before=load_before, load_average_after=list(os.getloadavg()),
                   results=rows, cost_ratio_etc_over_roberta=ratio, markdown_table=table)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, args.out)
+    write_json(args.out, result)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -36,12 +36,9 @@ Writes ``benchmarks/results/kernel_alternatives.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
-import statistics
 import sys
-import time
 from typing import Callable, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,19 +46,14 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-from attention_scaling import _make_inputs, machine_info  # noqa: E402
-
-GLOBAL_LEN = 256
+from attention_scaling import _make_inputs, machine_info, write_json  # noqa: E402
+from kernel_efficiency import GLOBAL_LEN  # noqa: E402
+from kernel_efficiency import median_time as _timed  # noqa: E402
 
 
 def median_time(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    """Median wall time (s) of ``repeats`` calls after a warm-up."""
+    return _timed(fn, repeats)["time_s"]
 
 
 def chunk_layout(long_len: int):
@@ -74,7 +66,6 @@ def chunk_layout(long_len: int):
     """
     import math
 
-    import torch
     import torch.nn.functional as F
 
     from etc_fairseq.attention import blocked
@@ -88,11 +79,8 @@ def chunk_layout(long_len: int):
     local = kw["l2l_mask"] & blocked.band_key_in_range(long_len, r)
     codes_a = blocked.pair_codes(local, kw["l2l_rel"], n_labels, True)  # [B, L, 2r+1]
     codes_b = blocked.pair_codes(kw["l2g_mask"], kw["l2g_rel"], n_labels, True)  # [B, L, G]
-    n_chunks = -(-long_len // chunk)
-    n_pad = n_chunks * chunk
-    ca = blocked.band_to_windows(codes_a, r, chunk, n_labels + 1)  # [B, n_chunks, Q, Q + 2r]
-    cb = F.pad(codes_b, (0, 0, 0, n_pad - long_len), value=n_labels + 1).view(1, n_chunks, chunk, -1)
-    codes = torch.cat([ca, cb], dim=-1)  # [B, n_chunks, Q, Q + 2r + G]
+    n_pad = -(-long_len // chunk) * chunk
+    codes = blocked.chunk_codes(codes_a, codes_b, r, chunk, n_labels + 1)  # [B, n_chunks, Q, Q + 2r + G]
     qs = F.pad(q / math.sqrt(q.shape[-1]), (0, 0, 0, n_pad - long_len))
     return dict(
         tensors=tensors, kw=kw, qs=qs, kb=kb, vb=vb, chunk=chunk, radius=r, codes=codes,
@@ -287,11 +275,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                   command=command, config=dict(global_len=GLOBAL_LEN, repeats=repeats, threads=args.threads),
                   machine=machine_info(args.threads), load_average_before=load_before,
                   load_average_after=list(os.getloadavg()), results=rows, markdown_table=table)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, args.out)
+    write_json(args.out, result)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

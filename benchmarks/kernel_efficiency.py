@@ -35,7 +35,6 @@ Writes ``benchmarks/results/kernel_efficiency.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import statistics
@@ -48,7 +47,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-from attention_scaling import HEAD_DIM, HEADS, RADIUS, _make_inputs, machine_info  # noqa: E402
+from attention_scaling import HEAD_DIM, HEADS, RADIUS, _make_inputs, machine_info, write_json  # noqa: E402
 
 GLOBAL_LEN = 256
 HIDDEN = HEADS * HEAD_DIM
@@ -219,11 +218,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         results=rows,
         markdown_table=table,
     )
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, args.out)
+    write_json(args.out, result)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

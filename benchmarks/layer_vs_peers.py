@@ -78,7 +78,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, REPO)
 
-from attention_scaling import _reset_peak_rss, _status_kb, machine_info  # noqa: E402
+from attention_scaling import _reset_peak_rss, _status_kb, machine_info, write_json  # noqa: E402
 
 HIDDEN, HEADS, FFN, GLOBAL_LEN, RADIUS = 768, 12, 3072, 256, 84
 DROPOUT = 0.0  # see the module docstring; --dropout to change
@@ -625,11 +625,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         markdown_table=table,
         total_seconds=round(time.time() - started, 1),
     )
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, args.out)
+    write_json(args.out, result)
     png = plot(rows, os.path.splitext(args.out)[0] + ".png",
                f"one layer fwd+bwd, CPU {args.threads} threads, fp32 (load avg {load_before[0]:.1f} before the run)")
     print(f"wrote {args.out}" + (f" and {png}" if png else ""), file=sys.stderr)

@@ -56,6 +56,7 @@ __all__ = [
     "blocked_to_band",
     "band_key_in_range",
     "band_to_windows",
+    "chunk_codes",
     "LONG_CHUNK",
     "GLOBAL_CHUNK",
     "IMPLEMENTATION",
@@ -336,7 +337,7 @@ class _ChunkedAttention(torch.autograd.Function):
             # softmax backward, fused: probs * (dp - sum(dp * probs))
             dlogits = torch._softmax_backward_data(dp, probs, -1, comp)  # [B, H, Q, ka_cols + nb]
             if dtable is not None:
-                spread_index = (codes[:, s // chunk].long() + spread).unsqueeze(1).expand(index.shape)
+                spread_index = (index[:, :1] + spread).expand(index.shape)  # the gather's codes, spread
                 scratch.zero_().scatter_add_(-1, spread_index, dlogits)
                 # [B, H, Q, SPREAD, N + 2] -> [B, H, Q, N + 2]
                 torch.sum(scratch.view(B, H, chunk, _SCATTER_SPREAD, n_codes), dim=3, out=dtable[s // chunk])
@@ -414,21 +415,39 @@ def _iter_chunks(q, ka, va, kb, vb, rel_emb, codes, chunk, radius):
         yield s, min(s + chunk, n), probs, qc, kc, vc, index
 
 
+def chunk_codes(codes_a: torch.Tensor, codes_b: torch.Tensor, radius: int, chunk: int, masked: int) -> torch.Tensor:
+    """The per-chunk code layout the kernel indexes its bias table with.
+
+    Args:
+        codes_a: uint8/int32 ``[B, n, 2r+1]`` band codes (``radius >= 0``) or ``[B, n, na]`` (``radius < 0``).
+        codes_b: same dtype ``[B, n, nb]``.
+        radius: ``r`` of the sliding window, or ``-1`` for a plain (non-window) part a.
+        chunk: queries per chunk ``Q``.
+        masked: the "masked" code (``num_labels + 1``), used for padding rows and out-of-band columns.
+
+    Returns:
+        same dtype ``[B, n_chunks, Q, ka_cols + nb]`` (``ka_cols`` = ``Q + 2r`` or ``na``).
+    """
+    B, n = codes_b.shape[:2]
+    n_chunks = -(-n // chunk)
+    n_pad = n_chunks * chunk
+    if radius >= 0:
+        ca = band_to_windows(codes_a, radius, chunk, masked)  # [B, n_chunks, Q, Q + 2r]
+    else:
+        ca = F.pad(codes_a, (0, 0, 0, n_pad - n), value=masked).view(B, n_chunks, chunk, -1)
+    cb = F.pad(codes_b, (0, 0, 0, n_pad - n), value=masked).view(B, n_chunks, chunk, -1)
+    return torch.cat([ca, cb], dim=-1)
+
+
 def _chunked_attention(q, ka, va, kb, vb, rel_emb, codes_a, codes_b, row_live, chunk, radius, dropout_p):
     """Lay the codes out by chunk and run :class:`_ChunkedAttention` (sampling the dropout mask).
 
     codes_a: ``[B, n, 2r+1]`` band codes (``radius >= 0``) or ``[B, n, na]``; codes_b: ``[B, n, nb]``.
     """
     B, H, n, D = q.shape
-    n_chunks = -(-n // chunk)
-    n_pad = n_chunks * chunk
+    n_pad = -(-n // chunk) * chunk
     masked = (rel_emb.shape[0] if rel_emb is not None else 0) + 1
-    if radius >= 0:
-        ca = band_to_windows(codes_a, radius, chunk, masked)  # [B, n_chunks, Q, Q + 2r]
-    else:
-        ca = F.pad(codes_a, (0, 0, 0, n_pad - n), value=masked).view(B, n_chunks, chunk, -1)
-    cb = F.pad(codes_b, (0, 0, 0, n_pad - n), value=masked).view(B, n_chunks, chunk, -1)
-    codes = torch.cat([ca, cb], dim=-1)  # [B, n_chunks, Q, ka_cols + nb]
+    codes = chunk_codes(codes_a, codes_b, radius, chunk, masked)  # [B, n_chunks, Q, ka_cols + nb]
     keep = None
     if dropout_p > 0.0:
         keep = torch.rand((B, H, n_pad, codes.shape[-1]), device=q.device) >= dropout_p
