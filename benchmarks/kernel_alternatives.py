@@ -59,10 +59,8 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
 def chunk_layout(long_len: int):
     """The kernel's chunk layout for the long queries of ``_make_inputs(long_len, 256)``.
 
-    Returns a dict: ``tensors``/``kw`` (the inputs), ``qs`` float ``[B, H, n_pad, D]`` (scaled,
-    padded queries), ``ka``/``va`` float ``[B, H, n_pad + 2r, D]`` (zero-padded window keys/values),
-    ``kb``/``vb`` float ``[B, H, G, D]``, ``table`` float ``[B, H, n_pad, N + 2]``, ``codes`` uint8
-    ``[B, n_chunks, Q, Q + 2r + G]``, ``chunk``, ``radius``.
+    Returns a dict: ``tensors``/``kw`` (the inputs), ``table`` float ``[B, H, n_pad, N + 2]`` (the
+    kernel's per-query bias table), ``codes`` uint8 ``[B, n_chunks, Q, Q + 2r + G]``, ``chunk``, ``radius``.
     """
     import math
 
@@ -71,9 +69,7 @@ def chunk_layout(long_len: int):
     from etc_fairseq.attention import blocked
 
     tensors, kw = _make_inputs(long_len, GLOBAL_LEN)
-    q, k, v = tensors["long_q"].detach(), tensors["long_k"].detach(), tensors["long_v"].detach()
-    kb, vb = tensors["global_k"].detach(), tensors["global_v"].detach()
-    rel = tensors["long_rel_emb"].detach()
+    q, rel = tensors["long_q"].detach(), tensors["long_rel_emb"].detach()
     r, chunk = kw["local_radius"], blocked.LONG_CHUNK
     n_labels = rel.shape[0]
     local = kw["l2l_mask"] & blocked.band_key_in_range(long_len, r)
@@ -82,11 +78,8 @@ def chunk_layout(long_len: int):
     n_pad = -(-long_len // chunk) * chunk
     codes = blocked.chunk_codes(codes_a, codes_b, r, chunk, n_labels + 1)  # [B, n_chunks, Q, Q + 2r + G]
     qs = F.pad(q / math.sqrt(q.shape[-1]), (0, 0, 0, n_pad - long_len))
-    return dict(
-        tensors=tensors, kw=kw, qs=qs, kb=kb, vb=vb, chunk=chunk, radius=r, codes=codes,
-        ka=F.pad(k, (0, 0, r, r + n_pad - long_len)), va=F.pad(v, (0, 0, r, r + n_pad - long_len)),
-        table=blocked._bias_table(qs, rel, qs.dtype),
-    )
+    return dict(tensors=tensors, kw=kw, chunk=chunk, radius=r, codes=codes,
+                table=blocked._bias_table(qs, rel, qs.dtype))
 
 
 def bias_variants(lay) -> Dict[str, Callable[[int], object]]:
