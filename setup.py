@@ -36,10 +36,16 @@ setup(
         "matplotlib>=3.5",
         # etc-prepare pretrain's sentence splitter (etc_fairseq/prepare/sentences.py); wheels for CPython >= 3.10.
         "sentencex>=1.0.32; python_version >= '3.10'",
+        # checkpoints as safetensors + JSON config (the fairseq-free core), and Hugging Face weights
+        "safetensors>=0.4",
+        # fast tokenizers (BERT WordPiece, byte-level BPE) with offsets and word ids for the converters
+        "tokenizers>=0.15",
+        # fairseq's --tensorboard-logdir
+        "tensorboardX",
     ]
     + FAIRSEQ_RUNTIME_DEPS,
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6"],
+        "test": ["pytest>=7", "hypothesis>=6", "transformers"],  # transformers: random HF models built in tests
         # Only for benchmarks/layer_vs_peers.py (HF Longformer / BigBird layers as peers).
         "bench": ["transformers"],
     },
