@@ -1,0 +1,380 @@
+"""The TensorFlow-free checkpoint reader (etc_fairseq/official/tf_checkpoint.py) and the official variable list.
+
+Two kinds of evidence: checkpoints TensorFlow itself wrote (tests/fixtures/official/, made by the official
+ETC code; their index carries TensorFlow's CRCs and the npz TensorFlow's values), and small bundles built
+here byte by byte (prefix-compressed keys, several blocks, two shards, every supported dtype), so the
+table decoding is checked on inputs whose every byte is known.
+"""
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from etc_fairseq.official.tf_checkpoint import (
+    TFCheckpointError,
+    TFCheckpointReader,
+    crc32c,
+    list_variables,
+    mask_crc32c,
+    read_tf_checkpoint,
+    read_varint,
+    resolve_checkpoint_prefix,
+)
+from etc_fairseq.official.variables import official_variable_shapes, official_variables
+
+FIXTURES = Path(__file__).parent / "fixtures" / "official"
+FIXTURE_NAMES = ["shared", "separate", "kv_shared_preln"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# a tiny writer of the format, independent of the reader (except for the CRC, tested on its own)
+# ---------------------------------------------------------------------------------------------------
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field_varint(field, value):
+    return _varint(field << 3) + _varint(value & ((1 << 64) - 1))
+
+
+def _field_bytes(field, payload):
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _entry(dtype_enum, shape, shard, offset, size, crc=None):
+    shape_proto = b"".join(_field_bytes(2, _field_varint(1, dim)) for dim in shape)
+    msg = _field_varint(1, dtype_enum) + _field_bytes(2, shape_proto)
+    if shard:
+        msg += _field_varint(3, shard)
+    msg += _field_varint(4, offset) + _field_varint(5, size)
+    if crc is not None:
+        msg += _varint(6 << 3 | 5) + struct.pack("<I", crc)
+    return msg
+
+
+def _block(entries, restart_interval=2):
+    body, restarts, prev = bytearray(), [], b""
+    for i, (key, value) in enumerate(entries):
+        if i % restart_interval == 0:
+            restarts.append(len(body))
+            shared = 0
+        else:
+            shared = 0
+            while shared < min(len(prev), len(key)) and prev[shared] == key[shared]:
+                shared += 1
+        body += _varint(shared) + _varint(len(key) - shared) + _varint(len(value)) + key[shared:] + value
+        prev = key
+    restarts = restarts or [0]
+    return bytes(body) + b"".join(struct.pack("<I", r) for r in restarts) + struct.pack("<I", len(restarts))
+
+
+def _sstable(entries, per_block=3, compression=0):
+    out = bytearray()
+
+    def put(contents):
+        offset = len(out)
+        out.extend(contents + bytes([compression]))
+        out.extend(struct.pack("<I", mask_crc32c(crc32c(contents + bytes([compression])))))
+        return _varint(offset) + _varint(len(contents))
+
+    index = []
+    for start in range(0, len(entries), per_block):
+        chunk = entries[start : start + per_block]
+        index.append((chunk[-1][0], put(_block(chunk))))
+    metaindex = put(_block([]))
+    index_handle = put(_block(index, restart_interval=1))
+    footer = (metaindex + index_handle).ljust(40, b"\0") + struct.pack("<Q", 0xDB4775248B80FB57)
+    return bytes(out) + footer
+
+
+_ENUM = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "int16": 5, "int8": 6, "int64": 9, "bool": 10,
+         "uint16": 17, "float16": 19, "uint32": 22, "uint64": 23, "complex64": 8}
+
+
+def _write_bundle(prefix, tensors, num_shards=1, extra_entries=()):
+    """Write ``{name: (dtype_enum, shape, raw bytes)}`` as a TensorFlow bundle; name order decides shards."""
+    shards = [bytearray() for _ in range(num_shards)]
+    entries = [(b"", _field_varint(1, num_shards))]
+    for i, (name, (enum, shape, raw)) in enumerate(sorted(tensors.items())):
+        shard = i % num_shards
+        entries.append((name.encode(), _entry(enum, shape, shard, len(shards[shard]), len(raw), mask_crc32c(crc32c(raw)))))
+        shards[shard] += raw
+    entries = sorted(entries + list(extra_entries))
+    Path(str(prefix) + ".index").write_bytes(_sstable(entries))
+    for s, data in enumerate(shards):
+        Path(f"{prefix}.data-{s:05d}-of-{num_shards:05d}").write_bytes(bytes(data))
+
+
+def _one_line(err):
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+# ---------------------------------------------------------------------------------------------------
+# CRC-32C and varints
+# ---------------------------------------------------------------------------------------------------
+
+
+def _bytewise_crc32c(data):
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        table.append(c)
+    c = 0xFFFFFFFF
+    for b in data:
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def test_crc32c_known_answers():
+    # RFC 3720 (iSCSI) test vectors and the classic check value
+    assert crc32c(b"123456789") == 0xE3069283
+    assert crc32c(bytes(32)) == 0x8A9136AA
+    assert crc32c(b"\xff" * 32) == 0x62A8AB43
+    assert crc32c(bytes(range(32))) == 0x46DD794E
+    assert crc32c(b"") == 0
+
+
+@pytest.mark.parametrize("size", [65535, 65536, 3 * 65536 + 7, (1 << 20) + 5])
+def test_crc32c_chunked_path_equals_bytewise(size):
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    assert crc32c(data) == _bytewise_crc32c(data)
+
+
+def test_mask_crc32c_rotates_and_offsets():
+    assert mask_crc32c(0) == 0xA282EAD8
+    assert mask_crc32c(1 << 15) == 0xA282EAD8 + 1
+    assert mask_crc32c(1) == (1 << 17) + 0xA282EAD8
+
+
+def test_read_varint():
+    assert read_varint(b"\x00", 0) == (0, 1)
+    assert read_varint(b"\xac\x02", 0) == (300, 2)
+    assert read_varint(b"xx\xff\xff\xff\xff\x0f", 2) == (0xFFFFFFFF, 7)
+    assert read_varint(_varint(2**64 - 1), 0) == (2**64 - 1, 10)
+
+
+# ---------------------------------------------------------------------------------------------------
+# hand-built bundles
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_hand_built_bundle_every_dtype_two_shards(tmp_path):
+    rng = np.random.default_rng(0)
+    arrays = {
+        "model/layer_0/kernel": rng.normal(size=(3, 5)).astype(np.float32),
+        "model/layer_0/bias": rng.normal(size=(5,)).astype(np.float64),
+        "model/layer_1/kernel": rng.normal(size=(2, 2, 3)).astype(np.float16),
+        "model/layer_1/ids": rng.integers(-5, 5, (4,)).astype(np.int32),
+        "model/steps": np.array(123456789012, dtype=np.int64),
+        "model/flags": np.array([True, False, True]),
+        "model/bytes": rng.integers(0, 255, (7,)).astype(np.uint8),
+        "model/small": rng.integers(-100, 100, (2, 3)).astype(np.int8),
+        "model/short": rng.integers(-100, 100, (3,)).astype(np.int16),
+        "model/ushort": rng.integers(0, 60000, (3,)).astype(np.uint16),
+        "model/uint": np.array([1, 2**32 - 1], dtype=np.uint32),
+        "model/ulong": np.array([2**64 - 1], dtype=np.uint64),
+        "model/complex": (rng.normal(size=(2,)) + 1j * rng.normal(size=(2,))).astype(np.complex64),
+        "model/empty": np.zeros((0, 3), np.float32),
+    }
+    tensors = {name: (_ENUM[str(a.dtype)], a.shape, a.tobytes()) for name, a in arrays.items()}
+    bf16 = np.array([[1.5, -2.0], [0.15625, 2.0**100]], np.float32)  # exactly representable in bfloat16
+    tensors["model/bf16"] = (14, (2, 2), (bf16.view(np.uint32) >> 16).astype("<u2").tobytes())
+    prefix = tmp_path / "model.ckpt"
+    _write_bundle(prefix, tensors, num_shards=2)
+
+    listed = list_variables(prefix)
+    assert listed["model/bf16"] == ("bfloat16", (2, 2))
+    assert listed["model/layer_1/kernel"] == ("float16", (2, 2, 3))
+    assert listed["model/steps"] == ("int64", ())
+    assert set(listed) == set(arrays) | {"model/bf16"}
+
+    values = read_tf_checkpoint(prefix)
+    for name, a in arrays.items():
+        assert values[name].dtype == a.dtype and values[name].shape == a.shape
+        np.testing.assert_array_equal(values[name], a)
+    assert values["model/bf16"].dtype == np.float32
+    np.testing.assert_array_equal(values["model/bf16"], bf16)
+    assert TFCheckpointReader(prefix).num_shards == 2
+
+
+def test_hand_built_bundle_entry_size_not_matching_shape(tmp_path):
+    prefix = tmp_path / "model.ckpt"
+    _write_bundle(prefix, {"w": (1, (2, 3), bytes(20))})  # float32 [2, 3] needs 24 bytes
+    with pytest.raises(TFCheckpointError) as err:
+        list_variables(prefix)
+    assert _one_line(err).startswith(f"{prefix}.index: variable 'w': float32 of shape [2, 3] needs 24 bytes")
+
+
+def test_hand_built_bundle_unsupported_dtype(tmp_path):
+    prefix = tmp_path / "model.ckpt"
+    _write_bundle(prefix, {"vocab": (7, (2,), bytes(8))})  # DT_STRING
+    with pytest.raises(TFCheckpointError) as err:
+        read_tf_checkpoint(prefix)
+    assert _one_line(err) == f"{prefix}.index: variable 'vocab': unsupported dtype string (DataType 7)"
+
+
+def test_hand_built_bundle_partitioned_variable_refused(tmp_path):
+    prefix = tmp_path / "model.ckpt"
+    sliced = _entry(1, (4,), 0, 0, 16) + _field_bytes(7, b"")
+    Path(f"{prefix}.index").write_bytes(_sstable([(b"", _field_varint(1, 1)), (b"emb", sliced)]))
+    with pytest.raises(TFCheckpointError, match=r"variable 'emb' is partitioned"):
+        list_variables(prefix)
+
+
+def test_snappy_compressed_block_refused(tmp_path):
+    prefix = tmp_path / "model.ckpt"
+    Path(f"{prefix}.index").write_bytes(_sstable([(b"", _field_varint(1, 1))], compression=1))
+    with pytest.raises(TFCheckpointError) as err:
+        list_variables(prefix)
+    assert "snappy-compressed" in _one_line(err) and str(prefix) + ".index" in str(err.value)
+
+
+def test_not_an_index_file(tmp_path):
+    prefix = tmp_path / "model.ckpt"
+    Path(f"{prefix}.index").write_bytes(b"this is not a table, just some text that is long enough" * 2)
+    with pytest.raises(TFCheckpointError, match=r"model\.ckpt\.index: corrupt checkpoint index: bad table magic"):
+        list_variables(prefix)
+
+
+# ---------------------------------------------------------------------------------------------------
+# checkpoints written by TensorFlow (the official ETC fixtures)
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_fixture_variables_are_those_the_config_implies(name):
+    config = json.loads((FIXTURES / name / "etc_config.json").read_text())
+    listed = list_variables(FIXTURES / name)  # a directory holding one checkpoint
+    assert {k: shape for k, (_dtype, shape) in listed.items()} == official_variable_shapes(config)
+    assert {dtype for dtype, _shape in listed.values()} == {"float32"}
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_fixture_values_equal_what_tensorflow_held(name):
+    values = read_tf_checkpoint(FIXTURES / name / "model.ckpt")  # every tensor's CRC checked against TF's
+    dumped = np.load(FIXTURES / name / "official_io.npz")
+    keys = [k for k in dumped.files if k.startswith("var/")]
+    assert len(keys) > 20
+    assert any(dumped[k].ndim == 2 and dumped[k].shape[0] != dumped[k].shape[1] for k in keys)  # orientation
+    for key in keys:
+        np.testing.assert_array_equal(values[key[len("var/") :]], dumped[key], err_msg=key)
+
+
+def test_variable_docs_cover_sharing_modes():
+    config = json.loads((FIXTURES / "shared" / "etc_config.json").read_text())
+    shared = official_variables(config)
+    q = "etc_document_bert/global_local_transformer_layers/fused_att_layer_1/fused_global_local_att/long_query_projection/linear/kernel"
+    assert shared[q].shape == (32, 32) and "all pieces" in shared[q].meaning
+    assert not any("g2l_key" in n or "global_query" in n for n in shared)
+    separate = official_variables(dict(config, share_qkv_projections=False, share_feed_forward_params=False, embedding_size=16))
+    assert sum("_key_projection/linear/kernel" in n for n in separate) == 4 * config["num_hidden_layers"]
+    assert "etc_document_bert/token_emb_lookup/projection/kernel" in separate
+    with pytest.raises(ValueError, match="vocab_size"):
+        official_variables({"hidden_size": 32})
+
+
+def _copy_fixture(tmp_path, name="shared"):
+    target = tmp_path / name
+    shutil.copytree(FIXTURES / name, target)
+    return target
+
+
+def test_missing_index(tmp_path):
+    target = _copy_fixture(tmp_path)
+    (target / "model.ckpt.index").unlink()
+    with pytest.raises(TFCheckpointError) as err:
+        read_tf_checkpoint(target / "model.ckpt")
+    assert _one_line(err).startswith(f"{target / 'model.ckpt.index'}: TensorFlow checkpoint index not found")
+    with pytest.raises(TFCheckpointError, match=r"expected exactly one TensorFlow checkpoint \(\*\.index\).*found none"):
+        read_tf_checkpoint(target)
+
+
+def test_truncated_data_shard(tmp_path):
+    target = _copy_fixture(tmp_path)
+    data = target / "model.ckpt.data-00000-of-00001"
+    full = data.read_bytes()
+    data.write_bytes(full[: len(full) // 2])
+    reader = TFCheckpointReader(target)
+    last = max(reader.variables.values(), key=lambda v: v.offset)
+    with pytest.raises(TFCheckpointError) as err:
+        reader.read_all()
+    message = _one_line(err)
+    assert message.startswith(f"{data}: truncated: variable '")
+    assert f"but the file has {len(full) // 2} bytes" in message
+    with pytest.raises(TFCheckpointError, match=f"variable '{last.name}' needs bytes"):
+        reader.read(last.name)
+
+
+def test_missing_data_shard(tmp_path):
+    target = _copy_fixture(tmp_path)
+    (target / "model.ckpt.data-00000-of-00001").unlink()
+    with pytest.raises(TFCheckpointError, match=r"model\.ckpt\.data-00000-of-00001: data shard not found \(needed for variable 'etc_document_bert/"):
+        read_tf_checkpoint(target)
+
+
+def test_corrupted_data_byte_fails_the_crc(tmp_path):
+    target = _copy_fixture(tmp_path)
+    reader = TFCheckpointReader(target)
+    victim = reader.variables["etc_document_bert/segment_emb_lookup/embedding_table"]
+    data = target / "model.ckpt.data-00000-of-00001"
+    raw = bytearray(data.read_bytes())
+    raw[victim.offset + 5] ^= 0x40
+    data.write_bytes(bytes(raw))
+    with pytest.raises(TFCheckpointError) as err:
+        reader.read(victim.name)
+    assert _one_line(err).startswith(f"{data}: variable '{victim.name}': crc32c mismatch")
+    # without verification the (wrong) bytes come back: the CRC is what caught it
+    assert not np.array_equal(TFCheckpointReader(target, verify_crc=False).read(victim.name), read_tf_checkpoint(FIXTURES / "shared")[victim.name])
+
+
+def test_corrupted_index_entry(tmp_path):
+    target = _copy_fixture(tmp_path)
+    index = target / "model.ckpt.index"
+    raw = bytearray(index.read_bytes())
+    at = raw.index(b"segment_emb_lookup")
+    raw[at + 3] ^= 0x01  # inside a variable name in the first data block
+    index.write_bytes(bytes(raw))
+    with pytest.raises(TFCheckpointError) as err:
+        list_variables(target)
+    assert _one_line(err).startswith(f"{index}: corrupt checkpoint index: data block at offset 0: crc32c mismatch")
+
+
+def test_truncated_index(tmp_path):
+    target = _copy_fixture(tmp_path)
+    index = target / "model.ckpt.index"
+    index.write_bytes(index.read_bytes()[:-10])
+    with pytest.raises(TFCheckpointError, match=r"model\.ckpt\.index: corrupt checkpoint index: bad table magic"):
+        list_variables(target)
+
+
+def test_resolve_checkpoint_prefix(tmp_path):
+    target = _copy_fixture(tmp_path)
+    prefix = str(target / "model.ckpt")
+    assert resolve_checkpoint_prefix(target) == prefix
+    assert resolve_checkpoint_prefix(prefix + ".index") == prefix
+    assert resolve_checkpoint_prefix(prefix) == prefix
+    # a TensorFlow `checkpoint` state file names the prefix (relative to the directory)
+    for suffix in (".index", ".data-00000-of-00001"):
+        (target / ("model.ckpt" + suffix)).rename(target / ("model.ckpt-7" + suffix))
+    (target / "model.ckpt-3.index").write_bytes(b"")
+    (target / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-7"\nall_model_checkpoint_paths: "model.ckpt-7"\n')
+    assert resolve_checkpoint_prefix(target) == str(target / "model.ckpt-7")
+    assert len(list_variables(target)) == 54
