@@ -378,3 +378,99 @@ def test_resolve_checkpoint_prefix(tmp_path):
     (target / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-7"\nall_model_checkpoint_paths: "model.ckpt-7"\n')
     assert resolve_checkpoint_prefix(target) == str(target / "model.ckpt-7")
     assert len(list_variables(target)) == 54
+
+
+# ---------------------------------------------------------------------------------------------------
+# an official checkpoint directory checked against its etc_config.json
+# ---------------------------------------------------------------------------------------------------
+
+from etc_fairseq.official.checkpoint import load_official_config, read_official_checkpoint  # noqa: E402
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_read_official_checkpoint_fixture(name):
+    ckpt = read_official_checkpoint(FIXTURES / name)
+    raw_config = json.loads((FIXTURES / name / "etc_config.json").read_text())
+    assert ckpt.config == raw_config  # the generator wrote every field
+    assert set(ckpt.weights) == set(official_variable_shapes(raw_config)) and not ckpt.skipped
+    dumped = np.load(FIXTURES / name / "official_io.npz")
+    key = "var/etc_document_bert/segment_emb_lookup/embedding_table"
+    np.testing.assert_array_equal(ckpt.weights[key[4:]], dumped[key])
+
+
+def _fixture_with_config(tmp_path, name, **changes):
+    target = _copy_fixture(tmp_path, name)
+    config = json.loads((target / "etc_config.json").read_text())
+    config.update(changes)
+    (target / "etc_config.json").write_text(json.dumps(config))
+    return target
+
+
+def test_official_config_defaults_and_errors(tmp_path):
+    target = tmp_path
+    (target / "etc_config.json").write_text(json.dumps({"vocab_size": 128, "hidden_size": 32, "future_field": 1}))
+    config = load_official_config(target / "etc_config.json")
+    assert config["share_qkv_projections"] is True and config["local_radius"] == 84 and "future_field" not in config
+    (target / "etc_config.json").write_text(json.dumps({"hidden_size": 32}))
+    with pytest.raises(TFCheckpointError, match=r"etc_config\.json: official ETC config: vocab_size is required"):
+        load_official_config(target / "etc_config.json")
+    (target / "etc_config.json").write_text('{"vocab_size": 128,')
+    with pytest.raises(TFCheckpointError, match=r"etc_config\.json: not valid JSON: .*line 1"):
+        load_official_config(target / "etc_config.json")
+    (target / "etc_config.json").write_text(json.dumps({"vocab_size": 128, "relative_pos_max_distance": 3, "relative_vocab_size": 9}))
+    with pytest.raises(TFCheckpointError) as err:
+        load_official_config(target / "etc_config.json")
+    assert _one_line(err).endswith("relative_vocab_size 9 is too small for relative_pos_max_distance 3 (needs at least 10)")
+    (target / "etc_config.json").write_text(json.dumps({"vocab_size": "128"}))
+    with pytest.raises(TFCheckpointError, match=r"field 'vocab_size' must be a non-negative integer, got '128'"):
+        load_official_config(target / "etc_config.json")
+
+
+def test_official_checkpoint_missing_config(tmp_path):
+    target = _copy_fixture(tmp_path)
+    (target / "etc_config.json").unlink()
+    with pytest.raises(TFCheckpointError) as err:
+        read_official_checkpoint(target)
+    assert _one_line(err).startswith(f"{target / 'etc_config.json'}: not found")
+
+
+def test_official_checkpoint_shape_mismatch(tmp_path):
+    target = _fixture_with_config(tmp_path, "shared", intermediate_size=48)
+    with pytest.raises(TFCheckpointError) as err:
+        read_official_checkpoint(target)
+    message = _one_line(err)
+    assert message.startswith(f"{target / 'model.ckpt.index'}: variable 'etc_document_bert/global_local_transformer_layers/feed_forward_layer_0/dense_layers/layer_0/")
+    assert "has shape [" in message and f"but {target / 'etc_config.json'} implies" in message
+
+
+def test_official_checkpoint_unknown_variable(tmp_path):
+    # separate projections in the checkpoint, but the config claims the official default sharing
+    target = _fixture_with_config(tmp_path, "separate", share_qkv_projections=True)
+    with pytest.raises(TFCheckpointError) as err:
+        read_official_checkpoint(target)
+    assert _one_line(err).startswith(f"{target / 'model.ckpt.index'}: variable 'etc_document_bert/global_local_transformer_layers/fused_att_layer_0/fused_global_local_att/g2g_key_projection/linear/bias' [32] is not part of an official EtcModel")
+
+
+def test_official_checkpoint_missing_variable(tmp_path):
+    target = _fixture_with_config(tmp_path, "shared", max_absolute_position_embeddings=64)
+    with pytest.raises(TFCheckpointError) as err:
+        read_official_checkpoint(target)
+    assert _one_line(err) == (
+        f"{target / 'model.ckpt.index'}: variable 'position_emb_lookup_global/embedding_table' missing: "
+        f"{target / 'etc_config.json'} implies global absolute position embeddings of shape [64, 32] (and 1 more)"
+    )
+
+
+def test_official_checkpoint_leaves_out_training_only_variables(tmp_path):
+    values = read_tf_checkpoint(FIXTURES / "shared")
+    tensors = {n: (1, a.shape, a.tobytes()) for n, a in values.items()}
+    slot = "etc_document_bert/segment_emb_lookup/embedding_table/adam_m"
+    tensors[slot] = (1, (16, 32), np.ones((16, 32), np.float32).tobytes())
+    tensors["global_step"] = (9, (), np.array(1000, np.int64).tobytes())
+    target = tmp_path / "with_slots"
+    target.mkdir()
+    shutil.copy(FIXTURES / "shared" / "etc_config.json", target)
+    _write_bundle(target / "model.ckpt", tensors)
+    ckpt = read_official_checkpoint(target)
+    assert ckpt.skipped == ["etc_document_bert/segment_emb_lookup/embedding_table/adam_m", "global_step"]
+    assert set(ckpt.weights) == set(values)
