@@ -264,7 +264,6 @@ _STRUCTURE_COLOURS = {
     "belongs": "#2ca02c",  # green
     "not_belongs": "#b0b0b0",  # grey
     "other_context": "#9467bd",  # purple
-    "linked": "#e6198f",  # magenta
     "parent": "#c7a000",  # gold
     "child": "#17becf",  # cyan
 }

@@ -30,8 +30,8 @@ M = MASKED
 # global: 0 = context A, 1 = sentence A0 (parent 0), 2 = context B, 3 = sentence B0, 4 = sentence B1
 #         (parents 2); global contexts [0, 0, 1, 1, 1]
 # long:   tokens 0-2 in sentence 1 (context 0), tokens 3-5 in sentence 3, token 6 in sentence 4 (context 1);
-#         token 5 also linked to global 1.
-# vocab k=1: pos+0=0, pos+1=1, pos-1=2, belongs=3, not_belongs=4, other_context=5, linked=6, parent=7, child=8
+#         token 5 also linked to global 1 (a link is membership: "belongs").
+# vocab k=1: pos+0=0, pos+1=1, pos-1=2, belongs=3, not_belongs=4, other_context=5, parent=6, child=7
 # radius 2: l2l slots are offsets -2..2
 # ---------------------------------------------------------------------------------------------------------
 SMALL = dict(
@@ -56,15 +56,15 @@ EXPECTED_L2G = [
     [3, 3, 4, 4, 4],
     [4, 4, 3, 3, 4],
     [4, 4, 3, 3, 4],
-    [4, 6, 3, 3, 4],
+    [4, 3, 3, 3, 4],
     [4, 4, 3, 4, 3],
 ]
 EXPECTED_G2G = [
-    [0, 8, 5, 5, 5],
-    [7, 0, 5, 5, 5],
-    [5, 5, 0, 8, 8],
-    [5, 5, 7, 0, 1],
-    [5, 5, 7, 2, 0],
+    [0, 7, 5, 5, 5],
+    [6, 0, 5, 5, 5],
+    [5, 5, 0, 7, 7],
+    [5, 5, 6, 0, 1],
+    [5, 5, 6, 2, 0],
 ]
 
 
@@ -75,7 +75,7 @@ def small_grids(hard_g2l=False):
 def test_small_example_grids_are_exact():
     g = small_grids()
     vocab = g.vocab
-    assert [vocab.label(n) for n in ("belongs", "not_belongs", "other_context", "linked", "parent", "child")] == [3, 4, 5, 6, 7, 8]
+    assert [vocab.label(n) for n in ("belongs", "not_belongs", "other_context", "parent", "child")] == [3, 4, 5, 6, 7]
     assert g.l2l.dtype == np.int64 and g.l2l.shape == (7, 5)
     np.testing.assert_array_equal(g.l2l, EXPECTED_L2L)
     np.testing.assert_array_equal(g.l2g, EXPECTED_L2G)
@@ -87,7 +87,7 @@ def test_small_example_grids_are_exact():
 def test_hard_g2l_masks_not_belongs_only():
     g = small_grids(hard_g2l=True)
     exp = np.asarray(EXPECTED_L2G).T.copy()
-    exp[exp == 4] = M  # not_belongs pairs are masked; belongs (3) and linked (6) stay
+    exp[exp == 4] = M  # not_belongs pairs are masked; belongs (3, links included) stay
     np.testing.assert_array_equal(g.g2l, exp)
     np.testing.assert_array_equal(g.l2g, EXPECTED_L2G)  # l2g unchanged
 
@@ -110,10 +110,10 @@ def test_palette_and_grid_colours():
     rgb8 = {tuple(np.round(c * 255).astype(int)) for c in pal}
     assert len(rgb8) == vocab.size  # every label its own colour
     assert (255, 255, 255) not in rgb8  # white is reserved for masked cells
-    img = grid_rgb(np.array([[M, 0], [vocab.label("linked"), 2]]), pal)
+    img = grid_rgb(np.array([[M, 0], [vocab.label("parent"), 2]]), pal)
     assert img.dtype == np.uint8 and img.shape == (2, 2, 3)
     assert tuple(img[0, 0]) == (255, 255, 255)
-    np.testing.assert_array_equal(img[1, 0], np.round(pal[vocab.label("linked")] * 255))
+    np.testing.assert_array_equal(img[1, 0], np.round(pal[vocab.label("parent")] * 255))
     with pytest.raises(ValueError, match="label ids"):
         grid_rgb(np.array([[vocab.size]]), pal)
 
@@ -154,9 +154,10 @@ def test_render_png_cells_match_legend(tmp_path):
                 np.testing.assert_allclose(img[y, x], img[sy, sx], atol=1, err_msg=f"{piece}[{r},{c}]")
                 checked += 1
     assert checked == 25 + 35 + 35 + 35
-    # spot checks by name: the linked cell (long 5 -> global 1) is magenta-ish, a cross-context l2l cell white
+    # spot checks by name: the linked cell (long 5 -> global 1) has the "belongs" colour, a cross-context
+    # l2l cell is white
     x, y = layout.panels["l2g"].cell_center(5, 1)
-    np.testing.assert_allclose(img[y, x], np.round(pal[g.vocab.label("linked")] * 255), atol=1)
+    np.testing.assert_allclose(img[y, x], np.round(pal[g.vocab.label("belongs")] * 255), atol=1)
     x, y = layout.panels["l2l"].cell_center(2, 3)
     assert tuple(img[y, x]) == (255, 255, 255)
 
@@ -350,7 +351,7 @@ def test_structured_directory(wiki_dump, pretrain_data, tmp_path):
     assert g.l2l[first_b - 1, 8 + 1] == M and g.l2l[first_b - 1, 8 - 1] != M
     # candidate 0 is linked to its mentions (its own title word, at least)
     mention = np.flatnonzero(ex.structure["long_links"][:, 0] == 0)
-    assert len(mention) >= 1 and all(g.l2g[m, 0] == vocab.label("linked") for m in mention)
+    assert len(mention) >= 1 and all(g.l2g[m, 0] == vocab.label("belongs") for m in mention)
 
     out = tmp_path / "structured.png"
     assert main([str(data), "--arch", "etc_tiny", "--radius", "8", "--max-distance", "4", "--hard-g2l",

@@ -2,7 +2,7 @@
 
 Expected matrices are written out by hand.  With ``RelativeLabelVocab(1)`` the ids are:
     0 = pos+0, 1 = pos+1 (key right), 2 = pos-1 (key left),
-    3 = belongs, 4 = not_belongs, 5 = other_context, 6 = linked, 7 = parent, 8 = child
+    3 = belongs, 4 = not_belongs, 5 = other_context, 6 = parent, 7 = child
 """
 
 import pytest
@@ -24,7 +24,7 @@ from etc_fairseq.structure import (
 
 T, F = True, False
 V1 = RelativeLabelVocab(1)
-BEL, NOT, OTH, LNK, PAR, CHI = 3, 4, 5, 6, 7, 8
+BEL, NOT, OTH, PAR, CHI = 3, 4, 5, 6, 7
 PIECES = ("l2l", "l2g", "g2g", "g2l")
 
 
@@ -54,17 +54,17 @@ def test_vocab_position_ids_and_layout():
     v = RelativeLabelVocab(2)
     ids = v.position_ids(torch.arange(-5, 6))
     assert_equal(ids, t([4, 4, 4, 4, 3, 0, 1, 2, 2, 2, 2]))
-    assert v.size == 2 * 2 + 1 + 6 == 11 == len(v)
+    assert v.size == 2 * 2 + 1 + 5 == 10 == len(v)
     assert v.names() == [
         "pos+0", "pos+1", "pos+2", "pos-1", "pos-2",
-        "belongs", "not_belongs", "other_context", "linked", "parent", "child",
+        "belongs", "not_belongs", "other_context", "parent", "child",
     ]
-    assert [v.label(n) for n in DEFAULT_STRUCTURE_LABELS] == [5, 6, 7, 8, 9, 10]
+    assert [v.label(n) for n in DEFAULT_STRUCTURE_LABELS] == [5, 6, 7, 8, 9]
     assert v.label("pos-2") == 4 and v.position_id(-7) == 4
     # shapes are kept
     assert_equal(v.position_ids(t([[0, 3], [-1, -3]])), t([[0, 2], [3, 4]]))
     # the k=1 constants used in every test below
-    assert [V1.label(n) for n in DEFAULT_STRUCTURE_LABELS] == [BEL, NOT, OTH, LNK, PAR, CHI]
+    assert [V1.label(n) for n in DEFAULT_STRUCTURE_LABELS] == [BEL, NOT, OTH, PAR, CHI]
 
 
 def test_vocab_custom_labels_and_errors():
@@ -277,21 +277,45 @@ def test_right_and_left_padding():
 # --------------------------------------------------------------------------- links
 def test_links_candidate_mentions():
     # globals: 0 CAND0, 1 CAND1, 2 sentence; long tokens 1-2 mention CAND0, token 1 also CAND1;
-    # token 3 is "linked" to its own sentence: belongs wins.
+    # token 3 is linked to its own sentence (belongs either way). A link is membership: "belongs".
     kw = dict(
         long_segment=t([[2, 2, 2, 2]]),
         long_links=t([[[-1, -1], [0, 1], [0, -1], [2, -1]]]),
     )
     s = build(4, 3, **kw)
-    l2g = t([[[NOT, NOT, BEL], [LNK, LNK, BEL], [LNK, NOT, BEL], [NOT, NOT, BEL]]])
+    l2g = t([[[NOT, NOT, BEL], [BEL, BEL, BEL], [BEL, NOT, BEL], [NOT, NOT, BEL]]])
     assert_equal(s.l2g_rel, l2g)
     assert_equal(s.g2l_rel, l2g.transpose(1, 2))
+    assert_equal(s.g2l_mask, torch.ones(1, 3, 4, dtype=torch.bool))
 
     h = build(4, 3, hard_g2l=True, hard_l2g=True, **kw)
     assert_equal(h.g2l_mask, t([[[F, T, T, F], [F, T, F, F], [T, T, T, T]]]))
-    assert_equal(h.g2l_rel, t([[[0, LNK, LNK, 0], [0, LNK, 0, 0], [BEL, BEL, BEL, BEL]]]))
+    assert_equal(h.g2l_rel, t([[[0, BEL, BEL, 0], [0, BEL, 0, 0], [BEL, BEL, BEL, BEL]]]))
     assert_equal(h.l2g_mask, t([[[F, F, T], [T, T, T], [T, F, T], [F, F, T]]]))
-    assert_equal(h.l2g_rel, t([[[0, 0, BEL], [LNK, LNK, BEL], [LNK, 0, BEL], [0, 0, BEL]]]))
+    assert_equal(h.l2g_rel, t([[[0, 0, BEL], [BEL, BEL, BEL], [BEL, 0, BEL], [0, 0, BEL]]]))
+
+
+def test_global_hard_g2l_rows():
+    # the same input; only global 0 (CAND0) is hard: it reads its mentions (tokens 1-2) and nothing else,
+    # global 1 and the sentence keep soft g2l; l2g is untouched
+    kw = dict(
+        long_segment=t([[2, 2, 2, 2]]),
+        long_links=t([[[-1, -1], [0, 1], [0, -1], [2, -1]]]),
+    )
+    soft = build(4, 3, **kw)
+    h = build(4, 3, global_hard_g2l=t([[1, 0, 0]]), **kw)
+    assert_equal(h.g2l_mask, t([[[F, T, T, F], [T, T, T, T], [T, T, T, T]]]))
+    assert_equal(h.g2l_rel, t([[[0, BEL, BEL, 0], [NOT, BEL, NOT, NOT], [BEL, BEL, BEL, BEL]]]))
+    assert_equal(h.l2g_mask, soft.l2g_mask)
+    assert_equal(h.l2g_rel, soft.l2g_rel)
+    # a hard row with no belonging token attends to no long token at all
+    e = build(4, 3, global_hard_g2l=t([[0, 0, 0]]), long_segment=t([[2, 2, 2, 2]]))
+    assert_equal(e.g2l_mask, t([[[T] * 4, [T] * 4, [T] * 4]]))
+    e = build(4, 3, global_hard_g2l=t([[1, 0, 0]]), long_segment=t([[2, 2, 2, 2]]))
+    assert_equal(e.g2l_mask, t([[[F] * 4, [T] * 4, [T] * 4]]))
+    # model-wide hard_g2l wins over a 0 row
+    assert_equal(build(4, 3, global_hard_g2l=t([[1, 0, 0]]), hard_g2l=True, **kw).g2l_mask,
+                 build(4, 3, hard_g2l=True, **kw).g2l_mask)
 
 
 # --------------------------------------------------------------------------- fixed blocks
@@ -418,6 +442,7 @@ def _random_structure(gen, batch, L, G, K):
         long_example=ri(0, 2, batch, L),
         global_example=ri(0, 2, batch, G),
         long_links=pick((batch, L, K)),
+        global_hard_g2l=ri(0, 2, batch, G),
     )
 
 
@@ -449,6 +474,7 @@ def _reference(inp, vocab, r, hard_g2l, hard_l2g):
         lex, gex = inp["long_example"][b].tolist(), inp["global_example"][b].tolist()
         lcx, gcx = inp["long_context"][b].tolist(), inp["global_context"][b].tolist()
         links = inp["long_links"][b].tolist()
+        hard_row = inp["global_hard_g2l"][b].tolist()
         m = torch.zeros(L, 2 * r + 1, dtype=torch.bool)
         rel = torch.zeros(L, 2 * r + 1, dtype=torch.long)
         for i in range(L):
@@ -468,12 +494,12 @@ def _reference(inp, vocab, r, hard_g2l, hard_l2g):
                 if s_ >= 0 and (g == s_ or g in anc[s_]):
                     label, strong = lab["belongs"], True
                 elif g in links[i]:
-                    label, strong = lab["linked"], True
+                    label, strong = lab["belongs"], True
                 else:
                     label, strong = lab["not_belongs"], False
                 if strong or not hard_l2g:
                     lg_m[i, g], lg_r[i, g] = True, label
-                if strong or not hard_g2l:
+                if strong or not (hard_g2l or hard_row[g]):
                     gl_m[g, i], gl_r[g, i] = True, label
         out["l2g_mask"].append(lg_m)
         out["l2g_rel"].append(lg_r)

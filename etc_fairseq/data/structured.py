@@ -18,7 +18,7 @@ Core fields (see :data:`CORE_FIELDS`; any example has the first three):
 - ``global_types``  int64 [global_len]: :class:`~etc_fairseq.structure.global_tokens.GlobalTokenType`.
 - structure ids, all optional, meaning as in :func:`etc_fairseq.structure.builders.build_structure`:
   ``long_segment`` [long_len], ``global_parent`` [global_len], ``long_context`` [long_len],
-  ``global_context`` [global_len], ``long_links`` [long_len, K].
+  ``global_context`` [global_len], ``long_links`` [long_len, K], ``global_hard_g2l`` [global_len].
 
 Task fields (labels, features) are declared by the task with a :class:`FieldSpec` and end up in
 ``sample["target"][name]`` (or ``sample["net_input"][name]`` for ``role="net_input"``).
@@ -91,6 +91,7 @@ CORE_FIELDS: Dict[str, FieldSpec] = {
         FieldSpec("long_context", pad=0, role="structure", length="long"),
         FieldSpec("global_context", pad=0, role="structure", length="global"),
         FieldSpec("long_links", pad=-1, role="structure", length="long"),
+        FieldSpec("global_hard_g2l", pad=0, role="structure", length="global"),
     )
 }
 

@@ -7,7 +7,7 @@ Inputs (``net_input`` keys, all optional except ``src_tokens``):
 - ``global_tokens`` int64 [batch, global_len]: dictionary ids of the global tokens, padded with pad.
 - ``global_types``  int64 [batch, global_len]: :class:`~etc_fairseq.structure.global_tokens.GlobalTokenType`.
 - ``structure``     dict of compact int64 structure ids (``long_segment``, ``global_parent``,
-  ``long_context``, ``global_context``, ``long_example``, ``global_example``, ``long_links``), turned
+  ``long_context``, ``global_context``, ``long_example``, ``global_example``, ``long_links``, ``global_hard_g2l``), turned
   into the four masks and label tensors on the model's device by
   :func:`etc_fairseq.structure.builders.build_structure`. A dict (not a dataclass) so that fairseq's
   ``move_to_cuda`` moves it.

@@ -19,7 +19,8 @@ the label id is 0 (always a valid id).  ``G`` is ``global_len``.
 The structure is described by small per-token int64 id tensors (see
 :func:`build_structure`): the segment (global token) each long token belongs to,
 the parent of each global token (a forest: sentence -> context), unordered
-context ids, packed example ids and optional extra links.  Everything is
+context ids, packed example ids, optional extra links (e.g. a candidate answer
+and its mentions) and optional per-global-token hard g2l.  Everything is
 vectorised torch and runs on the device of the inputs; the only Python loop is
 over the ancestor depth (at most :data:`MAX_HIERARCHY_DEPTH`).
 """
@@ -58,6 +59,7 @@ STRUCTURE_KEYS = (
     "long_example",
     "global_example",
     "long_links",
+    "global_hard_g2l",
 )
 
 REQUIRED_STRUCTURE_LABELS = DEFAULT_STRUCTURE_LABELS
@@ -288,6 +290,7 @@ def build_structure(
     long_example: Optional[torch.Tensor] = None,
     global_example: Optional[torch.Tensor] = None,
     long_links: Optional[torch.Tensor] = None,
+    global_hard_g2l: Optional[torch.Tensor] = None,
     hard_g2l: bool = False,
     hard_l2g: bool = False,
 ) -> GlobalLocalStructure:
@@ -312,10 +315,16 @@ def build_structure(
         long_example: int64 ``[B, L]``: packed-example id.  Default all 0.
         global_example: int64 ``[B, G]``: packed-example id.  Default all 0.
             No attention crosses example ids, in any piece.
-        long_links: int64 ``[B, L, K]``: extra global indices each long token is
-            linked to (e.g. a candidate and its mentions), -1 = none.  Default none.
-        hard_g2l: g2l only for "belongs"/"linked" pairs (paper Sec. 3.3).
-        hard_l2g: l2g only for "belongs"/"linked" pairs.
+        long_links: int64 ``[B, L, K]``: extra global indices each long token
+            belongs to besides its segment's chain (e.g. the candidate answers it
+            mentions, paper appendix C), -1 = none.  Default none.
+        global_hard_g2l: int64 ``[B, G]``, 1 = this global token attends (g2l)
+            only to the long tokens that belong to it, whatever ``hard_g2l`` says
+            (e.g. a candidate answer reads its mentions, not thousands of other
+            tokens); 0 = follow ``hard_g2l``.  Default all 0.
+        hard_g2l: g2l only for "belongs" pairs (paper Sec. 3.3), for every
+            global token.
+        hard_l2g: l2g only for "belongs" pairs.
 
     Values at padding positions are ignored.  Non-padding ``long_segment``,
     ``global_parent`` and ``long_links`` entries must be -1 or the index of a
@@ -325,8 +334,9 @@ def build_structure(
         l2l ``[b, i, w]`` (key ``j = i + w - r``): ``0 <= j < L`` and same
             context; label ``vocab.position_ids(j - i)``.
         l2g ``[b, i, g]`` / g2l ``[b, g, i]``: label "belongs" if ``g`` is
-            ``long_segment[i]`` or one of its ancestors, else "linked" if ``g``
-            is in ``long_links[i]``, else "not_belongs".  Contexts do not cut it.
+            ``long_segment[i]`` or one of its ancestors or is in ``long_links[i]``
+            (the same label that pre-training teaches sentence tokens, as in the
+            official WikiHop layout), else "not_belongs".  Contexts do not cut it.
         g2g ``[b, g, h]``: "parent" if ``h`` is an ancestor of ``g``, "child" if
             ``g`` is an ancestor of ``h``, else ``vocab.position_ids(h - g)`` in the
             same context, else "other_context".
@@ -378,6 +388,7 @@ def build_structure(
         long_links = torch.full((B, L, 0), -1, dtype=torch.long, device=device)
     else:
         _check_ids("long_links", long_links, (B, L), device, trailing_free=True)
+    global_hard_g2l = ids_or("global_hard_g2l", global_hard_g2l, (B, G), 0)
 
     _check_index_range("long_segment", long_segment, long_valid, G)
     _check_index_range("global_parent", global_parent, global_valid, G)
@@ -423,19 +434,18 @@ def build_structure(
     linked.scatter_(2, torch.where(long_links >= 0, long_links, G), True)
     linked = linked[:, :, :G]  # [B, L, G]
 
-    lg_rel = torch.where(
-        belongs,
-        ids["belongs"],
-        torch.where(linked, ids["linked"], ids["not_belongs"]),
-    )  # [B, L, G]
+    strong = belongs | linked  # [B, L, G]
+    lg_rel = torch.where(strong, ids["belongs"], ids["not_belongs"])  # [B, L, G]
     lg_allowed = (
         long_valid.unsqueeze(-1)
         & global_valid.unsqueeze(1)
         & (long_example.unsqueeze(-1) == global_example.unsqueeze(1))
     )  # [B, L, G]
-    strong = belongs | linked  # [B, L, G]
     l2g_mask = lg_allowed & strong if hard_l2g else lg_allowed
-    g2l_mask = (lg_allowed & strong if hard_g2l else lg_allowed).transpose(1, 2)  # [B, G, L]
+    hard_rows = global_hard_g2l.ne(0).unsqueeze(1)  # [B, 1, G]
+    if hard_g2l:
+        hard_rows = torch.ones_like(hard_rows)
+    g2l_mask = (lg_allowed & (strong | ~hard_rows)).transpose(1, 2)  # [B, G, L]
     l2g_rel = torch.where(l2g_mask, lg_rel, 0)
     g2l_rel = torch.where(g2l_mask, lg_rel.transpose(1, 2), 0)
 

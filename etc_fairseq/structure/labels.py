@@ -18,18 +18,18 @@ Default structure labels (:data:`DEFAULT_STRUCTURE_LABELS`), in id order:
 
 ``belongs``
     long <-> global (used by both l2g and g2l): the global token is the long
-    token's own segment token (e.g. its sentence) or an ancestor of that segment
-    token (e.g. the context/paragraph the sentence is part of).
+    token's own segment token (e.g. its sentence), an ancestor of that segment
+    token (e.g. the context/paragraph the sentence is part of), or a global token
+    the long token is explicitly linked to (e.g. the candidate answer a WikiHop
+    mention names: the paper links candidates to mentions with the label that
+    links sentence tokens to their word pieces, so a pre-trained model already
+    knows how to read it).
 ``not_belongs``
-    long <-> global: every other long/global pair (not belonging, not linked).
+    long <-> global: every other long/global pair.
 ``other_context``
     g2g between two global tokens of *different* contexts that are not
     ancestor/descendant of each other.  Contexts are unordered (e.g. the
     paragraphs of multi-document QA), so no relative position is given.
-``linked``
-    long <-> global: an extra, explicit link that is not segment membership,
-    e.g. a candidate-answer global token and the long tokens of its mentions
-    (WikiHop).
 ``parent``
     g2g from a global token (query) to one of its ancestors (key), e.g.
     sentence -> its context token.  Any depth (grandparents too).
@@ -55,7 +55,6 @@ DEFAULT_STRUCTURE_LABELS: Tuple[str, ...] = (
     "belongs",
     "not_belongs",
     "other_context",
-    "linked",
     "parent",
     "child",
 )
