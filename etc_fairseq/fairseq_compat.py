@@ -7,15 +7,15 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
 
 1. ``fairseq.checkpoint_utils.load_checkpoint_to_cpu`` (every checkpoint read by ``fairseq-train
    --restore-file`` / resume, ``fairseq-validate --path``, ``--finetune-from-model``,
-   ``load_model_ensemble_and_task``): fairseq calls ``torch.load`` without ``weights_only``, so safety
-   depends on torch's default and on the ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` variable. The wrapper
-   (a) statically scans zip-format checkpoints for pickle globals outside torch's weights-only allowlist
-   and refuses them before anything is unpickled (legacy-format files: a trial load with an explicit
-   ``weights_only=True``), (b) runs the original with ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``
-   (and ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` removed) so legacy-format files are also read weights-only, and
-   (c) turns torch's errors into one clear :class:`CheckpointLoadError` naming the file: refused global,
-   or truncated/corrupt file together with the other checkpoints in the same directory to fall back to.
-   etc-fairseq checkpoints are all-dataclass (``cfg`` is a plain dict on disk) and need no allowlist.
+   ``load_model_ensemble_and_task``, hence ``etc-predict --path`` and ``EtcModel.from_pretrained``):
+   fairseq calls ``torch.load`` without ``weights_only`` and then builds whatever model, task and
+   criterion the checkpoint's config names. The wrapper first passes the file through both gates of
+   :mod:`etc_fairseq.checkpoint_io` (a weights-only read with the tensors memory-mapped, then
+   :func:`~etc_fairseq.checkpoint_io.validate_checkpoint_config`: an ETC model with known, typed fields,
+   one of our tasks and criterions), then runs the original with ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``
+   (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` removed). Every refusal is one
+   :class:`~etc_fairseq.checkpoint_io.CheckpointLoadError` naming the file (and, for a truncated file,
+   the other checkpoints in the same directory to fall back to).
 2. ``fairseq.file_io.PathManager.copy`` (used by ``checkpoint_utils.save_checkpoint`` to write
    ``checkpoint_last.pt`` / ``checkpoint_best.pt`` as copies of the freshly saved checkpoint): a plain
    ``shutil.copyfile`` onto the destination, so a kill during the copy leaves a truncated
@@ -39,7 +39,6 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
    wrapper encodes exactly those two types as plain containers before pickling, receives with
    ``torch.load(weights_only=True)``, and decodes them again; anything else unsafe is still refused.
 """
-import contextlib
 import functools
 import io
 import logging
@@ -50,145 +49,39 @@ import socket
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any
 
 import torch
+
+from etc_fairseq import checkpoint_io
+from etc_fairseq.checkpoint_io import CheckpointLoadError
 
 logger = logging.getLogger(__name__)
 
 _INSTALLED = False
 
 
-class CheckpointLoadError(RuntimeError):
-    """A checkpoint file was refused (unsafe pickle content) or could not be read (truncated, corrupt)."""
-
-
-# -------------------------------------------------------------------------------------------------------
-# 1. safe checkpoint loading
-# -------------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def force_weights_only() -> Iterator[None]:
-    """Within the block, every ``torch.load`` that does not pass ``weights_only`` explicitly is weights-only
-    (``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``; a ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` in the environment is
-    ignored with a warning). The environment is restored afterwards."""
-    saved = {k: os.environ.get(k) for k in ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")}
-    if saved["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] is not None:
-        logger.warning("ignoring TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD: etc-fairseq reads checkpoints weights-only")
-        del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
-    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _last_line(e: BaseException) -> str:
-    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else type(e).__name__
-
-
-def _other_checkpoints(path: Path) -> List[str]:
-    """Other ``*.pt`` files next to ``path`` (newest first): what the user can fall back to."""
-    try:
-        others = [p for p in path.parent.glob("*.pt") if p.resolve() != path.resolve()]
-    except OSError:
-        return []
-    others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    return [p.name for p in others[:5]]
-
-
-def _corrupt_message(path: Path, detail: str) -> str:
-    others = _other_checkpoints(path)
-    hint = (
-        f"; other checkpoints in {path.parent}: {', '.join(others)} (pass one with --restore-file, or "
-        "move the broken file away)"
-        if others
-        else ""
-    )
-    return (
-        f"{path}: truncated or corrupt checkpoint, not loaded ({detail}); it was probably not written "
-        f"completely (disk full, or copied/killed while being written){hint}"
-    )
-
-
-def unsafe_globals(path: Path) -> List[str]:
-    """Pickle globals of a zip-format checkpoint outside torch's weights-only allowlist, found by a static
-    scan of the pickle (nothing is executed). Raises CheckpointLoadError if the archive is unreadable."""
-    try:
-        return list(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
-    except Exception as e:  # truncated archive, missing data.pkl, ...
-        raise CheckpointLoadError(_corrupt_message(path, f"{type(e).__name__}: {str(e).splitlines()[0]}")) from None
-
-
-def check_checkpoint_file(path) -> None:
-    """Refuse a checkpoint before fairseq unpickles it: a truncated/corrupt zip archive or unsafe pickle
-    globals (zip format: static scan); legacy (pre-1.6) files and non-checkpoints cannot be scanned and are
-    trial-loaded with an explicit ``torch.load(weights_only=True)`` instead. Missing files are left to fairseq.
-
-    Raises:
-        CheckpointLoadError: with the file name and what is wrong.
-    """
-    path = Path(path)
-    if not path.is_file():
-        return  # fairseq reports missing files itself
-    if zipfile.is_zipfile(path):
-        bad = unsafe_globals(path)
-        if bad:
-            raise CheckpointLoadError(
-                f"{path}: refusing to load checkpoint: its pickle references {', '.join(sorted(bad))}, outside "
-                "torch's weights-only allowlist; loading it could run arbitrary code. etc-fairseq checkpoints "
-                "contain only tensors and plain Python containers"
-            )
-    else:
-        with open(path, "rb") as f:
-            head = f.read(4)
-        if head[:2] == b"PK":  # a zip archive whose end (central directory) is missing: truncated
-            raise CheckpointLoadError(_corrupt_message(path, "zip archive without its central directory"))
-        # legacy (pre-1.6) format or not a checkpoint at all: a weights-only trial load, because torch's
-        # legacy reader fails on arbitrary bytes with anything from KeyError to struct errors
-        try:
-            torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as e:
-            lines = [line.strip() for line in str(e).splitlines() if "GLOBAL" in line]
-            if not lines:  # not a pickle of anything we know: damaged or not a checkpoint
-                raise CheckpointLoadError(_corrupt_message(path, f"UnpicklingError: {_last_line(e)}")) from None
-            raise CheckpointLoadError(
-                f"{path}: refusing to load checkpoint: {lines[0]}; loading it could run arbitrary code "
-                "(checkpoints are read with torch.load(weights_only=True))"
-            ) from None
-        except Exception as e:  # noqa: BLE001 -- any failure here means "not a readable checkpoint"
-            raise CheckpointLoadError(_corrupt_message(path, f"{type(e).__name__}: {e}")) from None
-
-
 def _wrap_load_checkpoint_to_cpu(original):
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
         local = Path(str(path))
-        check_checkpoint_file(local)
+        if local.is_file():  # missing (or remote) files: fairseq reports them itself
+            # both gates of checkpoint_io before fairseq touches the file: a weights-only read (tensors
+            # memory-mapped, not read) and the config check; only then fairseq's own loader
+            state = checkpoint_io.load_checkpoint(local, mmap=True)
+            checkpoint_io.validate_checkpoint_config(state, local)
+            del state
         try:
-            with force_weights_only():
+            with checkpoint_io.force_weights_only():
                 return original(path, *args, **kwargs)
-        except pickle.UnpicklingError as e:
-            last = [line for line in str(e).splitlines() if "GLOBAL" in line]
-            detail = last[0].strip() if last else _last_line(e)
-            if last:
-                raise CheckpointLoadError(
-                    f"{path}: refusing to load checkpoint: {detail}; loading it could run arbitrary code "
-                    "(checkpoints are read with torch.load(weights_only=True))"
-                ) from None
-            raise CheckpointLoadError(_corrupt_message(local, f"UnpicklingError: {detail}")) from None
+        except pickle.UnpicklingError as e:  # the file changed since it was checked
+            raise CheckpointLoadError(f"{path}: refusing to load checkpoint: {str(e).strip().splitlines()[-1]}") from None
         except (EOFError, zipfile.BadZipFile) as e:
-            raise CheckpointLoadError(_corrupt_message(local, f"{type(e).__name__}: {e}")) from None
+            raise CheckpointLoadError(checkpoint_io.corrupt_message(local, f"{type(e).__name__}: {e}")) from None
         except RuntimeError as e:
             msg = str(e)
             if "PytorchStreamReader" in msg or "zip archive" in msg or "storage" in msg.lower():
-                raise CheckpointLoadError(_corrupt_message(local, msg.splitlines()[0])) from None
+                raise CheckpointLoadError(checkpoint_io.corrupt_message(local, msg.splitlines()[0])) from None
             raise
 
     load_checkpoint_to_cpu.__etc_fairseq_wrapped__ = True

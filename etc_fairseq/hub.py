@@ -18,9 +18,9 @@
 What ``from_pretrained`` reads (all local; nothing is downloaded):
 
 - ``model_dir/checkpoint_file``: a checkpoint written by ``fairseq-train --arch etc_*`` (any task). It is
-  checked before fairseq reads it: torch's ``weights_only`` loader with the narrowest allowlist
-  (:func:`etc_fairseq.lift.checkpoint_safe_globals`); a checkpoint that references anything else is
-  refused and nothing in it runs.
+  checked before anything else is read or built (:func:`etc_fairseq.checkpoint_io.load_model_checkpoint`):
+  a weights-only pickle with nothing beyond torch's allowlist, and a config naming an ETC model with
+  known, typed fields and one of our tasks; anything else is refused and nothing in it runs.
 - the data directory (``data_name_or_path``, relative to ``model_dir`` when it starts with ``.``):
   ``dict.txt``, as for fairseq-train.
 - the tokenizer (:func:`find_tokenizer`): explicit files if given; else the ``pretrain.json`` that
@@ -46,7 +46,6 @@ Layouts (the same as training):
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 from pathlib import Path
@@ -539,14 +538,14 @@ def from_pretrained(
         an :class:`EtcHubInterface` (in training mode like fairseq's; call ``.eval()``).
     Raises:
         FileNotFoundError: a directory or file is missing (named).
-        etc_fairseq.lift.LiftError: the checkpoint references globals outside the safe allowlist
-            (nothing of it is executed).
-        ValueError: the checkpoint is not an ETC model.
+        etc_fairseq.checkpoint_io.CheckpointLoadError: the checkpoint references globals outside torch's
+            weights-only allowlist, or its config names anything but an ETC model with known, typed fields
+            (nothing of it is executed or built).
     """
     from fairseq import hub_utils
 
     import etc_fairseq.register  # noqa: F401  (registers the etc model, tasks and criterions)
-    from etc_fairseq.lift import checkpoint_safe_globals
+    from etc_fairseq.checkpoint_io import load_model_checkpoint
     from etc_fairseq.models.etc import EtcModel
 
     model_dir = Path(model_name_or_path)
@@ -560,22 +559,14 @@ def from_pretrained(
     data_dir = data_dir.resolve()
     if not (data_dir / "dict.txt").is_file():
         raise FileNotFoundError(f"{data_dir / 'dict.txt'}: no such file (data_name_or_path={data_name_or_path!r})")
-    allowed: List[Any] = [argparse.Namespace]
     for name in checkpoint_file.split(os.pathsep):
         path = model_dir / name
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such checkpoint file")
-        for g in checkpoint_safe_globals(path):  # raises LiftError naming any unsafe global
-            if g not in allowed:
-                allowed.append(g)
+        load_model_checkpoint(path, mmap=True)  # both gates; fairseq's loader (wrapped) checks again
     tokenizer, looked, meta = find_tokenizer(model_dir, data_dir, spm_model, gpt2_encoder_json, gpt2_vocab_bpe)
     kwargs.setdefault("load_checkpoint_heads", True)
-    # Every file was checked above. fairseq calls torch.load without a weights_only argument, which on
-    # torch >= 2.6 means weights_only=True: it runs inside this narrow allowlist, never unrestricted.
-    with torch.serialization.safe_globals(allowed):
-        x = hub_utils.from_pretrained(
-            str(model_dir.resolve()), checkpoint_file, str(data_dir), archive_map=None, **kwargs
-        )
+    x = hub_utils.from_pretrained(str(model_dir.resolve()), checkpoint_file, str(data_dir), archive_map=None, **kwargs)
     model = x["models"][0]
     if not isinstance(model, EtcModel):
         raise ValueError(

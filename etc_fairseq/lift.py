@@ -27,9 +27,11 @@ token-type embeddings, the CPC head and any other ETC-only parameter, position r
 Both generations of fairseq RoBERTa key names are read: current ``encoder.*`` names and the 2019
 released ones (``decoder.*``, ``emb_layer_norm``, packed ``self_attn.in_proj_weight``/``in_proj_bias``).
 
-Checkpoints are read with ``torch.load(weights_only=True)``; the only globals allowed beyond torch's
-defaults are ``argparse.Namespace`` (fairseq's argparse-era configs) and, only for a checkpoint that
-needs them, numpy's scalar and dtype reconstructors. Anything else is refused before it can run.
+Checkpoints are read by :func:`etc_fairseq.checkpoint_io.load_checkpoint` (``torch.load(weights_only=True)``);
+the only globals allowed beyond torch's defaults are ``argparse.Namespace`` (fairseq's argparse-era
+configs) and, only for a checkpoint that needs them, numpy's scalar and dtype reconstructors. Anything
+else is refused before it can run. Lifting reads tensors and a few typed size fields; it builds no model
+from the RoBERTa checkpoint's config.
 
 Public API::
 
@@ -45,15 +47,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import pickle
 import re
-import zipfile
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
+
+from etc_fairseq.checkpoint_io import load_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -76,139 +78,8 @@ class LiftError(ValueError):
 
 
 # -------------------------------------------------------------------------------------------------------
-# safe loading
+# safe loading: etc_fairseq.checkpoint_io (argparse-era configs allowed; nothing is built from them)
 # -------------------------------------------------------------------------------------------------------
-
-
-def _numpy_safe_globals() -> List[Any]:
-    """numpy's scalar reconstructor (under its numpy 1 and numpy 2 pickle names), ``numpy.dtype`` and the
-    concrete dtype classes: what a pickled numpy scalar (e.g. a ``val_loss`` in old fairseq checkpoints)
-    needs. None of them can run arbitrary code."""
-    import numpy as np
-
-    core = getattr(np, "_core", None) or np.core
-    scalar = core.multiarray.scalar
-    allowed: List[Any] = [
-        (scalar, "numpy.core.multiarray.scalar"),
-        (scalar, "numpy._core.multiarray.scalar"),
-        np.dtype,
-    ]
-    dtypes = getattr(np, "dtypes", None)
-    if dtypes is not None:
-        for name in dir(dtypes):
-            obj = getattr(dtypes, name)
-            if isinstance(obj, type) and issubclass(obj, np.dtype):
-                allowed.append(obj)
-    return allowed
-
-
-def _is_numpy_global(name: str) -> bool:
-    return name in ("numpy.dtype", "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar") or (
-        name.startswith("numpy.dtypes.")
-    )
-
-
-_REJECTED_GLOBAL = re.compile(r"GLOBAL (\S+)")
-_REJECTED_BUILD = re.compile(r"but got <class '([^']+)'>")
-
-
-def _rejected_global(message: str) -> Optional[str]:
-    """The global named in a weights-only ``UnpicklingError`` message, if any."""
-    m = _REJECTED_GLOBAL.search(message) or _REJECTED_BUILD.search(message)
-    return m.group(1) if m else None
-
-
-def safe_load_checkpoint(path: PathLike) -> Dict[str, Any]:
-    """Read a fairseq checkpoint with ``torch.load(weights_only=True)`` on CPU.
-
-    The allowlist is the narrowest that the file needs: ``argparse.Namespace`` (fairseq's argparse-era
-    ``args``), plus numpy's scalar/dtype reconstructors only if the file references them. For zip-format
-    files the globals are found by a static scan of the pickle (nothing is executed); for legacy
-    (pre-1.6) files by attempting the load.
-
-    Args:
-        path: the checkpoint file.
-    Returns:
-        the unpickled checkpoint dict.
-    Raises:
-        LiftError: the file is missing or not a checkpoint dict, or references a global outside the
-            allowlist (named in the message together with the file); nothing of it is executed.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise LiftError(f"{path}: no such checkpoint file")
-    allowed = _zip_allowlist(path) if zipfile.is_zipfile(path) else [argparse.Namespace]
-    state, _ = _load_with(path, allowed)
-    if not isinstance(state, dict):
-        raise LiftError(f"{path}: expected a fairseq checkpoint (a dict), got {type(state).__name__}")
-    return state
-
-
-def checkpoint_safe_globals(path: PathLike) -> List[Any]:
-    """Check that a checkpoint file only references allowed globals, and return the allowlist that
-    loading it with ``torch.load(weights_only=True)`` needs (for ``torch.serialization.safe_globals``).
-
-    The same rules as :func:`safe_load_checkpoint`: zip-format files are checked by a static scan of
-    the pickle (nothing is executed, tensors are not read); legacy files by a trial load with
-    ``weights_only=True`` (which cannot run code either).
-
-    Args:
-        path: the checkpoint file.
-    Returns:
-        ``[argparse.Namespace]``, plus numpy's scalar/dtype globals when the file references them.
-    Raises:
-        LiftError: missing or unreadable file, or a global outside the allowlist (named in the message).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise LiftError(f"{path}: no such checkpoint file")
-    if zipfile.is_zipfile(path):
-        return _zip_allowlist(path)
-    _, allowed = _load_with(path, [argparse.Namespace])
-    return allowed
-
-
-def _zip_allowlist(path: Path) -> List[Any]:
-    """Static scan of a zip-format checkpoint's pickle: the allowlist it needs, or LiftError."""
-    allowed: List[Any] = [argparse.Namespace]
-    try:
-        unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
-    except Exception as e:  # corrupt archive, torchscript file, ...
-        raise LiftError(f"{path}: not a readable torch checkpoint ({e})") from None
-    rejected = [g for g in unsafe if g != "argparse.Namespace" and not _is_numpy_global(g)]
-    if rejected:
-        raise LiftError(
-            f"{path}: refusing to load: the checkpoint references globals outside the allowlist "
-            f"(argparse.Namespace, numpy scalars/dtypes): {', '.join(rejected)}. Loading it could run "
-            "arbitrary code; only plain fairseq checkpoints are read"
-        )
-    if any(_is_numpy_global(g) for g in unsafe):
-        allowed += _numpy_safe_globals()
-    return allowed
-
-
-def _load_with(path: Path, allowed: List[Any]) -> Tuple[Any, List[Any]]:
-    """torch.load(weights_only=True) inside ``safe_globals(allowed)``; one retry with numpy's globals
-    added when a legacy-format file turns out to need them. Returns (the object, the allowlist used)."""
-    for attempt in range(2):
-        try:
-            with torch.serialization.safe_globals(allowed):
-                return torch.load(path, map_location="cpu", weights_only=True), allowed
-        except pickle.UnpicklingError as e:
-            name = _rejected_global(str(e))
-            if attempt == 0 and name is not None and _is_numpy_global(name):
-                allowed = allowed + _numpy_safe_globals()
-                continue
-            raise LiftError(
-                f"{path}: refusing to load: the checkpoint references the global "
-                f"{name or '(unknown)'}, which is outside the allowlist (argparse.Namespace, numpy "
-                "scalars/dtypes); loading it could run arbitrary code"
-                + ("" if name else f" (torch said: {str(e).strip().splitlines()[-1]})")
-            ) from None
-        except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, KeyError, ValueError, TypeError,
-                AttributeError, IndexError) as e:  # torch's legacy reader fails in many ways on non-checkpoints
-            raise LiftError(f"{path}: not a readable torch checkpoint ({type(e).__name__}: {e})") from None
-    raise AssertionError("unreachable")
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -311,6 +182,8 @@ def roberta_config_from_checkpoint(checkpoint: Mapping[str, Any], state_dict: Ma
             value = seen
         if value is None:
             raise LiftError(f"{path}: the checkpoint's {source} does not record {name}")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise LiftError(f"{path}: the checkpoint's {source}.{name}={value!r:.80} is not an int")
         if seen is not None and int(value) != int(seen):
             raise LiftError(
                 f"{path}: the checkpoint's {source} says {name}={value} but its tensors have {seen} "
@@ -380,9 +253,10 @@ def load_roberta_state(path: PathLike) -> Tuple["OrderedDict[str, torch.Tensor]"
     Returns:
         (state_dict with current fairseq names, :class:`RobertaConfig`).
     Raises:
-        LiftError: unreadable or unsafe file, missing config, or not a RoBERTa checkpoint.
+        CheckpointLoadError: missing, unreadable or unsafe file (named).
+        LiftError: missing config, or not a RoBERTa checkpoint.
     """
-    checkpoint = safe_load_checkpoint(path)
+    checkpoint = load_checkpoint(path, legacy_configs=True)
     model = checkpoint.get("model")
     if not isinstance(model, Mapping) or not model:
         raise LiftError(f"{path}: no 'model' state dict in the checkpoint (keys: {sorted(checkpoint)})")
@@ -884,7 +758,6 @@ __all__ = [
     "RobertaConfig",
     "build_etc_model",
     "check_compatible",
-    "checkpoint_safe_globals",
     "check_dictionary",
     "etc_config_dict",
     "lift_checkpoint",
@@ -894,6 +767,5 @@ __all__ = [
     "normalise_roberta_state",
     "placeholder_dictionary",
     "roberta_config_from_checkpoint",
-    "safe_load_checkpoint",
     "save_etc_checkpoint",
 ]

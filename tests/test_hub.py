@@ -30,7 +30,8 @@ from etc_fairseq.data.packing import Piece
 from etc_fairseq.data.pretraining_corpus import PretrainingCorpus
 from etc_fairseq.data.pretraining_dataset import PretrainingDataset
 from etc_fairseq.hub import EtcHubInterface, Gpt2Tokenizer, collate_inputs, structured_input
-from etc_fairseq.lift import LiftError, build_etc_model, masked_lm_dictionary
+from etc_fairseq.checkpoint_io import CheckpointLoadError
+from etc_fairseq.lift import build_etc_model, masked_lm_dictionary
 from etc_fairseq.models import config_for_arch
 from etc_fairseq.models.etc import EtcModel
 from etc_fairseq.structure.global_tokens import GlobalTokenType
@@ -301,7 +302,7 @@ def test_malicious_checkpoint_is_refused_and_not_run(legacy_format, model_dir, t
     torch.save({"cfg": {"model": _RunsCode(marker)}, "model": {"w": torch.zeros(1)}}, d / "model.pt",
                _use_new_zipfile_serialization=not legacy_format)
     assert not marker.exists()
-    with pytest.raises(LiftError) as e:
+    with pytest.raises(CheckpointLoadError) as e:
         EtcModel.from_pretrained(d)
     msg = str(e.value)
     assert str(d / "model.pt") in msg and "refusing" in msg and f"{os.system.__module__}.system" in msg

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import torch
 
+from etc_fairseq.checkpoint_io import CheckpointLoadError, checkpoint_allowlist, load_checkpoint
 from etc_fairseq.cli.lift import main as lift_main
 from etc_fairseq.lift import (
     LiftError,
@@ -34,7 +35,6 @@ from etc_fairseq.lift import (
     load_roberta_state,
     masked_lm_dictionary,
     normalise_roberta_state,
-    safe_load_checkpoint,
 )
 from etc_fairseq.models import config_for_arch
 
@@ -102,13 +102,15 @@ def roberta(roberta_checkpoint):
 
 @pytest.fixture(scope="session")
 def roberta_reference(roberta_checkpoint, mlm_data):
-    """fairseq's own RobertaModel, loaded by fairseq (with argparse.Namespace narrowly allowed)."""
+    """fairseq's own RobertaModel, loaded by fairseq (with argparse.Namespace narrowly allowed). fairseq's
+    unwrapped loader: the one etc-fairseq installs builds ETC models only, and this RoBERTa checkpoint is
+    the one this session trained."""
     from fairseq import checkpoint_utils
 
+    load = getattr(checkpoint_utils.load_checkpoint_to_cpu, "__wrapped__", checkpoint_utils.load_checkpoint_to_cpu)
     with torch.serialization.safe_globals([argparse.Namespace]):
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-            [str(roberta_checkpoint)], arg_overrides={"data": str(mlm_data)}
-        )
+        state = load(str(roberta_checkpoint), {"data": str(mlm_data)})
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(roberta_checkpoint)], state=state)
     return models[0].eval(), task.source_dictionary
 
 
@@ -361,19 +363,19 @@ def test_unsafe_pickle_is_refused_and_not_run(legacy_format, tmp_path):
     torch.save({"args": _RunsCode(marker), "model": {"w": torch.zeros(1)}}, path,
                _use_new_zipfile_serialization=not legacy_format)
     assert not marker.exists()
-    with pytest.raises(LiftError) as e:
-        safe_load_checkpoint(path)
+    with pytest.raises(CheckpointLoadError) as e:
+        load_checkpoint(path, legacy_configs=True)  # the reader etc-lift uses
     msg = str(e.value)
     assert str(path) in msg and f"{os.system.__module__}.system" in msg and "refusing" in msg
     assert not marker.exists()
-    with pytest.raises(LiftError):
+    with pytest.raises(CheckpointLoadError):
         load_roberta_state(path)
     assert not marker.exists()
 
 
 def test_other_unusable_inputs_are_refused(roberta, dictionary, tmp_path):
     state, rcfg = roberta
-    with pytest.raises(LiftError, match="no such checkpoint"):
+    with pytest.raises(CheckpointLoadError, match="missing.pt: no such checkpoint file"):
         load_roberta_state(tmp_path / "missing.pt")
     cfg = config_for_arch("etc_tiny", **ETC_OVERRIDES)
     extra = dict(state)
@@ -464,26 +466,28 @@ def test_fairseq_train_finetunes_from_lifted_checkpoint(lifted_via_cli, mlm_data
 
 
 @pytest.mark.parametrize("legacy_format", [False, True])
-def test_checkpoint_safe_globals_is_the_narrow_allowlist(legacy_format, tmp_path):
-    """The gate used by EtcModel.from_pretrained: Namespace always; numpy's globals only when needed."""
-    from etc_fairseq.lift import checkpoint_safe_globals
-
+def test_checkpoint_allowlist_is_the_narrow_one(legacy_format, tmp_path):
+    """etc-lift's reader (legacy_configs=True): Namespace; numpy's globals only when needed. The reader
+    every model-building path uses (legacy_configs=False): neither."""
     plain = tmp_path / "plain.pt"
     torch.save({"args": argparse.Namespace(a=1), "model": {"w": torch.ones(2)}}, plain,
                _use_new_zipfile_serialization=not legacy_format)
-    assert checkpoint_safe_globals(plain) == [argparse.Namespace]
+    assert checkpoint_allowlist(plain, legacy_configs=True) == [argparse.Namespace]
+    with pytest.raises(CheckpointLoadError, match=r"plain\.pt: refusing to load checkpoint: its pickle references argparse\.Namespace"):
+        checkpoint_allowlist(plain)
     with_numpy = tmp_path / "numpy.pt"
     torch.save({"args": None, "model": {}, "extra_state": {"val_loss": np.float64(1.5)}}, with_numpy,
                _use_new_zipfile_serialization=not legacy_format)
-    allowed = checkpoint_safe_globals(with_numpy)
-    assert allowed[0] is argparse.Namespace and np.dtype in allowed and len(allowed) > 3
-    with torch.serialization.safe_globals(allowed):
-        assert torch.load(with_numpy, weights_only=True)["extra_state"]["val_loss"] == 1.5
+    allowed = checkpoint_allowlist(with_numpy, legacy_configs=True)
+    assert np.dtype in allowed and len(allowed) > 3
+    assert load_checkpoint(with_numpy, legacy_configs=True)["extra_state"]["val_loss"] == 1.5
+    with pytest.raises(CheckpointLoadError, match="refusing to load checkpoint: its pickle references numpy"):
+        load_checkpoint(with_numpy)
     marker = tmp_path / "pwned"
     evil = tmp_path / "evil.pt"
     torch.save({"args": _RunsCode(marker)}, evil, _use_new_zipfile_serialization=not legacy_format)
-    with pytest.raises(LiftError, match="refusing"):
-        checkpoint_safe_globals(evil)
+    with pytest.raises(CheckpointLoadError, match="refusing"):
+        checkpoint_allowlist(evil, legacy_configs=True)
     assert not marker.exists()
-    with pytest.raises(LiftError, match="no such checkpoint"):
-        checkpoint_safe_globals(tmp_path / "missing.pt")
+    with pytest.raises(CheckpointLoadError, match="no such checkpoint"):
+        checkpoint_allowlist(tmp_path / "missing.pt")

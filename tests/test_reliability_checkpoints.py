@@ -68,7 +68,7 @@ def evil_copy(good: Path, dest: Path, marker: Path, legacy: bool) -> Path:
 
 
 def test_our_checkpoints_load_weights_only_with_no_allowlist(trained):
-    from etc_fairseq.fairseq_compat import unsafe_globals
+    from etc_fairseq.checkpoint_io import unsafe_globals
 
     for path in trained.glob("*.pt"):
         assert unsafe_globals(path) == [], path
@@ -104,7 +104,7 @@ def test_restore_file_refuses_legacy_format_payload_even_with_force_no_weights_o
         trained, pretrain_data, tmp_path, monkeypatch):
     """fairseq-train --restore-file with a legacy (pre-zip) pickle, which cannot be scanned statically, and
     TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 set: still read weights-only, refused, the command never runs."""
-    from etc_fairseq.fairseq_compat import CheckpointLoadError
+    from etc_fairseq.checkpoint_io import CheckpointLoadError
 
     marker = tmp_path / "pwned"
     evil = evil_copy(trained / "checkpoint_last.pt", tmp_path / "evil_legacy.pt", marker, legacy=True)
@@ -120,7 +120,7 @@ def test_restore_file_refuses_legacy_format_payload_even_with_force_no_weights_o
 def test_truncated_checkpoints_are_detected(trained, tmp_path, fraction):
     from fairseq import checkpoint_utils
 
-    from etc_fairseq.fairseq_compat import CheckpointLoadError
+    from etc_fairseq.checkpoint_io import CheckpointLoadError
 
     data = (trained / "checkpoint_1_2.pt").read_bytes()
     bad = tmp_path / "checkpoint_last.pt"
@@ -131,7 +131,7 @@ def test_truncated_checkpoints_are_detected(trained, tmp_path, fraction):
 
 
 def test_truncated_last_checkpoint_stops_resume_and_previous_one_resumes(trained, pretrain_data, tmp_path, monkeypatch):
-    from etc_fairseq.fairseq_compat import CheckpointLoadError
+    from etc_fairseq.checkpoint_io import CheckpointLoadError
 
     save = tmp_path / "ckpt"
     shutil.copytree(trained, save)
@@ -235,7 +235,7 @@ def test_newer_version_fails_clearly_in_fairseq_validate(trained, pretrain_data,
 def test_non_checkpoint_files_are_reported_as_such(content, tmp_path):
     from fairseq import checkpoint_utils
 
-    from etc_fairseq.fairseq_compat import CheckpointLoadError
+    from etc_fairseq.checkpoint_io import CheckpointLoadError
 
     path = tmp_path / "model.pt"
     path.write_bytes(content)
@@ -259,3 +259,142 @@ def test_hub_interface_refuses_code_running_checkpoint(trained, pretrain_data, t
     shutil.copy(trained / "checkpoint_last.pt", model_dir / "good.pt")
     hub = EtcModel.from_pretrained(str(model_dir), "good.pt", str(pretrain_data))
     assert int(hub.model.encoder.version.item()) == 1
+
+
+# ------------------------------------------------------------------------------------------------------
+# the config gate: a weights-only checkpoint that names another model (issue 15 item 1)
+# ------------------------------------------------------------------------------------------------------
+
+#: wav2vec2 eval()s this string when it builds its feature extractor. CONSTRUCTED attack.
+def wav2vec2_payload(marker: Path) -> str:
+    return f"__import__('os').system('touch {marker}') or [(512, 10, 5)]"
+
+
+def config_copy(good: Path, dest: Path, edit) -> Path:
+    """A copy of a real checkpoint with ``edit(cfg)`` applied to its (plain-dict) config: no pickle
+    payload at all, so the weights-only scan has nothing to find."""
+    state = torch.load(good, weights_only=True)
+    edit(state["cfg"])
+    torch.save(state, dest)
+    return dest
+
+
+def wav2vec2_checkpoint(trained: Path, dest: Path, marker: Path) -> Path:
+    def edit(cfg):
+        cfg["model"] = {"_name": "wav2vec2", "conv_feature_layers": wav2vec2_payload(marker)}
+
+    return config_copy(trained / "checkpoint_last.pt", dest, edit)
+
+
+def test_wav2vec2_checkpoint_passes_the_pickle_scan(trained, tmp_path):
+    """Why the config gate exists: the attack file is a plain weights-only checkpoint."""
+    from etc_fairseq.checkpoint_io import load_checkpoint, unsafe_globals
+
+    evil = wav2vec2_checkpoint(trained, tmp_path / "evil.pt", tmp_path / "pwned")
+    assert unsafe_globals(evil) == []
+    assert load_checkpoint(evil)["cfg"]["model"]["_name"] == "wav2vec2"
+    assert not (tmp_path / "pwned").exists()
+
+
+REFUSED_WAV2VEC2 = r"checkpoint {}: cfg\.model\._name='wav2vec2' is not an ETC model \(expected one of etc, etc_base, .*etc_tiny"
+
+
+def test_fairseq_validate_refuses_wav2vec2_config(trained, pretrain_data, tmp_path):
+    marker = tmp_path / "PWNED"
+    evil = wav2vec2_checkpoint(trained, tmp_path / "evil.pt", marker)
+    rc, log = fairseq("fairseq_cli.validate", str(pretrain_data), "--user-dir", USER_DIR, "--task", "etc_pretraining",
+                      "--path", str(evil), "--cpu", "--max-tokens", "2048", "--num-workers", "0")
+    assert rc != 0
+    assert re.search(REFUSED_WAV2VEC2.format(re.escape(str(evil))), log), log[-2000:]
+    assert not marker.exists()
+
+
+def test_etc_predict_refuses_wav2vec2_config_in_one_line(trained, pretrain_data, tmp_path):
+    marker = tmp_path / "PWNED"
+    evil = wav2vec2_checkpoint(trained, tmp_path / "evil.pt", marker)
+    out = tmp_path / "pred.json"
+    proc = subprocess.run([sys.executable, "-m", "etc_fairseq.cli.predict", "wikihop", "--path", str(evil),
+                           "--data", str(pretrain_data), "--output", str(out), "--device", "cpu"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"etc-predict wikihop: error: " + REFUSED_WAV2VEC2.format(re.escape(str(evil))) + r".*\)", last), last
+    assert "Traceback" not in proc.stderr
+    assert not marker.exists() and not out.exists()
+
+
+def test_from_pretrained_refuses_wav2vec2_config(trained, pretrain_data, tmp_path):
+    from etc_fairseq.checkpoint_io import CheckpointLoadError
+    from etc_fairseq.models import EtcModel
+
+    marker = tmp_path / "PWNED"
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    evil = wav2vec2_checkpoint(trained, model_dir / "model.pt", marker)
+    with pytest.raises(CheckpointLoadError, match=REFUSED_WAV2VEC2.format(re.escape(str(evil)))):
+        EtcModel.from_pretrained(str(model_dir), "model.pt", str(pretrain_data))
+    assert not marker.exists()
+
+
+def _set(section, key, value):
+    def edit(cfg):
+        cfg[section][key] = value
+    return edit
+
+
+def _replace(section, value):
+    def edit(cfg):
+        cfg[section] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_set("model", "conv_feature_layers", "[(512, 10, 5)]"),
+     r"cfg\.model\.conv_feature_layers is not a field of EtcConfig \(unknown config field"),
+    (_set("model", "encoder_layers", '__import__("os").system("true") or 2'),
+     r"cfg\.model\.encoder_layers='__import__\(\"os\"\).* is not of the field's type \(expected int\)"),
+    (_set("model", "encoder_layers", 2.0), r"cfg\.model\.encoder_layers=2\.0 is not of the field's type \(expected int\)"),
+    (_set("model", "dropout", True), r"cfg\.model\.dropout=True is not of the field's type \(expected float\)"),
+    (_set("model", "shared_kv", "False"), r"cfg\.model\.shared_kv='False' is not of the field's type \(expected bool\)"),
+    (_set("model", "activation_fn", "swish2"), r"cfg\.model\.activation_fn='swish2' is not of the field's type \(expected one of 'relu'"),
+    (_set("model", "relative_structure_labels", ["belongs"]), r"cfg\.model\.relative_structure_labels=\['belongs'\] .*expected str"),
+    (_set("model", "_name", "roberta_base"), r"cfg\.model\._name='roberta_base' is not an ETC model"),
+    (_replace("model", None), r"cfg\.model is a NoneType, not a dataclass config"),
+    (_set("task", "_name", "audio_pretraining"), r"cfg\.task\._name='audio_pretraining' is not a task etc-fairseq builds \(expected one of .*etc_pretraining"),
+    (_set("task", "max_long_len", "128"), r"cfg\.task\.max_long_len='128' is not of the field's type \(expected int\)"),
+    (_set("task", "normalize", True), r"cfg\.task\.normalize is not a field of EtcPretrainingConfig"),
+    (_set("criterion", "_name", "ctc"), r"cfg\.criterion\._name='ctc' is not a criterion etc-fairseq builds"),
+    (_set("common", "user_dir", "${oc.env:HOME}"), r"cfg\.common\.user_dir='\$\{oc\.env:HOME\}' is an omegaconf resolver call"),
+])
+def test_config_gate_refuses_unknown_models_fields_and_types(trained, tmp_path, edit, message):
+    """Each CONSTRUCTED edit of a real checkpoint's config is refused before anything is built, in one
+    line naming the file and the field; the untouched checkpoint passes the same gate."""
+    from fairseq import checkpoint_utils
+
+    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_model_checkpoint
+
+    good = trained / "checkpoint_last.pt"
+    load_model_checkpoint(good)
+    bad = config_copy(good, tmp_path / "bad.pt", edit)
+    with pytest.raises(CheckpointLoadError, match=rf"^checkpoint {re.escape(str(bad))}: {message}") as e:
+        load_model_checkpoint(bad)
+    assert "\n" not in str(e.value)
+    with pytest.raises(CheckpointLoadError, match=message):  # and in fairseq's loader, which every path uses
+        checkpoint_utils.load_checkpoint_to_cpu(str(bad))
+
+
+def test_config_gate_refuses_argparse_args(trained, tmp_path):
+    """An argparse-era ``args`` (fairseq builds from it in preference to ``cfg``) is refused outright; it
+    needs argparse.Namespace, which only etc-lift's reader allows."""
+    import argparse
+
+    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint, validate_checkpoint_config
+
+    state = torch.load(trained / "checkpoint_last.pt", weights_only=True)
+    state["args"] = argparse.Namespace(arch="fconv", encoder_layers="__import__('os').system('true')")
+    path = tmp_path / "args.pt"
+    torch.save(state, path)
+    with pytest.raises(CheckpointLoadError, match=r"its pickle references argparse\.Namespace"):
+        load_checkpoint(path)
+    with pytest.raises(CheckpointLoadError, match=r"argparse-era 'args' config \(arch='fconv'\)"):
+        validate_checkpoint_config(load_checkpoint(path, legacy_configs=True), path)

@@ -131,6 +131,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.getLogger("fairseq").setLevel(logging.WARNING)
     parser = build_parser()
     args = parser.parse_args(argv)
+    from etc_fairseq.checkpoint_io import CheckpointLoadError
     from etc_fairseq.lift import LiftError, lift_checkpoint
 
     try:
@@ -141,7 +142,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             args.roberta_checkpoint, args.arch, args.out, args.dict, overrides,
             seed=args.seed, drop_unknown=args.drop_unknown,
         )
-    except LiftError as e:
+    except (LiftError, CheckpointLoadError) as e:
         if args.debug:
             raise
         print(f"etc-lift: error: {e}", file=sys.stderr)

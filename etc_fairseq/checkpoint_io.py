@@ -1,0 +1,455 @@
+"""The one safe way etc-fairseq reads a checkpoint file: checkpoints are data, never code.
+
+Two independent gates, both before anything of the file is used:
+
+1. **The pickle** (:func:`load_checkpoint`, :func:`unsafe_globals`): zip-format files are scanned
+   statically for pickle globals outside torch's weights-only allowlist (nothing is unpickled); legacy
+   (pre-1.6) files cannot be scanned and are read with an explicit ``torch.load(weights_only=True)``.
+   Extra globals are allowed only on request (``legacy_configs=True``: ``argparse.Namespace`` and numpy's
+   scalar/dtype reconstructors, which argparse-era fairseq checkpoints such as released RoBERTa models
+   hold; ``etc-lift`` reads those). ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` is ignored (:func:`force_weights_only`).
+2. **The config** (:func:`validate_checkpoint_config`): a weights-only pickle can still name any fairseq
+   model, and fairseq builds whatever ``cfg.model._name`` names; several fairseq models ``eval()`` config
+   strings (wav2vec2's ``conv_feature_layers``, fconv's ``encoder_layers``, ...). So before a model is
+   built from a checkpoint, its config must name an ETC model (``etc`` or one of its registered
+   architectures), every model field must be a field of that model's dataclass with a value of the
+   field's type (int, float, bool, str, one of the choices, a list of those; a ``${section.field}``
+   reference where fairseq's ``II(...)`` put one), and the task and criterion must be ones our loaders
+   are meant to build (etc-fairseq's own, plus fairseq's ``masked_lm`` and ``sentence_prediction``),
+   with the same field and type rules. Argparse-era ``args`` namespaces are refused: no ETC checkpoint
+   has one. A resolver interpolation (``${oc.env:...}``) anywhere in the config is refused too.
+
+Every failure is one :class:`CheckpointLoadError` whose message names the file and what is wrong
+(the refused global; the config field, its value and what was expected; or, for a truncated file,
+the other checkpoints in the same directory to fall back on).
+
+Used by: fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` (wrapped in
+:mod:`etc_fairseq.fairseq_compat`: ``fairseq-train`` resume / ``--restore-file`` / ``--finetune-from-model``,
+``fairseq-validate --path``, ``etc-predict --path``, ``EtcModel.from_pretrained``) and ``etc-lift``
+(:func:`etc_fairseq.lift.load_roberta_state`, which reads tensors only and builds nothing).
+
+This module imports only torch at import time; fairseq's registries are read inside
+:func:`validate_checkpoint_config`.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import enum
+import logging
+import os
+import pickle
+import re
+import typing
+import zipfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, os.PathLike]
+
+#: fairseq tasks and criterions (besides etc-fairseq's own) that ETC checkpoints are trained with and our
+#: loaders build: README's masked-LM quick start and sentence classification.
+FAIRSEQ_TASKS = ("masked_lm", "sentence_prediction")
+FAIRSEQ_CRITERIONS = ("masked_lm", "sentence_prediction")
+
+
+class CheckpointLoadError(ValueError):
+    """A checkpoint file was refused (unsafe pickle content, or a config that names something other than
+    what etc-fairseq builds) or could not be read (missing, truncated, corrupt). The message is one line
+    naming the file."""
+
+
+# -------------------------------------------------------------------------------------------------------
+# gate 1: the pickle
+# -------------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def force_weights_only() -> Iterator[None]:
+    """Within the block, every ``torch.load`` that does not pass ``weights_only`` explicitly is weights-only
+    (``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``; a ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` in the environment is
+    ignored with a warning). The environment is restored afterwards."""
+    saved = {k: os.environ.get(k) for k in ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")}
+    if saved["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] is not None:
+        logger.warning("ignoring TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD: etc-fairseq reads checkpoints weights-only")
+        del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def other_checkpoints(path: Path) -> List[str]:
+    """Names of the other ``*.pt`` files next to ``path``, newest first (at most 5): what to fall back to."""
+    try:
+        others = [p for p in path.parent.glob("*.pt") if p.resolve() != path.resolve()]
+        others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return []
+    return [p.name for p in others[:5]]
+
+
+def corrupt_message(path: Path, detail: str) -> str:
+    """The one-line message for a checkpoint that cannot be read (``detail``: what torch said)."""
+    others = other_checkpoints(path)
+    hint = (
+        f"; other checkpoints in {path.parent}: {', '.join(others)} (pass one with --restore-file, or "
+        "move the broken file away)"
+        if others
+        else ""
+    )
+    return (
+        f"{path}: truncated or corrupt checkpoint, not loaded ({detail}); it was probably not written "
+        f"completely (disk full, or copied/killed while being written){hint}"
+    )
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+def _numpy_safe_globals() -> List[Any]:
+    """numpy's scalar reconstructor (under its numpy 1 and numpy 2 pickle names), ``numpy.dtype`` and the
+    concrete dtype classes: what a pickled numpy scalar (e.g. a ``val_loss`` in old fairseq checkpoints)
+    needs. None of them can run arbitrary code."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or np.core
+    scalar = core.multiarray.scalar
+    allowed: List[Any] = [
+        (scalar, "numpy.core.multiarray.scalar"),
+        (scalar, "numpy._core.multiarray.scalar"),
+        np.dtype,
+    ]
+    dtypes = getattr(np, "dtypes", None)
+    if dtypes is not None:
+        for name in dir(dtypes):
+            obj = getattr(dtypes, name)
+            if isinstance(obj, type) and issubclass(obj, np.dtype):
+                allowed.append(obj)
+    return allowed
+
+
+def _is_numpy_global(name: str) -> bool:
+    return name in ("numpy.dtype", "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar") or (
+        name.startswith("numpy.dtypes.")
+    )
+
+
+def _legacy_allowed(name: str) -> bool:
+    return name == "argparse.Namespace" or _is_numpy_global(name)
+
+
+_REJECTED_GLOBAL = re.compile(r"GLOBAL (\S+)")
+_REJECTED_BUILD = re.compile(r"but got <class '([^']+)'>")
+
+
+def _rejected_global(message: str) -> Optional[str]:
+    """The global named in a weights-only ``UnpicklingError`` message, if any."""
+    m = _REJECTED_GLOBAL.search(message) or _REJECTED_BUILD.search(message)
+    return m.group(1) if m else None
+
+
+def _refused(path: Path, names: Sequence[str], legacy_configs: bool) -> CheckpointLoadError:
+    allowed = "torch's weights-only allowlist" + (" plus argparse.Namespace and numpy scalars" if legacy_configs else "")
+    return CheckpointLoadError(
+        f"{path}: refusing to load checkpoint: its pickle references {', '.join(sorted(names))}, outside "
+        f"{allowed}; loading it could run arbitrary code. etc-fairseq checkpoints contain only tensors and "
+        "plain Python containers"
+    )
+
+
+def unsafe_globals(path: PathLike) -> List[str]:
+    """Pickle globals of a zip-format checkpoint outside torch's weights-only allowlist (and any
+    ``torch.serialization.safe_globals`` in effect), found by a static scan of the pickle: nothing is
+    executed, no tensor is read.
+
+    Raises:
+        CheckpointLoadError: the archive is unreadable (truncated, no ``data.pkl``).
+    """
+    path = Path(path)
+    try:
+        return list(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
+    except Exception as e:  # noqa: BLE001 -- truncated archive, missing data.pkl, torchscript file ...
+        raise CheckpointLoadError(corrupt_message(path, f"{type(e).__name__}: {_first_line(e)}")) from None
+
+
+def checkpoint_allowlist(path: PathLike, legacy_configs: bool = False) -> List[Any]:
+    """The globals ``torch.load(weights_only=True)`` needs for ``path`` beyond torch's own allowlist,
+    after checking that the file references nothing else (zip format: static scan; legacy format: a
+    trial weights-only load).
+
+    Args:
+        path: the checkpoint file.
+        legacy_configs: allow ``argparse.Namespace`` and numpy scalars/dtypes (argparse-era fairseq
+            checkpoints); otherwise nothing beyond torch's allowlist.
+    Returns:
+        the objects for ``torch.serialization.safe_globals`` (empty for every etc-fairseq checkpoint).
+    Raises:
+        CheckpointLoadError: missing, unreadable, or a refused global (named in the message).
+    """
+    return _read(Path(path), legacy_configs, mmap=True, keep=False)[1]
+
+
+def load_checkpoint(path: PathLike, *, legacy_configs: bool = False, mmap: bool = False) -> Dict[str, Any]:
+    """Read a checkpoint safely on CPU (gate 1 only; see :func:`validate_checkpoint_config` for gate 2).
+
+    Args:
+        path: the checkpoint file.
+        legacy_configs: see :func:`checkpoint_allowlist`.
+        mmap: map the tensors' storage instead of reading it (zip format only; legacy files are read):
+            cheap when only the config is needed.
+    Returns:
+        the unpickled checkpoint (a dict).
+    Raises:
+        CheckpointLoadError: missing, unreadable or not a dict, or a refused global (named in the message);
+            nothing of a refused file is executed.
+    """
+    state, _ = _read(Path(path), legacy_configs, mmap=mmap, keep=True)
+    if not isinstance(state, dict):
+        raise CheckpointLoadError(f"{path}: expected a fairseq checkpoint (a dict), got {type(state).__name__}")
+    return state
+
+
+def _read(path: Path, legacy_configs: bool, mmap: bool, keep: bool) -> Tuple[Any, List[Any]]:
+    """Gate 1; returns (the object or None when ``keep`` is False and nothing had to be loaded, allowlist)."""
+    if not path.is_file():
+        raise CheckpointLoadError(f"{path}: no such checkpoint file")
+    allowed: List[Any] = []
+    is_zip = zipfile.is_zipfile(path)
+    if is_zip:
+        unsafe = unsafe_globals(path)
+        refused = [g for g in unsafe if not (legacy_configs and _legacy_allowed(g))]
+        if refused:
+            raise _refused(path, refused, legacy_configs)
+        if "argparse.Namespace" in unsafe:
+            allowed.append(argparse.Namespace)
+        if any(_is_numpy_global(g) for g in unsafe):
+            allowed += _numpy_safe_globals()
+        if not keep:
+            return None, allowed
+    else:
+        with open(path, "rb") as f:
+            if f.read(2) == b"PK":  # a zip archive whose end (central directory) is missing: truncated
+                raise CheckpointLoadError(corrupt_message(path, "zip archive without its central directory"))
+        if legacy_configs:
+            allowed.append(argparse.Namespace)
+    # legacy format (or a scanned zip): a weights-only load. torch's legacy reader fails on arbitrary bytes
+    # with anything from KeyError to struct errors: every such failure means "not a readable checkpoint".
+    for attempt in range(2):
+        try:
+            with force_weights_only(), torch.serialization.safe_globals(allowed):
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and is_zip), allowed
+        except pickle.UnpicklingError as e:
+            name = _rejected_global(str(e))
+            if name is None:  # not a pickle of anything we know: damaged or not a checkpoint
+                raise CheckpointLoadError(corrupt_message(path, f"UnpicklingError: {_first_line(e)}")) from None
+            if attempt == 0 and legacy_configs and _is_numpy_global(name):
+                allowed = allowed + _numpy_safe_globals()
+                continue
+            raise _refused(path, [name], legacy_configs) from None
+        except Exception as e:  # noqa: BLE001
+            raise CheckpointLoadError(corrupt_message(path, f"{type(e).__name__}: {_first_line(e)}")) from None
+    raise AssertionError("unreachable")
+
+
+# -------------------------------------------------------------------------------------------------------
+# gate 2: the config
+# -------------------------------------------------------------------------------------------------------
+
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_.]*\}")  # what II("task.max_positions") stores
+_RESOLVER = re.compile(r"\$\{[^}]*:")  # ${oc.env:HOME}, ${oc.decode:...}: a resolver call
+
+
+def _plain(value: Any) -> Any:
+    """A dict / Namespace / omegaconf node -> plain dict (others unchanged)."""
+    if isinstance(value, argparse.Namespace):
+        return dict(vars(value))
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(value):
+            return OmegaConf.to_container(value, resolve=False)
+    except ImportError:  # pragma: no cover
+        pass
+    return value
+
+
+def _type_ok(value: Any, tp: Any) -> bool:
+    """Whether a config value is of the dataclass field type ``tp`` (plain data only)."""
+    if isinstance(value, str) and _REFERENCE.fullmatch(value):
+        return True  # resolved by omegaconf from another field, which is checked where it lives
+    if tp is Any:
+        return value is None or isinstance(value, (bool, int, float, str))
+    origin = typing.get_origin(tp)
+    if origin is Union:
+        return any(_type_ok(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if origin in (list, tuple, List, Tuple, Sequence) or tp in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return False
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        return not args or all(_type_ok(v, args[0]) for v in value)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):  # fairseq's ChoiceEnum: stored as its value
+        choices = {m.value for m in tp} | {m.name for m in tp}
+        return isinstance(value, (str, tp)) and (value.value if isinstance(value, tp) else value) in choices
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    return False  # any other type: not something an etc-fairseq config stores
+
+
+def _expected(tp: Any) -> str:
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return "one of " + ", ".join(repr(m.value) for m in tp)
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _check_fields(path: Path, section: str, values: Mapping[str, Any], dataclass: type) -> None:
+    """Every key of ``values`` (except ``_name``) is a field of ``dataclass`` with a value of its type."""
+    try:
+        hints = typing.get_type_hints(dataclass)
+    except Exception:  # noqa: BLE001 -- unresolvable annotation: fall back to the raw field types
+        hints = {}
+    fields = {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(dataclass)}
+    for key, value in values.items():
+        if key == "_name":
+            continue
+        if key not in fields:
+            raise CheckpointLoadError(
+                f"checkpoint {path}: cfg.{section}.{key} is not a field of {dataclass.__name__} "
+                f"(unknown config field; refusing to build from it)"
+            )
+        if not _type_ok(value, fields[key]):
+            raise CheckpointLoadError(
+                f"checkpoint {path}: cfg.{section}.{key}={value!r:.80} is not of the field's type "
+                f"(expected {_expected(fields[key])})"
+            )
+
+
+def _no_resolvers(path: Path, obj: Any, where: str) -> None:
+    if isinstance(obj, str):
+        if _RESOLVER.search(obj):
+            raise CheckpointLoadError(
+                f"checkpoint {path}: {where}={obj!r:.80} is an omegaconf resolver call; checkpoint configs "
+                "may only reference other fields (${section.field})"
+            )
+    elif isinstance(obj, Mapping):
+        for k, v in obj.items():
+            _no_resolvers(path, v, f"{where}.{k}")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _no_resolvers(path, v, f"{where}[{i}]")
+
+
+def _ours(cls: Any) -> bool:
+    return getattr(cls, "__module__", "").split(".")[0] == "etc_fairseq"
+
+
+def allowed_components() -> Dict[str, Dict[str, type]]:
+    """What a checkpoint may name, with the dataclass its fields are checked against:
+    ``{"model": {name or architecture: dataclass}, "task": {...}, "criterion": {...}}``. Models: every
+    model and architecture etc-fairseq registers; tasks and criterions: etc-fairseq's plus
+    :data:`FAIRSEQ_TASKS` / :data:`FAIRSEQ_CRITERIONS`. Only dataclass-configured components qualify."""
+    import etc_fairseq.register  # noqa: F401  (the registries below hold our components once it ran)
+    from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_DATACLASS_REGISTRY, MODEL_REGISTRY
+    from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
+
+    models: Dict[str, type] = {}
+    for name, cls in MODEL_REGISTRY.items():
+        if _ours(cls) and name in MODEL_DATACLASS_REGISTRY:
+            models[name] = MODEL_DATACLASS_REGISTRY[name]
+    by_class = {MODEL_REGISTRY[n]: dc for n, dc in models.items()}
+    for arch, cls in ARCH_MODEL_REGISTRY.items():
+        if cls in by_class:
+            models[arch] = by_class[cls]
+    tasks = {n: TASK_DATACLASS_REGISTRY[n] for n, c in TASK_REGISTRY.items()
+             if (_ours(c) or n in FAIRSEQ_TASKS) and n in TASK_DATACLASS_REGISTRY}
+    criterions = {n: CRITERION_DATACLASS_REGISTRY[n] for n, c in CRITERION_REGISTRY.items()
+                  if (_ours(c) or n in FAIRSEQ_CRITERIONS) and n in CRITERION_DATACLASS_REGISTRY}
+    return {"model": models, "task": tasks, "criterion": criterions}
+
+
+def validate_checkpoint_config(state: Mapping[str, Any], path: PathLike) -> None:
+    """Gate 2: refuse a checkpoint whose config would make fairseq build anything but an ETC model with
+    plain, typed settings (see the module docstring). Call it on the unpickled checkpoint before any
+    model, task or criterion is built from it.
+
+    Args:
+        state: the checkpoint as :func:`load_checkpoint` returns it (``cfg`` a plain dict, or an omegaconf
+            node after fairseq's loader).
+        path: the file, for messages.
+    Raises:
+        CheckpointLoadError: one line naming the file, the field and what was expected.
+    """
+    path = Path(path)
+    if state.get("args") is not None:
+        arch = getattr(state["args"], "arch", None) if not isinstance(state["args"], Mapping) else state["args"].get("arch")
+        raise CheckpointLoadError(
+            f"checkpoint {path}: has an argparse-era 'args' config (arch={arch!r}); etc-fairseq builds models "
+            "only from checkpoints with a dataclass 'cfg' (RoBERTa checkpoints: convert them with etc-lift)"
+        )
+    cfg = _plain(state.get("cfg"))
+    if not isinstance(cfg, Mapping):
+        raise CheckpointLoadError(f"checkpoint {path}: no 'cfg' config (got {type(cfg).__name__}); not an etc-fairseq checkpoint")
+    _no_resolvers(path, cfg, "cfg")
+    allowed = allowed_components()
+    for section, required in (("model", True), ("task", False), ("criterion", False)):
+        values = _plain(cfg.get(section))
+        if values is None and not required:
+            continue
+        if not isinstance(values, Mapping):
+            raise CheckpointLoadError(
+                f"checkpoint {path}: cfg.{section} is a {type(values).__name__}, not a dataclass config "
+                f"(expected a dict with _name, one of {', '.join(sorted(allowed[section]))})"
+            )
+        name = values.get("_name")
+        if name not in allowed[section]:
+            what = "an ETC model" if section == "model" else f"a {section} etc-fairseq builds"
+            raise CheckpointLoadError(
+                f"checkpoint {path}: cfg.{section}._name={name!r} is not {what} "
+                f"(expected one of {', '.join(sorted(allowed[section]))})"
+            )
+        _check_fields(path, section, values, allowed[section][name])
+
+
+def load_model_checkpoint(path: PathLike, *, mmap: bool = False) -> Dict[str, Any]:
+    """:func:`load_checkpoint` then :func:`validate_checkpoint_config`: an etc-fairseq checkpoint that is
+    safe to build a model from."""
+    state = load_checkpoint(path, mmap=mmap)
+    validate_checkpoint_config(state, path)
+    return state
+
+
+__all__ = [
+    "CheckpointLoadError",
+    "FAIRSEQ_CRITERIONS",
+    "FAIRSEQ_TASKS",
+    "allowed_components",
+    "checkpoint_allowlist",
+    "corrupt_message",
+    "force_weights_only",
+    "load_checkpoint",
+    "load_model_checkpoint",
+    "other_checkpoints",
+    "unsafe_globals",
+    "validate_checkpoint_config",
+]
