@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from etc_fairseq.checkpoint_io import CheckpointLoadError
 from etc_fairseq.official.tf_checkpoint import (
     TFCheckpointError,
     TFCheckpointReader,
@@ -300,7 +301,7 @@ def _copy_fixture(tmp_path, name="shared"):
 def test_missing_index(tmp_path):
     target = _copy_fixture(tmp_path)
     (target / "model.ckpt.index").unlink()
-    with pytest.raises(TFCheckpointError) as err:
+    with pytest.raises(CheckpointLoadError) as err:  # the project's one checkpoint error class
         read_tf_checkpoint(target / "model.ckpt")
     assert _one_line(err).startswith(f"{target / 'model.ckpt.index'}: TensorFlow checkpoint index not found")
     with pytest.raises(TFCheckpointError, match=r"expected exactly one TensorFlow checkpoint \(\*\.index\).*found none"):

@@ -59,6 +59,8 @@ from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
+from etc_fairseq.checkpoint_io import CheckpointLoadError
+
 PathLike = Union[str, os.PathLike]
 
 __all__ = [
@@ -73,8 +75,11 @@ __all__ = [
 ]
 
 
-class TFCheckpointError(ValueError):
-    """A TensorFlow checkpoint is missing, truncated, corrupted or uses a feature this reader does not read."""
+class TFCheckpointError(CheckpointLoadError):
+    """A TensorFlow checkpoint is missing, truncated, corrupted or uses a feature this reader does not read.
+
+    A :class:`~etc_fairseq.checkpoint_io.CheckpointLoadError` (the project's one checkpoint error), so
+    callers that read any kind of checkpoint catch one class."""
 
 
 # ----------------------------------------------------------------------------------------------------
