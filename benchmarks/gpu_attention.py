@@ -66,9 +66,7 @@ def _call(impl: str, tensors: Dict, kw: Dict):
     import torch
     import torch.nn.functional as F
 
-    from etc_fairseq.attention import global_local_attention
-    from etc_fairseq.attention.dense import dense_global_local_attention
-    from etc_fairseq.attention.flex import flex_global_local_attention
+    from etc_fairseq.attention import dense_global_local_attention, flex_global_local_attention, global_local_attention
 
     if impl == "flex":
         return flex_global_local_attention(**tensors, **kw,

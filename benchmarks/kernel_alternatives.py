@@ -67,19 +67,20 @@ def chunk_layout(long_len: int):
     import torch.nn.functional as F
 
     from etc_fairseq.attention import blocked
+    from etc_fairseq.attention.common import band_key_in_range
 
     tensors, kw = _make_inputs(long_len, GLOBAL_LEN)
     q, rel = tensors["long_q"].detach(), tensors["long_rel_emb"].detach()
     r, chunk = kw["local_radius"], blocked.LONG_CHUNK
     n_labels = rel.shape[0]
-    local = kw["l2l_mask"] & blocked.band_key_in_range(long_len, r)
+    local = kw["l2l_mask"] & band_key_in_range(long_len, r)
     codes_a = blocked.pair_codes(local, kw["l2l_rel"], n_labels, True)  # [B, L, 2r+1]
     codes_b = blocked.pair_codes(kw["l2g_mask"], kw["l2g_rel"], n_labels, True)  # [B, L, G]
     n_pad = -(-long_len // chunk) * chunk
     codes = blocked.chunk_codes(codes_a, codes_b, r, chunk, n_labels + 1)  # [B, n_chunks, Q, Q + 2r + G]
     qs = F.pad(q / math.sqrt(q.shape[-1]), (0, 0, 0, n_pad - long_len))
     return dict(tensors=tensors, kw=kw, chunk=chunk, radius=r, codes=codes,
-                table=blocked._bias_table(qs, rel, qs.dtype))
+                table=blocked._bias_table(qs, rel, None, qs.dtype))
 
 
 def bias_variants(lay) -> Dict[str, Callable[[int], object]]:
@@ -156,7 +157,7 @@ def sdpa_blocks(lay, q, k, v, kb, vb, rel):
     n_chunks = codes.shape[1]
     n_pad = n_chunks * chunk
     qs = F.pad(q / math.sqrt(D), (0, 0, 0, n_pad - n))
-    table = blocked._bias_table(qs, rel, qs.dtype)
+    table = blocked._bias_table(qs, rel, None, qs.dtype)
     ka = F.pad(k, (0, 0, r, r + n_pad - n))
     va = F.pad(v, (0, 0, r, r + n_pad - n))
     w = chunk + 2 * r

@@ -122,13 +122,13 @@ def time_kernel(kind: str, long_len: int, chunk: int, repeats: int) -> Dict:
     import torch
 
     import etc_fairseq.attention.blocked as blocked
-    from etc_fairseq.attention.autograd_blocked import autograd_global_local_attention
+    from etc_fairseq.attention import autograd_global_local_attention, global_local_attention
 
     tensors, kw = _make_inputs(long_len, GLOBAL_LEN)
     names = ("long_q", "long_k", "long_v", "global_q", "global_k", "global_v")
     args = [tensors[n] for n in names]
     rel = dict(long_rel_emb=tensors["long_rel_emb"], global_rel_emb=tensors["global_rel_emb"])
-    fn = blocked.global_local_attention if kind == "chunked" else autograd_global_local_attention
+    fn = global_local_attention if kind == "chunked" else autograd_global_local_attention
     saved = blocked.LONG_CHUNK
     blocked.LONG_CHUNK = chunk
 

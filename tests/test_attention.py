@@ -635,7 +635,7 @@ def test_wrong_mask_shape_names_the_argument():
 # chunked kernel: chunk layout, several chunks, the plain-autograd 3-block version
 # ----------------------------------------------------------------------------
 
-from etc_fairseq.attention.autograd_blocked import autograd_global_local_attention  # noqa: E402
+from etc_fairseq.attention import autograd_global_local_attention  # noqa: E402
 from etc_fairseq.attention.blocked import band_to_windows  # noqa: E402
 
 
@@ -759,11 +759,11 @@ def test_pair_codes_exact():
 
 
 def test_implementation_switch_gives_the_same_results(monkeypatch):
-    import etc_fairseq.attention.blocked as blocked
+    import etc_fairseq.attention.global_local as global_local
 
     tensors, kw, _, _ = _make_inputs(21, 2, 2, 13, 3, 2)
     chunked = _call(global_local_attention, tensors, kw)
-    monkeypatch.setattr(blocked, "IMPLEMENTATION", "autograd")
+    monkeypatch.setattr(global_local, "IMPLEMENTATION", "autograd")
     old = _call(global_local_attention, tensors, kw)
     for a, b in zip(chunked, old):
         assert _maxdiff(a, b) <= TOL

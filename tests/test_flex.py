@@ -3,8 +3,8 @@ float32 (torch has no CPU backward for flex attention), and the automatic backen
 import pytest
 import torch
 
-from etc_fairseq.attention import dense_global_local_attention
-from etc_fairseq.attention.flex import attention_backend, flex_available, flex_global_local_attention
+from etc_fairseq.attention import dense_global_local_attention, flex_global_local_attention
+from etc_fairseq.attention.flex import attention_backend, flex_available
 
 pytestmark = pytest.mark.skipif(not flex_available(), reason="this torch has no flex_attention")
 
@@ -75,14 +75,17 @@ def test_backend_choice():
 def test_layer_flex_backend_matches_blocked_on_a_built_structure():
     # an EtcLayer with separate projections per piece, on a CONSTRUCTED sentence structure built by
     # build_structure: backend "flex" (two flex calls) == backend "blocked", forward, eval mode
-    from etc_fairseq.models.layer import EtcLayer
+    from etc_fairseq.encoder import EtcEncoderConfig, EtcLayer
     from etc_fairseq.structure.builders import build_structure, segment_ids_from_lengths
     from etc_fairseq.structure.labels import RelativeLabelVocab
 
     torch.manual_seed(0)
     vocab = RelativeLabelVocab(3)
-    layer = EtcLayer(32, 64, 4, vocab.size, 0.0, 0.0, 0.0, "gelu", shared_q=False, shared_kv=False,
-                     shared_out_proj=False, shared_ffn=True, shared_relative_embeddings=False).eval()
+    cfg = EtcEncoderConfig(encoder_embed_dim=32, encoder_ffn_embed_dim=64, encoder_attention_heads=4,
+                           dropout=0.0, attention_dropout=0.0, relative_bias=True)
+    layer = EtcLayer(cfg, vocab.size).eval()
+    for table in layer.self_attn.rel_bias.values():  # official-style bias tables, non-zero
+        torch.nn.init.normal_(table)
     L, G = 45, 5
     long_pad = torch.zeros(1, L, dtype=torch.bool)
     long_pad[0, 40:] = True

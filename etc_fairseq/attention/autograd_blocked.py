@@ -1,45 +1,112 @@
 """The first blocked kernel, written with plain autograd -- kept as a second exact reference.
 
 Same arguments and results as :mod:`etc_fairseq.attention.blocked` (whose module docstring
-describes the 3-block layout used here): the l2l band is skewed into windows of 3 blocks of
-``b = r + 1`` keys (:func:`~etc_fairseq.attention.blocked.band_to_blocked`), local and global
+describes the attention): the l2l band is skewed into windows of 3 blocks of
+``b = r + 1`` keys (:func:`band_to_blocked`), local and global
 logits go through one :func:`~etc_fairseq.attention.common.masked_joint_softmax`, and autograd
 keeps the probabilities (``O(long_len * (3(r+1) + global_len))`` floats per head) for backward.
 
 The production kernel (:mod:`.blocked`) computes the same function chunk by chunk and recomputes
 the probabilities in backward; ``benchmarks/kernel_efficiency.py`` times both side by side and the
-tests check both against the dense reference.
+tests check both against the dense reference.  :func:`band_to_blocked` / :func:`blocked_to_band`
+(the 3-block skew) live here because only this kernel uses that layout.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
-from .blocked import band_key_in_range, band_to_blocked
 from .common import (
+    band_key_in_range,
     dropout_probs,
+    effective_radius,
     gather_relative_logits,
     masked_joint_softmax,
     relative_scores,
-    validate_global_local_inputs,
     validate_global_query_inputs,
     validate_long_query_inputs,
 )
 
 __all__ = [
-    "autograd_global_local_attention",
     "autograd_long_query_attention",
     "autograd_global_query_attention",
+    "band_to_blocked",
+    "blocked_to_band",
 ]
 
 
-def _effective_radius(local_radius: int, long_len: int) -> int:
-    """``min(r, long_len - 1)`` (at least 0): slots beyond it can never hold a real key."""
-    return max(0, min(int(local_radius), long_len - 1))
+# ----------------------------------------------------------------------------
+# band form <-> blocked form (pure reshapes, no python loop over positions)
+# ----------------------------------------------------------------------------
+
+
+def band_to_blocked(band: torch.Tensor, local_radius: int) -> torch.Tensor:
+    """Skew a band-form tensor into the 3-block window layout.
+
+    Row ``i = n*b + p`` (``b = r + 1``), slot ``w`` of ``band`` lands in block ``n``,
+    row ``p``, column ``p + 1 + w`` of the output; all other columns are 0 / False.
+    ``long_len`` is padded up to ``num_blocks * b`` with rows of 0 / False.
+
+    Trick: pad every row with 1 zero on the left and zeros on the right to width
+    ``3b + 1``, flatten the ``b`` rows of a block, drop the last ``b`` entries and
+    re-read the result with rows of width ``3b``: row ``p`` is shifted right by ``p``.
+
+    Args:
+        band: any dtype (bool mask or int64 labels) ``[batch, long_len, 2*r+1]``.
+        local_radius: ``r >= 0``.
+
+    Returns:
+        same dtype ``[batch, num_blocks, b, 3*b]`` with ``num_blocks = ceil(long_len / b)``.
+    """
+    r = int(local_radius)
+    b = r + 1
+    width = 2 * r + 1
+    batch, long_len, w_in = band.shape
+    if w_in != width:
+        raise ValueError(f"band: expected shape [batch, long_len, {width}], got {list(band.shape)}")
+    num_blocks = -(-long_len // b)
+    padded_len = num_blocks * b
+    # [batch, padded_len, 3b+1]: 1 zero column left, zeros right, padded rows of zeros
+    x = F.pad(band, (1, 3 * b - width, 0, padded_len - long_len))
+    x = x.reshape(batch, num_blocks, b * (3 * b + 1))  # rows of one block, flattened
+    x = x[:, :, : b * 3 * b]  # drop the last b entries (all padding)
+    return x.reshape(batch, num_blocks, b, 3 * b)  # row p now shifted right by p
+
+
+def blocked_to_band(blocked: torch.Tensor, local_radius: int, long_len: int) -> torch.Tensor:
+    """Inverse of :func:`band_to_blocked` ("unskew").
+
+    Args:
+        blocked: any dtype ``[batch, num_blocks, b, 3*b]`` with ``b = r + 1``.
+        local_radius: ``r >= 0``.
+        long_len: number of real rows to keep (``<= num_blocks * b``).
+
+    Returns:
+        same dtype ``[batch, long_len, 2*r+1]``: slot ``w`` of row ``n*b + p`` is
+        ``blocked[:, n, p, p + 1 + w]``.
+    """
+    r = int(local_radius)
+    b = r + 1
+    width = 2 * r + 1
+    batch, num_blocks, rows, cols = blocked.shape
+    if rows != b or cols != 3 * b:
+        raise ValueError(
+            f"blocked: expected shape [batch, num_blocks, {b}, {3 * b}], got {list(blocked.shape)}"
+        )
+    x = blocked.reshape(batch, num_blocks, b * 3 * b)
+    x = F.pad(x, (0, b))  # [batch, num_blocks, b*(3b+1)]
+    x = x.reshape(batch, num_blocks, b, 3 * b + 1)  # row p now shifted left by p
+    x = x[:, :, :, 1 : width + 1]  # [batch, num_blocks, b, 2r+1]
+    return x.reshape(batch, num_blocks * b, width)[:, :long_len]
+
+
+# ----------------------------------------------------------------------------
+# the two halves
+# ----------------------------------------------------------------------------
 
 
 def autograd_long_query_attention(
@@ -55,6 +122,7 @@ def autograd_long_query_attention(
     l2l_rel: Optional[torch.Tensor] = None,
     l2g_rel: Optional[torch.Tensor] = None,
     rel_emb: Optional[torch.Tensor] = None,
+    rel_bias: Optional[torch.Tensor] = None,
     dropout_p: float = 0.0,
 ) -> torch.Tensor:
     """Long queries -> (local long keys + all global keys), one softmax, blocked l2l.
@@ -70,6 +138,7 @@ def autograd_long_query_attention(
         l2l_rel: int64 ``[batch, long_len, 2*r+1]`` label ids or None.
         l2g_rel: int64 ``[batch, long_len, global_len]`` label ids or None.
         rel_emb: float ``[num_labels, heads, head_dim]`` label key vectors or None.
+        rel_bias: float ``[num_labels, heads]`` per-label bias or None (needs ``rel_emb``).
         dropout_p: dropout on the attention probabilities (0 in eval).
 
     Returns:
@@ -77,7 +146,7 @@ def autograd_long_query_attention(
     """
     r = int(local_radius)
     validate_long_query_inputs(
-        long_q, l2l_k, l2l_v, l2g_k, l2g_v, r, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb
+        long_q, l2l_k, l2l_v, l2g_k, l2g_v, r, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb, rel_bias
     )
     batch, heads, long_len, head_dim = long_q.shape
     global_len = l2g_k.shape[2]
@@ -87,7 +156,7 @@ def autograd_long_query_attention(
         return long_q * 0.0
 
     # Radius larger than the sequence: keep only the slots that can be valid.
-    r_eff = _effective_radius(r, long_len)
+    r_eff = effective_radius(r, long_len)
     if r_eff != r:
         l2l_mask = l2l_mask[:, :, r - r_eff : r + r_eff + 1]
         if l2l_rel is not None:
@@ -122,7 +191,7 @@ def autograd_long_query_attention(
 
     use_rel = rel_emb is not None and (l2l_rel is not None or l2g_rel is not None)
     if use_rel:
-        scores = relative_scores(q, rel_emb)  # [batch, heads, padded_len, num_labels]
+        scores = relative_scores(q, rel_emb, rel_bias, scale)  # [batch, heads, padded_len, num_labels]
         if l2l_rel is not None:
             local_labels = band_to_blocked(l2l_rel, r_eff)  # [batch, num_blocks, b, 3b]
             scores_blocks = scores.view(batch, heads, num_blocks, b, scores.shape[-1])
@@ -161,6 +230,7 @@ def autograd_global_query_attention(
     g2g_rel: Optional[torch.Tensor] = None,
     g2l_rel: Optional[torch.Tensor] = None,
     rel_emb: Optional[torch.Tensor] = None,
+    rel_bias: Optional[torch.Tensor] = None,
     dropout_p: float = 0.0,
 ) -> torch.Tensor:
     """Global queries -> (all global keys + all long keys), one softmax, dense.
@@ -174,21 +244,23 @@ def autograd_global_query_attention(
         g2g_rel: int64 ``[batch, global_len, global_len]`` label ids or None.
         g2l_rel: int64 ``[batch, global_len, long_len]`` label ids or None.
         rel_emb: float ``[num_labels, heads, head_dim]`` label key vectors or None.
+        rel_bias: float ``[num_labels, heads]`` per-label bias or None (needs ``rel_emb``).
         dropout_p: dropout on the attention probabilities (0 in eval).
 
     Returns:
         float ``[batch, heads, global_len, head_dim]``; rows with no allowed key are 0.
     """
     validate_global_query_inputs(
-        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb
+        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb, rel_bias
     )
     batch, heads, global_len, head_dim = global_q.shape
 
-    q = global_q * (1.0 / math.sqrt(head_dim))
+    scale = 1.0 / math.sqrt(head_dim)
+    q = global_q * scale
     gg_logits = torch.matmul(q, g2g_k.transpose(-1, -2))  # [batch, heads, global_len, global_len]
     gl_logits = torch.matmul(q, g2l_k.transpose(-1, -2))  # [batch, heads, global_len, long_len]
     if rel_emb is not None and (g2g_rel is not None or g2l_rel is not None):
-        scores = relative_scores(q, rel_emb)  # [batch, heads, global_len, num_labels]
+        scores = relative_scores(q, rel_emb, rel_bias, scale)  # [batch, heads, global_len, num_labels]
         if g2g_rel is not None:
             gg_logits.add_(gather_relative_logits(scores, g2g_rel))
         if g2l_rel is not None:
@@ -199,61 +271,3 @@ def autograd_global_query_attention(
     gg_probs = dropout_probs(gg_probs, dropout_p)
     gl_probs = dropout_probs(gl_probs, dropout_p)
     return torch.matmul(gg_probs, g2g_v) + torch.matmul(gl_probs, g2l_v)
-
-
-def autograd_global_local_attention(
-    long_q: torch.Tensor,
-    long_k: torch.Tensor,
-    long_v: torch.Tensor,
-    global_q: torch.Tensor,
-    global_k: torch.Tensor,
-    global_v: torch.Tensor,
-    *,
-    local_radius: int,
-    l2l_mask: torch.Tensor,
-    l2g_mask: torch.Tensor,
-    g2g_mask: torch.Tensor,
-    g2l_mask: torch.Tensor,
-    l2l_rel: Optional[torch.Tensor] = None,
-    l2g_rel: Optional[torch.Tensor] = None,
-    g2g_rel: Optional[torch.Tensor] = None,
-    g2l_rel: Optional[torch.Tensor] = None,
-    long_rel_emb: Optional[torch.Tensor] = None,
-    global_rel_emb: Optional[torch.Tensor] = None,
-    dropout_p: float = 0.0,
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """ETC global-local attention with shared keys/values (blocked l2l).
-
-    Args:
-        long_q, long_k, long_v: float ``[batch, heads, long_len, head_dim]``.
-        global_q, global_k, global_v: float ``[batch, heads, global_len, head_dim]``.
-        local_radius: int ``r >= 0``.
-        l2l_mask: bool ``[batch, long_len, 2*r+1]`` (slot ``w`` = key ``i + w - r``).
-        l2g_mask: bool ``[batch, long_len, global_len]``.
-        g2g_mask: bool ``[batch, global_len, global_len]``.
-        g2l_mask: bool ``[batch, global_len, long_len]``.
-        l2l_rel, l2g_rel, g2g_rel, g2l_rel: int64 label ids, same shapes as the masks, or None.
-        long_rel_emb: float ``[num_labels, heads, head_dim]`` label vectors for long queries, or None.
-        global_rel_emb: float ``[num_labels, heads, head_dim]`` label vectors for global queries, or None.
-        dropout_p: dropout on the attention probabilities (0 in eval).
-
-    Returns:
-        ``(long_out, global_out)``: float ``[batch, heads, long_len, head_dim]`` and
-        float ``[batch, heads, global_len, head_dim]``.
-    """
-    validate_global_local_inputs(
-        long_q, long_k, long_v, global_q, global_k, global_v, local_radius,
-        l2l_mask, l2g_mask, g2g_mask, g2l_mask, l2l_rel, l2g_rel, g2g_rel, g2l_rel,
-        long_rel_emb, global_rel_emb,
-    )
-    long_out = autograd_long_query_attention(
-        long_q, long_k, long_v, global_k, global_v,
-        local_radius=local_radius, l2l_mask=l2l_mask, l2g_mask=l2g_mask,
-        l2l_rel=l2l_rel, l2g_rel=l2g_rel, rel_emb=long_rel_emb, dropout_p=dropout_p,
-    )
-    global_out = autograd_global_query_attention(
-        global_q, global_k, global_v, long_k, long_v,
-        g2g_mask=g2g_mask, g2l_mask=g2l_mask,
-        g2g_rel=g2g_rel, g2l_rel=g2l_rel, rel_emb=global_rel_emb, dropout_p=dropout_p,
-    )
-    return long_out, global_out

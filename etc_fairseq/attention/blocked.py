@@ -43,23 +43,19 @@ import torch
 import torch.nn.functional as F
 
 from .common import (
-    validate_global_local_inputs,
+    band_key_in_range,
+    effective_radius,
     validate_global_query_inputs,
     validate_long_query_inputs,
 )
 
 __all__ = [
-    "global_local_attention",
     "long_query_attention",
     "global_query_attention",
-    "band_to_blocked",
-    "blocked_to_band",
-    "band_key_in_range",
     "band_to_windows",
     "chunk_codes",
     "LONG_CHUNK",
     "GLOBAL_CHUNK",
-    "IMPLEMENTATION",
 ]
 
 #: Long queries per chunk (``Q``).  Larger chunks waste more local work (``Q + 2r`` keys per query
@@ -68,12 +64,6 @@ __all__ = [
 LONG_CHUNK = 128
 #: Global queries per chunk.
 GLOBAL_CHUNK = 64
-#: Which implementation :func:`long_query_attention` / :func:`global_query_attention` run:
-#: ``"chunked"`` (this module's kernel, default) or ``"autograd"`` (the previous plain-autograd
-#: 3-block kernel of :mod:`.autograd_blocked`: same results, ~6x more attention memory; on a loaded
-#: 2-core machine it was faster with 2 threads, the chunked one with 1 thread -- see
-#: ``benchmarks/README.md``).
-IMPLEMENTATION = "chunked"
 #: Copies of each code's gradient entry that backward's ``scatter_add_`` spreads the key columns
 #: over (column ``k`` -> copy ``k % SPREAD``).  Real codes come in long runs (a clipped relative
 #: distance, "masked", "not in this segment"), so with one copy consecutive adds hit the same
@@ -83,81 +73,8 @@ _SCATTER_SPREAD = 4
 
 
 # ----------------------------------------------------------------------------
-# band form <-> blocked form (pure reshapes, no python loop over positions)
+# band form -> chunk windows (a pure reshape, no python loop over positions)
 # ----------------------------------------------------------------------------
-
-
-def band_to_blocked(band: torch.Tensor, local_radius: int) -> torch.Tensor:
-    """Skew a band-form tensor into the 3-block window layout.
-
-    Row ``i = n*b + p`` (``b = r + 1``), slot ``w`` of ``band`` lands in block ``n``,
-    row ``p``, column ``p + 1 + w`` of the output; all other columns are 0 / False.
-    ``long_len`` is padded up to ``num_blocks * b`` with rows of 0 / False.
-
-    Trick: pad every row with 1 zero on the left and zeros on the right to width
-    ``3b + 1``, flatten the ``b`` rows of a block, drop the last ``b`` entries and
-    re-read the result with rows of width ``3b``: row ``p`` is shifted right by ``p``.
-
-    Args:
-        band: any dtype (bool mask or int64 labels) ``[batch, long_len, 2*r+1]``.
-        local_radius: ``r >= 0``.
-
-    Returns:
-        same dtype ``[batch, num_blocks, b, 3*b]`` with ``num_blocks = ceil(long_len / b)``.
-    """
-    r = int(local_radius)
-    b = r + 1
-    width = 2 * r + 1
-    batch, long_len, w_in = band.shape
-    if w_in != width:
-        raise ValueError(f"band: expected shape [batch, long_len, {width}], got {list(band.shape)}")
-    num_blocks = -(-long_len // b)
-    padded_len = num_blocks * b
-    # [batch, padded_len, 3b+1]: 1 zero column left, zeros right, padded rows of zeros
-    x = F.pad(band, (1, 3 * b - width, 0, padded_len - long_len))
-    x = x.reshape(batch, num_blocks, b * (3 * b + 1))  # rows of one block, flattened
-    x = x[:, :, : b * 3 * b]  # drop the last b entries (all padding)
-    return x.reshape(batch, num_blocks, b, 3 * b)  # row p now shifted right by p
-
-
-def blocked_to_band(blocked: torch.Tensor, local_radius: int, long_len: int) -> torch.Tensor:
-    """Inverse of :func:`band_to_blocked` ("unskew").
-
-    Args:
-        blocked: any dtype ``[batch, num_blocks, b, 3*b]`` with ``b = r + 1``.
-        local_radius: ``r >= 0``.
-        long_len: number of real rows to keep (``<= num_blocks * b``).
-
-    Returns:
-        same dtype ``[batch, long_len, 2*r+1]``: slot ``w`` of row ``n*b + p`` is
-        ``blocked[:, n, p, p + 1 + w]``.
-    """
-    r = int(local_radius)
-    b = r + 1
-    width = 2 * r + 1
-    batch, num_blocks, rows, cols = blocked.shape
-    if rows != b or cols != 3 * b:
-        raise ValueError(
-            f"blocked: expected shape [batch, num_blocks, {b}, {3 * b}], got {list(blocked.shape)}"
-        )
-    x = blocked.reshape(batch, num_blocks, b * 3 * b)
-    x = F.pad(x, (0, b))  # [batch, num_blocks, b*(3b+1)]
-    x = x.reshape(batch, num_blocks, b, 3 * b + 1)  # row p now shifted left by p
-    x = x[:, :, :, 1 : width + 1]  # [batch, num_blocks, b, 2r+1]
-    return x.reshape(batch, num_blocks * b, width)[:, :long_len]
-
-
-def band_key_in_range(long_len: int, local_radius: int, device=None) -> torch.Tensor:
-    """Which band slots point at a real key: ``0 <= i + w - r < long_len``.
-
-    Returns:
-        bool ``[long_len, 2*r+1]``.
-    """
-    r = int(local_radius)
-    i = torch.arange(long_len, device=device).unsqueeze(1)
-    w = torch.arange(2 * r + 1, device=device).unsqueeze(0)
-    j = i + w - r
-    return (j >= 0) & (j < long_len)
 
 
 def band_to_windows(band: torch.Tensor, local_radius: int, chunk: int, fill) -> torch.Tensor:
@@ -192,11 +109,6 @@ def band_to_windows(band: torch.Tensor, local_radius: int, chunk: int, fill) -> 
     x = F.pad(band, (0, q, 0, num_chunks * q - long_len), value=fill)  # [batch, num_chunks*Q, Q+2r+1]
     x = x.reshape(batch, num_chunks, q * (q + 2 * r + 1))[:, :, : q * (q + 2 * r)]
     return x.reshape(batch, num_chunks, q, q + 2 * r)  # row p shifted right by p
-
-
-def _effective_radius(local_radius: int, long_len: int) -> int:
-    """``min(r, long_len - 1)`` (at least 0): slots beyond it can never hold a real key."""
-    return max(0, min(int(local_radius), long_len - 1))
 
 
 # ----------------------------------------------------------------------------
@@ -238,13 +150,16 @@ def _softmax_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def _bias_table(q_scaled: torch.Tensor, rel_emb: Optional[torch.Tensor], comp: torch.dtype) -> torch.Tensor:
-    """Per query: its score for every label, then 0 ("allowed, no label"), then a very negative
-    number ("masked").
+def _bias_table(
+    q_scaled: torch.Tensor, rel_emb: Optional[torch.Tensor], rel_bias: Optional[torch.Tensor], comp: torch.dtype
+) -> torch.Tensor:
+    """Per query: its score for every label (``(q . e_n + bias_n) / sqrt(head_dim)``), then 0
+    ("allowed, no label"), then a very negative number ("masked").
 
     Args:
         q_scaled: float ``[batch, heads, q_len, head_dim]`` (already multiplied by 1/sqrt(head_dim)).
         rel_emb: float ``[num_labels, heads, head_dim]`` or None (``num_labels = 0``).
+        rel_bias: float ``[num_labels, heads]`` or None (only with ``rel_emb``).
         comp: the softmax dtype.
 
     Returns:
@@ -253,7 +168,11 @@ def _bias_table(q_scaled: torch.Tensor, rel_emb: Optional[torch.Tensor], comp: t
     b, h, n, _ = q_scaled.shape
     parts = []
     if rel_emb is not None:
-        parts.append(torch.einsum("bhid,nhd->bhin", q_scaled, rel_emb).to(comp))
+        scores = torch.einsum("bhid,nhd->bhin", q_scaled, rel_emb)
+        if rel_bias is not None:
+            # [num_labels, heads] -> [1, heads, 1, num_labels], scaled like the dot products
+            scores = scores + rel_bias.t()[None, :, None, :] * (1.0 / math.sqrt(q_scaled.shape[-1]))
+        parts.append(scores.to(comp))
     extra = q_scaled.new_zeros((b, h, n, 2), dtype=comp)
     extra[..., 1] = torch.finfo(comp).min
     parts.append(extra)
@@ -273,9 +192,9 @@ class _ChunkedAttention(torch.autograd.Function):
     (global queries, ``radius < 0``: all global keys); part b is always the whole tensor (global
     keys for long queries, long keys for global queries).
 
-    forward(q, ka, va, kb, vb, rel_emb, codes, row_live, keep, chunk, radius, dropout_p):
+    forward(q, ka, va, kb, vb, rel_emb, rel_bias, codes, row_live, keep, chunk, radius, dropout_p):
         q: float ``[B, H, n, D]`` (unscaled); ka/va: float ``[B, H, na, D]``; kb/vb: float
-        ``[B, H, nb, D]``; rel_emb: float ``[N, H, D]`` or None; codes: uint8/int32
+        ``[B, H, nb, D]``; rel_emb: float ``[N, H, D]`` or None; rel_bias: float ``[N, H]`` or None; codes: uint8/int32
         ``[B, num_chunks, Q, ka_cols + nb]`` indices into the bias table (``ka_cols`` = ``Q + 2r``
         or ``na``); row_live: bool ``[B, n]``; keep: bool ``[B, H, num_chunks * Q, ka_cols + nb]``
         dropout keep-mask or None.
@@ -283,19 +202,20 @@ class _ChunkedAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, ka, va, kb, vb, rel_emb, codes, row_live, keep,
+    def forward(ctx, q, ka, va, kb, vb, rel_emb, rel_bias, codes, row_live, keep,
                 chunk: int, radius: int, dropout_p: float):  # type: ignore[override]
         ctx.chunk, ctx.radius, ctx.dropout_p = chunk, radius, dropout_p
-        ctx.save_for_backward(q, ka, va, kb, vb, rel_emb, codes, row_live, keep)
+        ctx.save_for_backward(q, ka, va, kb, vb, rel_emb, rel_bias, codes, row_live, keep)
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
-        for s, e, probs, qc, kc, vc, index in _iter_chunks(q, ka, va, kb, vb, rel_emb, codes, chunk, radius):
+        chunks = _iter_chunks(q, ka, va, kb, vb, rel_emb, rel_bias, codes, chunk, radius)
+        for s, e, probs, qc, kc, vc, index in chunks:
             p = _apply_keep(probs, keep, s, dropout_p).to(q.dtype)
             out[:, :, s:e] = torch.matmul(p, vc)[:, :, : e - s]  # [B, H, Q, D]
         return out * row_live[:, None, :, None].to(out.dtype)
 
     @staticmethod
     def backward(ctx, grad_out):  # type: ignore[override]
-        q, ka, va, kb, vb, rel_emb, codes, row_live, keep = ctx.saved_tensors
+        q, ka, va, kb, vb, rel_emb, rel_bias, codes, row_live, keep = ctx.saved_tensors
         chunk, radius, dropout_p = ctx.chunk, ctx.radius, ctx.dropout_p
         B, H, n, D = q.shape
         scale = 1.0 / math.sqrt(D)
@@ -325,7 +245,8 @@ class _ChunkedAttention(torch.autograd.Function):
             dtable = q.new_empty((codes.shape[1], B, H, chunk, n_codes), dtype=comp)
             scratch = q.new_empty((B, H, chunk, _SCATTER_SPREAD * n_codes), dtype=comp)
             spread = (torch.arange(codes.shape[-1], device=q.device) % _SCATTER_SPREAD) * n_codes  # [K]
-        for s, e, probs, qc, kc, vc, index in _iter_chunks(q, ka, va, kb, vb, rel_emb, codes, chunk, radius):
+        chunks = _iter_chunks(q, ka, va, kb, vb, rel_emb, rel_bias, codes, chunk, radius)
+        for s, e, probs, qc, kc, vc, index in chunks:
             gc = g[:, :, s:s + chunk]  # [B, H, Q, D]
             wa = kc.shape[2] - kb.shape[2]
             a0 = s if window else 0
@@ -347,16 +268,18 @@ class _ChunkedAttention(torch.autograd.Function):
             dka[:, :, a0:a0 + wa] += dkc[:, :, :wa]
             dkb += dkc[:, :, wa:]
         dq = dq[:, :, :n]
-        d_rel = None
+        d_rel = d_bias = None
         if dtable is not None:
             dtable = dtable.permute(1, 2, 0, 3, 4).reshape(B, H, n_pad, n_codes)
             dscores = dtable[:, :, :n, :n_labels].to(dtype)  # [B, H, n, N]
             dq += torch.einsum("bhin,nhd->bhid", dscores, rel_emb)
             d_rel = torch.einsum("bhin,bhid->nhd", dscores, q * scale)
+            if rel_bias is not None:
+                d_bias = dscores.sum(dim=(0, 2)).t() * scale  # [H, N] -> [N, H]
         if window:
             dka = dka[:, :, radius:radius + ka.shape[2]]
             dva = dva[:, :, radius:radius + va.shape[2]]
-        return dq * scale, dka, dva, dkb, dvb, d_rel, None, None, None, None, None, None
+        return dq * scale, dka, dva, dkb, dvb, d_rel, d_bias, None, None, None, None, None, None
 
 
 def _apply_keep(x: torch.Tensor, keep: Optional[torch.Tensor], s: int, p: float) -> torch.Tensor:
@@ -372,7 +295,7 @@ def _apply_keep(x: torch.Tensor, keep: Optional[torch.Tensor], s: int, p: float)
     return x * k.to(x.dtype) * (1.0 / (1.0 - p))
 
 
-def _iter_chunks(q, ka, va, kb, vb, rel_emb, codes, chunk, radius):
+def _iter_chunks(q, ka, va, kb, vb, rel_emb, rel_bias, codes, chunk, radius):
     """Yield ``(start, end, probs, q_chunk, k_chunk, v_chunk, index)`` for every query chunk.
 
     ``probs``: comp ``[B, H, Q, ka_cols + nb]`` (``Q = chunk``; queries past ``end`` are zero rows);
@@ -385,7 +308,7 @@ def _iter_chunks(q, ka, va, kb, vb, rel_emb, codes, chunk, radius):
     n_chunks = codes.shape[1]
     n_pad = n_chunks * chunk
     qs = F.pad(q * (1.0 / math.sqrt(D)), (0, 0, 0, n_pad - n))  # [B, H, n_pad, D]
-    table = _bias_table(qs, rel_emb, comp)  # [B, H, n_pad, N + 2]
+    table = _bias_table(qs, rel_emb, rel_bias, comp)  # [B, H, n_pad, N + 2]
     window = radius >= 0
     if window:
         # zero keys: r before the start, r (+ the query padding) after the end
@@ -439,7 +362,8 @@ def chunk_codes(codes_a: torch.Tensor, codes_b: torch.Tensor, radius: int, chunk
     return torch.cat([ca, cb], dim=-1)
 
 
-def _chunked_attention(q, ka, va, kb, vb, rel_emb, codes_a, codes_b, row_live, chunk, radius, dropout_p):
+def _chunked_attention(q, ka, va, kb, vb, rel_emb, rel_bias, codes_a, codes_b, row_live, chunk, radius,
+                       dropout_p):
     """Lay the codes out by chunk and run :class:`_ChunkedAttention` (sampling the dropout mask).
 
     codes_a: ``[B, n, 2r+1]`` band codes (``radius >= 0``) or ``[B, n, na]``; codes_b: ``[B, n, nb]``.
@@ -452,7 +376,7 @@ def _chunked_attention(q, ka, va, kb, vb, rel_emb, codes_a, codes_b, row_live, c
     if dropout_p > 0.0:
         keep = torch.rand((B, H, n_pad, codes.shape[-1]), device=q.device) >= dropout_p
     return _ChunkedAttention.apply(
-        q, ka, va, kb, vb, rel_emb, codes, row_live, keep, chunk, radius, float(dropout_p)
+        q, ka, va, kb, vb, rel_emb, rel_bias, codes, row_live, keep, chunk, radius, float(dropout_p)
     )
 
 
@@ -474,6 +398,7 @@ def long_query_attention(
     l2l_rel: Optional[torch.Tensor] = None,
     l2g_rel: Optional[torch.Tensor] = None,
     rel_emb: Optional[torch.Tensor] = None,
+    rel_bias: Optional[torch.Tensor] = None,
     dropout_p: float = 0.0,
     chunk: Optional[int] = None,
 ) -> torch.Tensor:
@@ -490,29 +415,24 @@ def long_query_attention(
         l2l_rel: int64 ``[batch, long_len, 2*r+1]`` label ids or None.
         l2g_rel: int64 ``[batch, long_len, global_len]`` label ids or None.
         rel_emb: float ``[num_labels, heads, head_dim]`` label key vectors or None.
+        rel_bias: float ``[num_labels, heads]`` per-label bias or None (needs ``rel_emb``); added to
+            ``q . e`` before the ``1/sqrt(head_dim)`` scaling.
         dropout_p: dropout on the attention probabilities (0 in eval).
         chunk: long queries per chunk (default :data:`LONG_CHUNK`, capped at ``long_len``).
 
     Returns:
         float ``[batch, heads, long_len, head_dim]``; rows with no allowed key are 0.
     """
-    if IMPLEMENTATION == "autograd":
-        from .autograd_blocked import autograd_long_query_attention
-
-        return autograd_long_query_attention(
-            long_q, l2l_k, l2l_v, l2g_k, l2g_v, local_radius=local_radius, l2l_mask=l2l_mask,
-            l2g_mask=l2g_mask, l2l_rel=l2l_rel, l2g_rel=l2g_rel, rel_emb=rel_emb, dropout_p=dropout_p,
-        )
     r = int(local_radius)
     validate_long_query_inputs(
-        long_q, l2l_k, l2l_v, l2g_k, l2g_v, r, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb
+        long_q, l2l_k, l2l_v, l2g_k, l2g_v, r, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb, rel_bias
     )
     batch, heads, long_len, head_dim = long_q.shape
     if long_len == 0:
         # nothing to attend from; keep the (empty) result attached to the graph
         return long_q * 0.0
     # Radius larger than the sequence: keep only the slots that can be valid.
-    r_eff = _effective_radius(r, long_len)
+    r_eff = effective_radius(r, long_len)
     if r_eff != r:
         l2l_mask = l2l_mask[:, :, r - r_eff : r + r_eff + 1]
         if l2l_rel is not None:
@@ -524,7 +444,7 @@ def long_query_attention(
     row_live = local_mask.any(-1) | l2g_mask.any(-1)  # [B, L]
     q_chunk = max(1, min(int(chunk or LONG_CHUNK), long_len))
     return _chunked_attention(
-        long_q, l2l_k, l2l_v, l2g_k, l2g_v, rel_emb if n_labels else None,
+        long_q, l2l_k, l2l_v, l2g_k, l2g_v, rel_emb if n_labels else None, rel_bias if n_labels else None,
         codes_local, codes_global, row_live, q_chunk, r_eff, dropout_p,
     )
 
@@ -541,6 +461,7 @@ def global_query_attention(
     g2g_rel: Optional[torch.Tensor] = None,
     g2l_rel: Optional[torch.Tensor] = None,
     rel_emb: Optional[torch.Tensor] = None,
+    rel_bias: Optional[torch.Tensor] = None,
     dropout_p: float = 0.0,
     chunk: Optional[int] = None,
 ) -> torch.Tensor:
@@ -555,21 +476,15 @@ def global_query_attention(
         g2g_rel: int64 ``[batch, global_len, global_len]`` label ids or None.
         g2l_rel: int64 ``[batch, global_len, long_len]`` label ids or None.
         rel_emb: float ``[num_labels, heads, head_dim]`` label key vectors or None.
+        rel_bias: float ``[num_labels, heads]`` per-label bias or None (needs ``rel_emb``).
         dropout_p: dropout on the attention probabilities (0 in eval).
         chunk: global queries per chunk (default :data:`GLOBAL_CHUNK`, capped at ``global_len``).
 
     Returns:
         float ``[batch, heads, global_len, head_dim]``; rows with no allowed key are 0.
     """
-    if IMPLEMENTATION == "autograd":
-        from .autograd_blocked import autograd_global_query_attention
-
-        return autograd_global_query_attention(
-            global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask=g2g_mask, g2l_mask=g2l_mask,
-            g2g_rel=g2g_rel, g2l_rel=g2l_rel, rel_emb=rel_emb, dropout_p=dropout_p,
-        )
     validate_global_query_inputs(
-        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb
+        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb, rel_bias
     )
     global_len = global_q.shape[2]
     if global_len == 0:
@@ -580,64 +495,6 @@ def global_query_attention(
     row_live = g2g_mask.any(-1) | g2l_mask.any(-1)  # [B, G]
     g_chunk = max(1, min(int(chunk or GLOBAL_CHUNK), global_len))
     return _chunked_attention(
-        global_q, g2g_k, g2g_v, g2l_k, g2l_v, rel_emb if n_labels else None,
+        global_q, g2g_k, g2g_v, g2l_k, g2l_v, rel_emb if n_labels else None, rel_bias if n_labels else None,
         codes_gg, codes_gl, row_live, g_chunk, -1, dropout_p,
     )
-
-
-def global_local_attention(
-    long_q: torch.Tensor,
-    long_k: torch.Tensor,
-    long_v: torch.Tensor,
-    global_q: torch.Tensor,
-    global_k: torch.Tensor,
-    global_v: torch.Tensor,
-    *,
-    local_radius: int,
-    l2l_mask: torch.Tensor,
-    l2g_mask: torch.Tensor,
-    g2g_mask: torch.Tensor,
-    g2l_mask: torch.Tensor,
-    l2l_rel: Optional[torch.Tensor] = None,
-    l2g_rel: Optional[torch.Tensor] = None,
-    g2g_rel: Optional[torch.Tensor] = None,
-    g2l_rel: Optional[torch.Tensor] = None,
-    long_rel_emb: Optional[torch.Tensor] = None,
-    global_rel_emb: Optional[torch.Tensor] = None,
-    dropout_p: float = 0.0,
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """ETC global-local attention with shared keys/values (chunked l2l).
-
-    Args:
-        long_q, long_k, long_v: float ``[batch, heads, long_len, head_dim]``.
-        global_q, global_k, global_v: float ``[batch, heads, global_len, head_dim]``.
-        local_radius: int ``r >= 0``.
-        l2l_mask: bool ``[batch, long_len, 2*r+1]`` (slot ``w`` = key ``i + w - r``).
-        l2g_mask: bool ``[batch, long_len, global_len]``.
-        g2g_mask: bool ``[batch, global_len, global_len]``.
-        g2l_mask: bool ``[batch, global_len, long_len]``.
-        l2l_rel, l2g_rel, g2g_rel, g2l_rel: int64 label ids, same shapes as the masks, or None.
-        long_rel_emb: float ``[num_labels, heads, head_dim]`` label vectors for long queries, or None.
-        global_rel_emb: float ``[num_labels, heads, head_dim]`` label vectors for global queries, or None.
-        dropout_p: dropout on the attention probabilities (0 in eval).
-
-    Returns:
-        ``(long_out, global_out)``: float ``[batch, heads, long_len, head_dim]`` and
-        float ``[batch, heads, global_len, head_dim]``.
-    """
-    validate_global_local_inputs(
-        long_q, long_k, long_v, global_q, global_k, global_v, local_radius,
-        l2l_mask, l2g_mask, g2g_mask, g2l_mask, l2l_rel, l2g_rel, g2g_rel, g2l_rel,
-        long_rel_emb, global_rel_emb,
-    )
-    long_out = long_query_attention(
-        long_q, long_k, long_v, global_k, global_v,
-        local_radius=local_radius, l2l_mask=l2l_mask, l2g_mask=l2g_mask,
-        l2l_rel=l2l_rel, l2g_rel=l2g_rel, rel_emb=long_rel_emb, dropout_p=dropout_p,
-    )
-    global_out = global_query_attention(
-        global_q, global_k, global_v, long_k, long_v,
-        g2g_mask=g2g_mask, g2l_mask=g2l_mask,
-        g2g_rel=g2g_rel, g2l_rel=g2l_rel, rel_emb=global_rel_emb, dropout_p=dropout_p,
-    )
-    return long_out, global_out

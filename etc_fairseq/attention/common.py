@@ -8,7 +8,10 @@ Everything here is a pure function of tensors (no ``nn.Module``):
   dot every query with every label vector once, then gather the scalar for each
   query-key pair by its label id;
 - a masked softmax taken *jointly* over several key groups whose last dimensions
-  differ (e.g. local keys and global keys), without concatenating the groups.
+  differ (e.g. local keys and global keys), without concatenating the groups;
+- :class:`GlobalLocalStructure`, the 4 masks + 4 label-id tensors of one batch travelling as one
+  object, and the band helpers every implementation needs (:func:`band_key_in_range`,
+  :func:`effective_radius`).
 
 Shape names used in the docstrings: ``batch``, ``heads``, ``q_len`` (number of
 queries), ``k_len`` (number of keys of one group), ``head_dim``, ``num_labels``.
@@ -16,22 +19,137 @@ queries), ``k_len`` (number of keys of one group), ``head_dim``, ``num_labels``.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import dataclass, fields
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 
 __all__ = [
+    "GlobalLocalStructure",
+    "MASK_FIELDS",
+    "REL_FIELDS",
+    "band_key_in_range",
+    "effective_radius",
     "check_tensor",
     "check_same_float",
     "validate_long_query_inputs",
     "validate_global_query_inputs",
     "validate_global_local_inputs",
+    "check_rel_bias",
     "relative_scores",
     "gather_relative_logits",
     "masked_joint_softmax",
     "dropout_probs",
 ]
+
+#: The mask and label-id field names of :class:`GlobalLocalStructure`, in piece order.
+MASK_FIELDS = ("l2l_mask", "l2g_mask", "g2g_mask", "g2l_mask")
+REL_FIELDS = ("l2l_rel", "l2g_rel", "g2g_rel", "g2l_rel")
+
+
+# ----------------------------------------------------------------------------
+# the masks and labels of one batch
+# ----------------------------------------------------------------------------
+
+
+@dataclass
+class GlobalLocalStructure:
+    """The kernel's 4 masks + 4 label-id tensors for one batch.
+
+    Fields (``B`` = batch, ``L`` = long_len, ``G`` = global_len, ``r`` = local_radius):
+        l2l_mask: bool ``[B, L, 2r+1]`` (slot ``w`` of row ``i`` = long key ``i + w - r``);
+        l2g_mask: bool ``[B, L, G]``; g2g_mask: bool ``[B, G, G]``; g2l_mask: bool ``[B, G, L]``;
+        local_radius: int ``r``;
+        l2l_rel / l2g_rel / g2g_rel / g2l_rel: int64 label ids, same shapes as the masks, or None
+        (no relative term on that piece).
+    Shapes and dtypes are validated on construction (ValueError).
+    """
+
+    l2l_mask: torch.Tensor
+    l2g_mask: torch.Tensor
+    g2g_mask: torch.Tensor
+    g2l_mask: torch.Tensor
+    local_radius: int
+    l2l_rel: Optional[torch.Tensor] = None
+    l2g_rel: Optional[torch.Tensor] = None
+    g2g_rel: Optional[torch.Tensor] = None
+    g2l_rel: Optional[torch.Tensor] = None
+
+    def __post_init__(self) -> None:
+        r = self.local_radius
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+            raise ValueError(f"local_radius must be an int >= 0, got {r!r}")
+        for name in MASK_FIELDS + REL_FIELDS:
+            t = getattr(self, name)
+            if t is None and name in REL_FIELDS:
+                continue
+            if not isinstance(t, torch.Tensor) or t.dim() != 3:
+                shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"{name} must be a 3-D tensor, got {shape}")
+            want = (torch.bool,) if name.endswith("_mask") else (torch.long, torch.int32)
+            if t.dtype not in want:
+                raise ValueError(f"{name} must have dtype {want[0]}, got {t.dtype}")
+        B, L, W = self.l2l_mask.shape
+        if W != 2 * r + 1:
+            raise ValueError(f"l2l_mask last dim must be 2*local_radius+1 = {2 * r + 1}, got {W}")
+        G = self.g2g_mask.shape[1]
+        expected = {"l2l": (B, L, 2 * r + 1), "l2g": (B, L, G), "g2g": (B, G, G), "g2l": (B, G, L)}
+        for piece, shape in expected.items():
+            for suffix in ("_mask", "_rel"):
+                t = getattr(self, piece + suffix)
+                if t is not None and tuple(t.shape) != shape:
+                    raise ValueError(f"{piece}{suffix} must have shape {shape}, got {tuple(t.shape)}")
+
+    @property
+    def batch_size(self) -> int:
+        return self.l2l_mask.shape[0]
+
+    @property
+    def long_len(self) -> int:
+        return self.l2l_mask.shape[1]
+
+    @property
+    def global_len(self) -> int:
+        return self.g2g_mask.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        return self.l2l_mask.device
+
+    def to(self, device) -> "GlobalLocalStructure":
+        """A copy with every tensor moved to ``device``."""
+        moved = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            moved[f.name] = v.to(device) if isinstance(v, torch.Tensor) else v
+        return GlobalLocalStructure(**moved)
+
+    def as_kernel_kwargs(self) -> Dict[str, Optional[torch.Tensor]]:
+        """``{l2l_mask, l2g_mask, g2g_mask, g2l_mask, l2l_rel, l2g_rel, g2g_rel, g2l_rel}``.
+
+        The kernel's keyword names; ``local_radius`` is implied by ``l2l_mask``'s
+        last dim and is not included.
+        """
+        return {name: getattr(self, name) for name in MASK_FIELDS + REL_FIELDS}
+
+
+def band_key_in_range(long_len: int, local_radius: int, device=None) -> torch.Tensor:
+    """Which band slots point at a real key: ``0 <= i + w - r < long_len``.
+
+    Returns:
+        bool ``[long_len, 2*r+1]``.
+    """
+    r = int(local_radius)
+    i = torch.arange(long_len, device=device).unsqueeze(1)
+    w = torch.arange(2 * r + 1, device=device).unsqueeze(0)
+    j = i + w - r
+    return (j >= 0) & (j < long_len)
+
+
+def effective_radius(local_radius: int, long_len: int) -> int:
+    """``min(r, long_len - 1)`` (at least 0): band slots beyond it can never hold a real key."""
+    return max(0, min(int(local_radius), long_len - 1))
 
 
 # ----------------------------------------------------------------------------
@@ -88,8 +206,21 @@ def check_same_float(reference_name: str, reference: torch.Tensor, **others: Opt
             )
 
 
+def check_rel_bias(name: str, rel_bias: Optional[torch.Tensor], emb_name: str,
+                   rel_emb: Optional[torch.Tensor], heads: int, reference: torch.Tensor) -> None:
+    """Check a relative bias table: float ``[num_labels, heads]`` with the rows of ``rel_emb``
+    (which must be given: the bias is a per-label term next to the label vectors)."""
+    if rel_bias is None:
+        return
+    if rel_emb is None:
+        raise ValueError(f"{name}: a relative bias table needs {emb_name} (the label vectors) too")
+    check_tensor(name, rel_bias, (rel_emb.shape[0], heads), "float")
+    check_same_float(emb_name, reference, **{name: rel_bias})
+
+
 def validate_long_query_inputs(
-    long_q, l2l_k, l2l_v, l2g_k, l2g_v, local_radius, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb
+    long_q, l2l_k, l2l_v, l2g_k, l2g_v, local_radius, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb,
+    rel_bias=None,
 ) -> None:
     """Check the arguments of ``long_query_attention`` (shapes as documented there)."""
     if isinstance(local_radius, bool) or int(local_radius) != local_radius or local_radius < 0:
@@ -110,10 +241,11 @@ def validate_long_query_inputs(
     check_same_float(
         "long_q", long_q, l2l_k=l2l_k, l2l_v=l2l_v, l2g_k=l2g_k, l2g_v=l2g_v, rel_emb=rel_emb
     )
+    check_rel_bias("rel_bias", rel_bias, "rel_emb", rel_emb, heads, long_q)
 
 
 def validate_global_query_inputs(
-    global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb
+    global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb, rel_bias=None
 ) -> None:
     """Check the arguments of ``global_query_attention`` (shapes as documented there)."""
     check_tensor("global_q", global_q, (None, None, None, None), "float")
@@ -131,12 +263,13 @@ def validate_global_query_inputs(
     check_same_float(
         "global_q", global_q, g2g_k=g2g_k, g2g_v=g2g_v, g2l_k=g2l_k, g2l_v=g2l_v, rel_emb=rel_emb
     )
+    check_rel_bias("rel_bias", rel_bias, "rel_emb", rel_emb, heads, global_q)
 
 
 def validate_global_local_inputs(
     long_q, long_k, long_v, global_q, global_k, global_v, local_radius,
     l2l_mask, l2g_mask, g2g_mask, g2l_mask, l2l_rel, l2g_rel, g2g_rel, g2l_rel,
-    long_rel_emb, global_rel_emb,
+    long_rel_emb, global_rel_emb, long_rel_bias=None, global_rel_bias=None,
 ) -> None:
     """Check the arguments of ``global_local_attention`` using its own argument names."""
     if isinstance(local_radius, bool) or int(local_radius) != local_radius or local_radius < 0:
@@ -170,6 +303,8 @@ def validate_global_local_inputs(
         "long_q", long_q, long_k=long_k, long_v=long_v, global_q=global_q, global_k=global_k,
         global_v=global_v, long_rel_emb=long_rel_emb, global_rel_emb=global_rel_emb,
     )
+    check_rel_bias("long_rel_bias", long_rel_bias, "long_rel_emb", long_rel_emb, heads, long_q)
+    check_rel_bias("global_rel_bias", global_rel_bias, "global_rel_emb", global_rel_emb, heads, long_q)
 
 
 # ----------------------------------------------------------------------------
@@ -177,17 +312,28 @@ def validate_global_local_inputs(
 # ----------------------------------------------------------------------------
 
 
-def relative_scores(q: torch.Tensor, rel_emb: torch.Tensor) -> torch.Tensor:
-    """Dot every query with every label vector of its head (computed once per label).
+def relative_scores(
+    q: torch.Tensor, rel_emb: torch.Tensor, rel_bias: Optional[torch.Tensor] = None, bias_scale: float = 1.0
+) -> torch.Tensor:
+    """Dot every query with every label vector of its head (computed once per label), plus the
+    label's bias.
 
     Args:
         q: float ``[batch, heads, q_len, head_dim]``.
         rel_emb: float ``[num_labels, heads, head_dim]``.
+        rel_bias: float ``[num_labels, heads]`` or None.
+        bias_scale: factor applied to ``rel_bias`` (``1/sqrt(head_dim)`` when ``q`` is already scaled,
+            so that the bias is scaled like the dot products).
 
     Returns:
-        float ``[batch, heads, q_len, num_labels]``: ``out[b, h, i, n] = q[b, h, i] . rel_emb[n, h]``.
+        float ``[batch, heads, q_len, num_labels]``:
+        ``out[b, h, i, n] = q[b, h, i] . rel_emb[n, h] + bias_scale * rel_bias[n, h]``.
     """
-    return torch.einsum("bhid,nhd->bhin", q, rel_emb)
+    scores = torch.einsum("bhid,nhd->bhin", q, rel_emb)
+    if rel_bias is not None:
+        # [num_labels, heads] -> [1, heads, 1, num_labels]
+        scores = scores + bias_scale * rel_bias.t()[None, :, None, :]
+    return scores
 
 
 def gather_relative_logits(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

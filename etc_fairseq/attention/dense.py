@@ -13,7 +13,6 @@ suite checks it separately against a naive per-pair computation.
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -21,13 +20,11 @@ import torch.nn.functional as F
 from .common import (
     gather_relative_logits,
     relative_scores,
-    validate_global_local_inputs,
     validate_global_query_inputs,
     validate_long_query_inputs,
 )
 
 __all__ = [
-    "dense_global_local_attention",
     "dense_long_query_attention",
     "dense_global_query_attention",
     "band_to_full",
@@ -82,11 +79,11 @@ def plain_masked_softmax(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tens
 
 
 def _dense_attend(q, k, v, rel_logits, mask, dropout_p):
-    """softmax(mask(q k^T / sqrt(d) + rel / sqrt(d))) v.
+    """softmax(mask((q k^T + rel) / sqrt(d))) v.
 
     Args:
         q: float ``[batch, heads, q_len, head_dim]``; k, v: float ``[batch, heads, k_len, head_dim]``.
-        rel_logits: float ``[batch, heads, q_len, k_len]`` (unscaled q . e) or None.
+        rel_logits: float ``[batch, heads, q_len, k_len]`` (unscaled q . e + bias) or None.
         mask: bool ``[batch, q_len, k_len]``.
 
     Returns:
@@ -102,14 +99,14 @@ def _dense_attend(q, k, v, rel_logits, mask, dropout_p):
     return torch.matmul(probs, v)
 
 
-def _rel_logits(q, rel_emb, labels_a, labels_b, len_a, len_b):
+def _rel_logits(q, rel_emb, rel_bias, labels_a, labels_b, len_a, len_b):
     """Relative logits for keys [group a | group b]; a group without labels contributes 0.
 
     Returns float ``[batch, heads, q_len, len_a + len_b]`` or None when there is no relative term.
     """
     if rel_emb is None or (labels_a is None and labels_b is None):
         return None
-    scores = relative_scores(q, rel_emb)  # [batch, heads, q_len, num_labels]
+    scores = relative_scores(q, rel_emb, rel_bias)  # [batch, heads, q_len, num_labels]
     batch, heads, q_len, _ = scores.shape
     parts = []
     for labels, n in ((labels_a, len_a), (labels_b, len_b)):
@@ -122,7 +119,7 @@ def _rel_logits(q, rel_emb, labels_a, labels_b, len_a, len_b):
 
 def dense_long_query_attention(
     long_q, l2l_k, l2l_v, l2g_k, l2g_v, *, local_radius, l2l_mask, l2g_mask,
-    l2l_rel=None, l2g_rel=None, rel_emb=None, dropout_p=0.0,
+    l2l_rel=None, l2g_rel=None, rel_emb=None, rel_bias=None, dropout_p=0.0,
 ) -> torch.Tensor:
     """Dense reference of ``long_query_attention`` (same arguments, shapes and result).
 
@@ -133,12 +130,14 @@ def dense_long_query_attention(
         l2l_mask: bool ``[batch, long_len, 2*r+1]``; l2g_mask: bool ``[batch, long_len, global_len]``.
         l2l_rel / l2g_rel: int64, same shapes as the masks, or None.
         rel_emb: float ``[num_labels, heads, head_dim]`` or None.
+        rel_bias: float ``[num_labels, heads]`` or None (needs ``rel_emb``).
 
     Returns:
         float ``[batch, heads, long_len, head_dim]``.
     """
     validate_long_query_inputs(
-        long_q, l2l_k, l2l_v, l2g_k, l2g_v, local_radius, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb
+        long_q, l2l_k, l2l_v, l2g_k, l2g_v, local_radius, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb,
+        rel_bias,
     )
     long_len, global_len = long_q.shape[2], l2g_k.shape[2]
     full_mask = band_to_full(l2l_mask, local_radius, False)  # [batch, long_len, long_len]
@@ -146,13 +145,13 @@ def dense_long_query_attention(
     k = torch.cat([l2l_k, l2g_k], dim=2)  # [batch, heads, long_len + global_len, head_dim]
     v = torch.cat([l2l_v, l2g_v], dim=2)
     mask = torch.cat([full_mask, l2g_mask], dim=2)  # [batch, long_len, long_len + global_len]
-    rel = _rel_logits(long_q, rel_emb, full_rel, l2g_rel, long_len, global_len)
+    rel = _rel_logits(long_q, rel_emb, rel_bias, full_rel, l2g_rel, long_len, global_len)
     return _dense_attend(long_q, k, v, rel, mask, dropout_p)
 
 
 def dense_global_query_attention(
     global_q, g2g_k, g2g_v, g2l_k, g2l_v, *, g2g_mask, g2l_mask,
-    g2g_rel=None, g2l_rel=None, rel_emb=None, dropout_p=0.0,
+    g2g_rel=None, g2l_rel=None, rel_emb=None, rel_bias=None, dropout_p=0.0,
 ) -> torch.Tensor:
     """Dense reference of ``global_query_attention`` (same arguments, shapes and result).
 
@@ -163,61 +162,17 @@ def dense_global_query_attention(
         g2g_mask: bool ``[batch, global_len, global_len]``; g2l_mask: bool ``[batch, global_len, long_len]``.
         g2g_rel / g2l_rel: int64, same shapes as the masks, or None.
         rel_emb: float ``[num_labels, heads, head_dim]`` or None.
+        rel_bias: float ``[num_labels, heads]`` or None (needs ``rel_emb``).
 
     Returns:
         float ``[batch, heads, global_len, head_dim]``.
     """
     validate_global_query_inputs(
-        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb
+        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb, rel_bias
     )
     global_len, long_len = global_q.shape[2], g2l_k.shape[2]
     k = torch.cat([g2g_k, g2l_k], dim=2)  # [batch, heads, global_len + long_len, head_dim]
     v = torch.cat([g2g_v, g2l_v], dim=2)
     mask = torch.cat([g2g_mask, g2l_mask], dim=2)  # [batch, global_len, global_len + long_len]
-    rel = _rel_logits(global_q, rel_emb, g2g_rel, g2l_rel, global_len, long_len)
+    rel = _rel_logits(global_q, rel_emb, rel_bias, g2g_rel, g2l_rel, global_len, long_len)
     return _dense_attend(global_q, k, v, rel, mask, dropout_p)
-
-
-def dense_global_local_attention(
-    long_q: torch.Tensor,
-    long_k: torch.Tensor,
-    long_v: torch.Tensor,
-    global_q: torch.Tensor,
-    global_k: torch.Tensor,
-    global_v: torch.Tensor,
-    *,
-    local_radius: int,
-    l2l_mask: torch.Tensor,
-    l2g_mask: torch.Tensor,
-    g2g_mask: torch.Tensor,
-    g2l_mask: torch.Tensor,
-    l2l_rel: Optional[torch.Tensor] = None,
-    l2g_rel: Optional[torch.Tensor] = None,
-    g2g_rel: Optional[torch.Tensor] = None,
-    g2l_rel: Optional[torch.Tensor] = None,
-    long_rel_emb: Optional[torch.Tensor] = None,
-    global_rel_emb: Optional[torch.Tensor] = None,
-    dropout_p: float = 0.0,
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Dense reference of ``global_local_attention`` (same signature and result).
-
-    Returns:
-        ``(long_out, global_out)``: float ``[batch, heads, long_len, head_dim]`` and
-        float ``[batch, heads, global_len, head_dim]``.
-    """
-    validate_global_local_inputs(
-        long_q, long_k, long_v, global_q, global_k, global_v, local_radius,
-        l2l_mask, l2g_mask, g2g_mask, g2l_mask, l2l_rel, l2g_rel, g2g_rel, g2l_rel,
-        long_rel_emb, global_rel_emb,
-    )
-    long_out = dense_long_query_attention(
-        long_q, long_k, long_v, global_k, global_v,
-        local_radius=local_radius, l2l_mask=l2l_mask, l2g_mask=l2g_mask,
-        l2l_rel=l2l_rel, l2g_rel=l2g_rel, rel_emb=long_rel_emb, dropout_p=dropout_p,
-    )
-    global_out = dense_global_query_attention(
-        global_q, global_k, global_v, long_k, long_v,
-        g2g_mask=g2g_mask, g2l_mask=g2l_mask,
-        g2g_rel=g2g_rel, g2l_rel=g2l_rel, rel_emb=global_rel_emb, dropout_p=dropout_p,
-    )
-    return long_out, global_out

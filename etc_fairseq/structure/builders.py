@@ -27,10 +27,11 @@ over the ancestor depth (at most :data:`MAX_HIERARCHY_DEPTH`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
+
+from etc_fairseq.attention.common import GlobalLocalStructure
 
 from .labels import DEFAULT_STRUCTURE_LABELS, RelativeLabelVocab
 
@@ -64,97 +65,6 @@ STRUCTURE_KEYS = (
 
 REQUIRED_STRUCTURE_LABELS = DEFAULT_STRUCTURE_LABELS
 
-_MASK_FIELDS = ("l2l_mask", "l2g_mask", "g2g_mask", "g2l_mask")
-_REL_FIELDS = ("l2l_rel", "l2g_rel", "g2g_rel", "g2l_rel")
-
-
-# ---------------------------------------------------------------------------
-# container
-# ---------------------------------------------------------------------------
-@dataclass
-class GlobalLocalStructure:
-    """The kernel's 4 masks + 4 label-id tensors for one batch.
-
-    Fields (``B`` = batch, ``L`` = long_len, ``G`` = global_len, ``r`` = local_radius):
-        l2l_mask: bool ``[B, L, 2r+1]``; l2l_rel: int64 ``[B, L, 2r+1]``
-        l2g_mask: bool ``[B, L, G]``;    l2g_rel: int64 ``[B, L, G]``
-        g2g_mask: bool ``[B, G, G]``;    g2g_rel: int64 ``[B, G, G]``
-        g2l_mask: bool ``[B, G, L]``;    g2l_rel: int64 ``[B, G, L]``
-        local_radius: int ``r``.
-    Shapes and dtypes are validated on construction (ValueError).
-    """
-
-    l2l_mask: torch.Tensor
-    l2g_mask: torch.Tensor
-    g2g_mask: torch.Tensor
-    g2l_mask: torch.Tensor
-    l2l_rel: torch.Tensor
-    l2g_rel: torch.Tensor
-    g2g_rel: torch.Tensor
-    g2l_rel: torch.Tensor
-    local_radius: int
-
-    def __post_init__(self) -> None:
-        r = self.local_radius
-        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
-            raise ValueError(f"local_radius must be an int >= 0, got {r!r}")
-        for name in _MASK_FIELDS + _REL_FIELDS:
-            t = getattr(self, name)
-            if not isinstance(t, torch.Tensor) or t.dim() != 3:
-                shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-                raise ValueError(f"{name} must be a 3-D tensor, got {shape}")
-            want = torch.bool if name.endswith("_mask") else torch.long
-            if t.dtype != want:
-                raise ValueError(f"{name} must have dtype {want}, got {t.dtype}")
-        B, L, W = self.l2l_mask.shape
-        if W != 2 * r + 1:
-            raise ValueError(
-                f"l2l_mask last dim must be 2*local_radius+1 = {2 * r + 1}, got {W}"
-            )
-        G = self.g2g_mask.shape[1]
-        expected = {
-            "l2l": (B, L, 2 * r + 1),
-            "l2g": (B, L, G),
-            "g2g": (B, G, G),
-            "g2l": (B, G, L),
-        }
-        for piece, shape in expected.items():
-            for suffix in ("_mask", "_rel"):
-                got = tuple(getattr(self, piece + suffix).shape)
-                if got != shape:
-                    raise ValueError(f"{piece}{suffix} must have shape {shape}, got {got}")
-
-    @property
-    def batch_size(self) -> int:
-        return self.l2l_mask.shape[0]
-
-    @property
-    def long_len(self) -> int:
-        return self.l2l_mask.shape[1]
-
-    @property
-    def global_len(self) -> int:
-        return self.g2g_mask.shape[1]
-
-    @property
-    def device(self) -> torch.device:
-        return self.l2l_mask.device
-
-    def to(self, device) -> "GlobalLocalStructure":
-        """A copy with every tensor moved to ``device``."""
-        moved = {
-            f.name: (getattr(self, f.name).to(device) if f.name != "local_radius" else self.local_radius)
-            for f in fields(self)
-        }
-        return GlobalLocalStructure(**moved)
-
-    def as_kernel_kwargs(self) -> Dict[str, torch.Tensor]:
-        """``{l2l_mask, l2g_mask, g2g_mask, g2l_mask, l2l_rel, l2g_rel, g2g_rel, g2l_rel}``.
-
-        The kernel's keyword names; ``local_radius`` is implied by ``l2l_mask``'s
-        last dim and is not included.
-        """
-        return {name: getattr(self, name) for name in _MASK_FIELDS + _REL_FIELDS}
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,178 @@
+"""The one entry point to global-local attention, whatever the implementation.
+
+:func:`global_local_attention` validates its inputs once and runs the two softmaxes of the
+paper (long queries over local long keys + global keys; global queries over global keys + long
+keys) with one of the implementations of the same function:
+
+=============  ==================================================================================
+``impl``       implementation
+=============  ==================================================================================
+``"blocked"``  :mod:`.blocked`, the production kernel (chunked, probabilities recomputed in backward)
+``"autograd"`` :mod:`.autograd_blocked`, the plain-autograd 3-block kernel (second exact reference)
+``"dense"``    :mod:`.dense`, the O(long_len^2) reference (tests, benchmarks)
+``"flex"``     :mod:`.flex`, torch's flex attention (GPU; compiled on CUDA, eager elsewhere)
+=============  ==================================================================================
+
+The masks and label ids travel as one :class:`~etc_fairseq.attention.common.GlobalLocalStructure`
+(``structure=``) or as its fields given as keywords (``local_radius=, l2l_mask=, ...``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import torch
+
+from . import autograd_blocked, blocked, dense, flex
+from .common import MASK_FIELDS, REL_FIELDS, GlobalLocalStructure, validate_global_local_inputs
+
+__all__ = [
+    "IMPLEMENTATION",
+    "IMPLEMENTATIONS",
+    "global_local_attention",
+    "long_query_attention",
+    "global_query_attention",
+    "dense_global_local_attention",
+    "autograd_global_local_attention",
+    "flex_global_local_attention",
+]
+
+#: The implementation used when ``impl`` is not given (the model's CPU path, and tests).
+IMPLEMENTATION = "blocked"
+
+#: impl name -> (long-query half, global-query half), both with the argument names of
+#: :func:`etc_fairseq.attention.blocked.long_query_attention` / ``global_query_attention``.
+IMPLEMENTATIONS = {
+    "blocked": (blocked.long_query_attention, blocked.global_query_attention),
+    "autograd": (autograd_blocked.autograd_long_query_attention, autograd_blocked.autograd_global_query_attention),
+    "dense": (dense.dense_long_query_attention, dense.dense_global_query_attention),
+    "flex": (flex.flex_long_query_attention, flex.flex_global_query_attention),
+}
+
+
+def _halves(impl: Optional[str], device: torch.device, flex_compile: Optional[bool]):
+    name = IMPLEMENTATION if impl is None else impl
+    if name not in IMPLEMENTATIONS:
+        raise ValueError(f"impl: expected one of {sorted(IMPLEMENTATIONS)}, got {name!r}")
+    long_half, global_half = IMPLEMENTATIONS[name]
+    extra: Dict[str, bool] = {}
+    if name == "flex":
+        extra["compile"] = device.type == "cuda" if flex_compile is None else bool(flex_compile)
+    return long_half, global_half, extra
+
+
+def long_query_attention(long_q, l2l_k, l2l_v, l2g_k, l2g_v, *, impl: Optional[str] = None,
+                         flex_compile: Optional[bool] = None, **kwargs) -> torch.Tensor:
+    """Long queries -> (local long keys + all global keys), one softmax, by ``impl`` (see the module
+    docstring). Arguments and result as :func:`etc_fairseq.attention.blocked.long_query_attention`."""
+    long_half, _, extra = _halves(impl, long_q.device, flex_compile)
+    return long_half(long_q, l2l_k, l2l_v, l2g_k, l2g_v, **kwargs, **extra)
+
+
+def global_query_attention(global_q, g2g_k, g2g_v, g2l_k, g2l_v, *, impl: Optional[str] = None,
+                           flex_compile: Optional[bool] = None, **kwargs) -> torch.Tensor:
+    """Global queries -> (all global keys + all long keys), one softmax, by ``impl``. Arguments and
+    result as :func:`etc_fairseq.attention.blocked.global_query_attention`."""
+    _, global_half, extra = _halves(impl, global_q.device, flex_compile)
+    return global_half(global_q, g2g_k, g2g_v, g2l_k, g2l_v, **kwargs, **extra)
+
+
+def global_local_attention(
+    long_q: torch.Tensor,
+    long_k: torch.Tensor,
+    long_v: torch.Tensor,
+    global_q: torch.Tensor,
+    global_k: torch.Tensor,
+    global_v: torch.Tensor,
+    structure: Optional[GlobalLocalStructure] = None,
+    *,
+    long_rel_emb: Optional[torch.Tensor] = None,
+    global_rel_emb: Optional[torch.Tensor] = None,
+    long_rel_bias: Optional[torch.Tensor] = None,
+    global_rel_bias: Optional[torch.Tensor] = None,
+    l2g_kv: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    g2l_kv: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    dropout_p: float = 0.0,
+    impl: Optional[str] = None,
+    flex_compile: Optional[bool] = None,
+    **structure_fields,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """ETC global-local attention.
+
+    Args:
+        long_q, long_k, long_v: float ``[batch, heads, long_len, head_dim]``; ``long_k``/``long_v``
+            are the long keys/values of l2l (and of g2l unless ``g2l_kv`` is given).
+        global_q, global_k, global_v: float ``[batch, heads, global_len, head_dim]``; ``global_k``/
+            ``global_v`` are the global keys/values of g2g (and of l2g unless ``l2g_kv`` is given).
+        structure: the 4 masks + 4 label-id tensors (:class:`GlobalLocalStructure`); or give its
+            fields as keywords instead: ``local_radius`` (int ``r``), ``l2l_mask`` bool
+            ``[batch, long_len, 2*r+1]`` (slot ``w`` = key ``i + w - r``), ``l2g_mask`` bool
+            ``[batch, long_len, global_len]``, ``g2g_mask`` bool ``[batch, global_len, global_len]``,
+            ``g2l_mask`` bool ``[batch, global_len, long_len]``, and optional int64 label ids
+            ``l2l_rel``/``l2g_rel``/``g2g_rel``/``g2l_rel`` shaped like the masks.
+        long_rel_emb / global_rel_emb: float ``[num_labels, heads, head_dim]`` label vectors of the
+            long / global queries, or None (no relative term).
+        long_rel_bias / global_rel_bias: float ``[num_labels, heads]`` per-label biases (added to
+            ``q . e`` before the ``1/sqrt(head_dim)`` scaling), or None.
+        l2g_kv / g2l_kv: ``(keys, values)`` of that piece when it has its own projections (float
+            ``[batch, heads, global_len / long_len, head_dim]``).
+        dropout_p: dropout on the attention probabilities (0 in eval).
+        impl: ``"blocked"``, ``"autograd"``, ``"dense"`` or ``"flex"`` (default :data:`IMPLEMENTATION`).
+        flex_compile: with ``impl="flex"``, run flex attention through ``torch.compile``
+            (default: on CUDA only).
+
+    Returns:
+        ``(long_out, global_out)``: float ``[batch, heads, long_len, head_dim]`` and
+        float ``[batch, heads, global_len, head_dim]``; rows with no allowed key are 0.
+    """
+    if structure is None:
+        unknown = set(structure_fields) - set(MASK_FIELDS + REL_FIELDS + ("local_radius",))
+        if unknown:
+            raise TypeError(f"global_local_attention: unexpected keyword arguments {sorted(unknown)}")
+        s = dict(structure_fields)
+        if "local_radius" not in s:
+            raise TypeError("global_local_attention: give structure= or local_radius= and the masks")
+        validate_global_local_inputs(
+            long_q, long_k, long_v, global_q, global_k, global_v, s.get("local_radius"),
+            *(s.get(n) for n in MASK_FIELDS), *(s.get(n) for n in REL_FIELDS),
+            long_rel_emb, global_rel_emb, long_rel_bias, global_rel_bias,
+        )
+        structure = GlobalLocalStructure(**s)
+    elif structure_fields:
+        raise TypeError("global_local_attention: give either structure= or its fields, not both")
+    else:
+        validate_global_local_inputs(
+            long_q, long_k, long_v, global_q, global_k, global_v, structure.local_radius,
+            *(getattr(structure, n) for n in MASK_FIELDS + REL_FIELDS),
+            long_rel_emb, global_rel_emb, long_rel_bias, global_rel_bias,
+        )
+    s = structure
+    l2g_k, l2g_v = l2g_kv if l2g_kv is not None else (global_k, global_v)
+    g2l_k, g2l_v = g2l_kv if g2l_kv is not None else (long_k, long_v)
+    long_half, global_half, extra = _halves(impl, long_q.device, flex_compile)
+    long_out = long_half(
+        long_q, long_k, long_v, l2g_k, l2g_v, local_radius=s.local_radius,
+        l2l_mask=s.l2l_mask, l2g_mask=s.l2g_mask, l2l_rel=s.l2l_rel, l2g_rel=s.l2g_rel,
+        rel_emb=long_rel_emb, rel_bias=long_rel_bias, dropout_p=dropout_p, **extra,
+    )  # [batch, heads, long_len, head_dim]
+    global_out = global_half(
+        global_q, global_k, global_v, g2l_k, g2l_v, g2g_mask=s.g2g_mask, g2l_mask=s.g2l_mask,
+        g2g_rel=s.g2g_rel, g2l_rel=s.g2l_rel, rel_emb=global_rel_emb, rel_bias=global_rel_bias,
+        dropout_p=dropout_p, **extra,
+    )  # [batch, heads, global_len, head_dim]
+    return long_out, global_out
+
+
+def dense_global_local_attention(*args, **kwargs) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`global_local_attention` with ``impl="dense"`` (the O(long_len^2) reference)."""
+    return global_local_attention(*args, impl="dense", **kwargs)
+
+
+def autograd_global_local_attention(*args, **kwargs) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`global_local_attention` with ``impl="autograd"`` (the plain-autograd 3-block kernel)."""
+    return global_local_attention(*args, impl="autograd", **kwargs)
+
+
+def flex_global_local_attention(*args, compile: bool = False, **kwargs) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`global_local_attention` with ``impl="flex"``; ``compile``: through ``torch.compile``."""
+    return global_local_attention(*args, impl="flex", flex_compile=compile, **kwargs)
