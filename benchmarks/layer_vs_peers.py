@@ -8,7 +8,7 @@ no fused kernel with dropout (it falls back to the O(len^2) math path), and samp
 masks of attention-probability dropout costs every layer time that says nothing about its
 attention scheme.
 
-  ``etc``         our :class:`etc_fairseq.models.layer.EtcLayer` with the ``etc_base`` settings
+  ``etc``         our :class:`etc_fairseq.encoder.layer.EtcLayer` with the ``etc_base`` settings
                   (local radius 84, separate W^Q per side and W^K/W^V per attention piece, 31
                   relative labels) on a long input of ``long_len`` tokens plus 256 global tokens.
                   The structure comes from :func:`etc_fairseq.structure.builders.build_structure`
@@ -143,19 +143,12 @@ def build_etc(long_len: int, arch: str = "etc_base"):
     import torch
 
     from etc_fairseq.models.architectures import config_for_arch
-    from etc_fairseq.models.etc import label_vocab_from_config
-    from etc_fairseq.models.layer import EtcLayer
+    from etc_fairseq.encoder import EtcLayer, label_vocab_from_config
     from etc_fairseq.structure.builders import build_structure, segment_ids_from_lengths
 
     cfg = config_for_arch(arch, dropout=DROPOUT, attention_dropout=DROPOUT)
     vocab = label_vocab_from_config(cfg)
-    layer = EtcLayer(
-        cfg.encoder_embed_dim, cfg.encoder_ffn_embed_dim, cfg.encoder_attention_heads, vocab.size,
-        dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
-        activation_dropout=cfg.activation_dropout, activation_fn=cfg.activation_fn,
-        shared_q=cfg.shared_q, shared_kv=cfg.shared_kv, shared_out_proj=cfg.shared_out_proj,
-        shared_ffn=not cfg.separate_ffn, shared_relative_embeddings=cfg.shared_relative_embeddings,
-    )
+    layer = EtcLayer(cfg, vocab.size)
     n_pad = int(long_len * PADDING_FRACTION)
     real = long_len - n_pad
     G = min(GLOBAL_LEN, real)

@@ -8,7 +8,9 @@ Layout (data flows top to bottom):
 - ``etc_fairseq.tasks``      fairseq tasks (``etc_pretraining``)
 - ``etc_fairseq.structure``  pure functions: structure ids -> 4 masks + 4 relative-label tensors;
                               the one relative-label vocabulary and the global-token types
-- ``etc_fairseq.models``     the ``etc`` fairseq model, its layers and architectures
+- ``etc_fairseq.models``     the ``etc`` fairseq model (wrapping ``etc_fairseq.encoder``) and architectures
+- ``etc_fairseq.encoder``    the ETC encoder, its layer and heads as plain PyTorch (no fairseq import),
+                              saved and loaded as safetensors + JSON
 - ``etc_fairseq.attention``  the global-local attention kernel (blocked l2l) and its dense reference
 - ``etc_fairseq.criterions`` fairseq criterions (``cpc_mlm``)
 - ``etc_fairseq.lift``       RoBERTa checkpoints -> ETC checkpoints (``etc-lift``)

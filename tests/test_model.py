@@ -242,7 +242,7 @@ def test_fairseq_command_line_flags_switch_features_on_and_override_the_arch():
 
 
 def test_task_heads_are_saved_and_reconciled_on_load():
-    from etc_fairseq.models.heads import PooledClassifier, TokenLogits
+    from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
 
     pretrained = build("etc_tiny")
     state = dict(pretrained.state_dict())  # no task heads: a pre-training checkpoint

@@ -20,10 +20,11 @@ from .global_tokens import (
     global_token_id,
     special_global_token_id,
 )
-from .labels import DEFAULT_STRUCTURE_LABELS, RelativeLabelVocab
+from .labels import DEFAULT_STRUCTURE_LABELS, OFFICIAL_STRUCTURE_LABELS, RelativeLabelVocab
 
 __all__ = [
     "DEFAULT_STRUCTURE_LABELS",
+    "OFFICIAL_STRUCTURE_LABELS",
     "RelativeLabelVocab",
     "GlobalTokenType",
     "NUM_GLOBAL_TOKEN_TYPES",

@@ -37,6 +37,11 @@ Default structure labels (:data:`DEFAULT_STRUCTURE_LABELS`), in id order:
     g2g from a global token (query) to one of its descendants (key), e.g.
     context token -> its sentences.
 
+Official ETC's layout (Google's ``etcmodel``) has the same position ids and then ``2k+1`` = long
+token does *not* belong to the global token, ``2k+2`` = belongs, ``2k+3`` = different contexts (g2g);
+:data:`OFFICIAL_STRUCTURE_LABELS` orders the structure labels that way, so an official relative
+table (e.g. 32 rows for ``k = 12``, ``relative_vocab_size``) is used row for row.
+
 Global tokens of the *same* context that are not ancestor/descendant of each other
 get the clipped relative position of their global indices (order of sentences
 within a context), exactly like long tokens.
@@ -49,11 +54,21 @@ from typing import List, Sequence, Tuple
 
 import torch
 
-__all__ = ["DEFAULT_STRUCTURE_LABELS", "RelativeLabelVocab"]
+__all__ = ["DEFAULT_STRUCTURE_LABELS", "OFFICIAL_STRUCTURE_LABELS", "RelativeLabelVocab"]
 
 DEFAULT_STRUCTURE_LABELS: Tuple[str, ...] = (
     "belongs",
     "not_belongs",
+    "other_context",
+    "parent",
+    "child",
+)
+
+#: The same labels in official ETC's id order (``not_belongs`` = 2k+1, ``belongs`` = 2k+2,
+#: ``other_context`` = 2k+3, then the labels official ETC does not have).
+OFFICIAL_STRUCTURE_LABELS: Tuple[str, ...] = (
+    "not_belongs",
+    "belongs",
     "other_context",
     "parent",
     "child",

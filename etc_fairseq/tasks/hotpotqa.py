@@ -2,11 +2,11 @@
 
 Heads (registered on the model in :meth:`EtcHotpotqaTask.build_heads`, saved in checkpoints):
 
-- ``hotpotqa_sp``:   :class:`~etc_fairseq.models.heads.TokenLogits` (1 output) on the global features: one
+- ``hotpotqa_sp``:   :class:`~etc_fairseq.encoder.heads.TokenLogits` (1 output) on the global features: one
   supporting-fact logit per global token (used on the SENTENCE tokens; sigmoid).
-- ``hotpotqa_type``: :class:`~etc_fairseq.models.heads.PooledClassifier` (3 classes: span / yes / no) on
+- ``hotpotqa_type``: :class:`~etc_fairseq.encoder.heads.PooledClassifier` (3 classes: span / yes / no) on
   the global CLS (global index 0).
-- ``hotpotqa_span``: :class:`~etc_fairseq.models.heads.TokenLogits` (2 outputs) on the long features:
+- ``hotpotqa_span``: :class:`~etc_fairseq.encoder.heads.TokenLogits` (2 outputs) on the long features:
   answer start / end logits.
 
 Hard g2l: the paper's HotpotQA models use a hard g2l mask (global tokens attend only to the long tokens
@@ -30,7 +30,7 @@ import numpy as np
 from fairseq.tasks import register_task
 
 from etc_fairseq.data.structured import StructuredDataset
-from etc_fairseq.models.heads import PooledClassifier, TokenLogits
+from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
 from etc_fairseq.prepare.hotpotqa import hotpotqa_fields
 from etc_fairseq.tasks.structured_base import EtcStructuredTask, EtcStructuredTaskConfig
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from fairseq.tasks import register_task
 
-from etc_fairseq.models.heads import PooledClassifier, TokenLogits
+from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
 from etc_fairseq.prepare.nq import nq_target_fields
 from etc_fairseq.tasks.structured_base import EtcStructuredTask, EtcStructuredTaskConfig
 

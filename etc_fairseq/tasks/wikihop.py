@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fairseq.tasks import register_task
 
 from etc_fairseq.data.structured import FieldSpec
-from etc_fairseq.models.heads import TokenLogits
+from etc_fairseq.encoder.heads import TokenLogits
 from etc_fairseq.tasks.structured_base import EtcStructuredTask, EtcStructuredTaskConfig
 
 #: name of the candidate-scoring head in ``model.task_heads``

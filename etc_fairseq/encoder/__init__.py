@@ -1,0 +1,35 @@
+"""The ETC encoder as plain PyTorch (no fairseq import anywhere below this package).
+
+- :mod:`.config`     :class:`EtcEncoderConfig`, the single definition of the model's fields
+- :mod:`.embeddings` absolute positions, BERT initialisation
+- :mod:`.layer`      :class:`EtcLayer` (projections, global-local attention, feed-forward)
+- :mod:`.model`      :class:`EtcEncoder` -> :class:`EtcEncoderOutput` (long and global features, masks)
+- :mod:`.heads`      LM head (tied), classification heads, per-token logits
+- :mod:`.io`         ``save_pretrained`` / ``from_pretrained``: ``model.safetensors`` + ``config.json``
+
+The fairseq ``etc`` model (:mod:`etc_fairseq.models.etc`) wraps :class:`EtcEncoder`.
+"""
+
+from .config import ACTIVATIONS, OFFICIAL_FIELD_MAP, EtcEncoderConfig
+from .heads import ClassificationHead, LMHead, PooledClassifier, TokenLogits
+from .io import EtcEncoderFileError, from_pretrained, save_pretrained
+from .layer import EtcLayer, EtcSelfAttention
+from .model import EtcEncoder, EtcEncoderOutput, label_vocab_from_config
+
+__all__ = [
+    "ACTIVATIONS",
+    "OFFICIAL_FIELD_MAP",
+    "EtcEncoderConfig",
+    "EtcEncoder",
+    "EtcEncoderOutput",
+    "EtcLayer",
+    "EtcSelfAttention",
+    "LMHead",
+    "ClassificationHead",
+    "PooledClassifier",
+    "TokenLogits",
+    "EtcEncoderFileError",
+    "save_pretrained",
+    "from_pretrained",
+    "label_vocab_from_config",
+]

@@ -1,0 +1,235 @@
+"""The ETC encoder's configuration: the single definition of the model's fields.
+
+:class:`EtcEncoderConfig` is a plain dataclass (no fairseq). The fairseq model's ``EtcConfig``
+(:mod:`etc_fairseq.models.etc`) inherits it, so every field below is also a ``fairseq-train`` flag
+(``--local-radius``, ...) with the ``help`` given here, and is stored in fairseq checkpoints; the
+core stores it in ``config.json`` (:mod:`etc_fairseq.encoder.io`).
+
+Defaults give the model as this project trains it (post-LayerNorm BERT/RoBERTa layers, so RoBERTa
+weights lift into it). The fields marked *official* reproduce Google's released ETC checkpoints
+(``etc_config.json``); :data:`OFFICIAL_FIELD_MAP` says which field answers which official one.
+"""
+
+# No ``from __future__ import annotations``: fairseq reads the field types at run time.
+from dataclasses import dataclass, field, fields
+from typing import Dict
+
+from etc_fairseq.structure.labels import DEFAULT_STRUCTURE_LABELS
+
+#: Activation functions the layers accept (``activation_fn`` / ``pooler_activation_fn``).
+#: ``gelu`` is the exact (erf) GELU; ``gelu_accurate`` the tanh approximation (BERT's and the
+#: official ETC's ``gelu``).
+ACTIVATIONS = ("relu", "gelu", "gelu_accurate", "tanh", "linear", "swish")
+
+CLASSIFICATION_HEAD_INPUTS = ("long_cls", "global_cls")
+
+@dataclass
+class EtcEncoderConfig:
+    """Every field of the ETC encoder and its heads. See the module docstring."""
+
+    encoder_layers: int = field(default=12, metadata={"help": "number of ETC layers"})
+    encoder_embed_dim: int = field(default=768, metadata={"help": "model width"})
+    encoder_ffn_embed_dim: int = field(default=3072, metadata={"help": "feed-forward inner width"})
+    encoder_attention_heads: int = field(default=12, metadata={"help": "attention heads"})
+    activation_fn: str = field(
+        default="gelu",
+        metadata={"help": "activation of the feed-forward blocks and the LM head: " + ", ".join(ACTIVATIONS)
+                  + " (gelu_accurate = the tanh approximation; official ETC's 'gelu')"},
+    )
+    dropout: float = field(default=0.1, metadata={"help": "dropout on embeddings and residual branches"})
+    attention_dropout: float = field(default=0.1, metadata={"help": "dropout on attention probabilities"})
+    activation_dropout: float = field(default=0.0, metadata={"help": "dropout after the FFN activation"})
+    pooler_activation_fn: str = field(
+        default="tanh", metadata={"help": "activation of classification heads: " + ", ".join(ACTIVATIONS)}
+    )
+    pooler_dropout: float = field(default=0.0, metadata={"help": "dropout in classification heads"})
+    max_positions: int = field(
+        default=4096,
+        metadata={"help": "maximum long input length (fairseq's name; sentence_prediction sets it)"},
+    )
+    max_global_positions: int = field(default=256, metadata={"help": "maximum global input length"})
+    local_radius: int = field(default=84, metadata={"help": "l2l attention radius r"})
+    relative_pos_max_distance: int = field(
+        default=12, metadata={"help": "relative positions are clipped at this distance k"}
+    )
+    relative_structure_labels: str = field(
+        default=",".join(DEFAULT_STRUCTURE_LABELS),
+        metadata={
+            "help": "comma-separated structure labels after the 2k+1 position labels; must include the "
+            "default ones (the builders assign them), more may be appended for task-specific use; "
+            "official ETC's order: structure.labels.OFFICIAL_STRUCTURE_LABELS"
+        },
+    )
+    relative_vocab_size: int = field(
+        default=0,
+        metadata={"help": "rows of the relative tables (official: relative_vocab_size, e.g. 32); 0 = exactly "
+                  "the 2k+1 position labels plus the structure labels; rows beyond those are unused"},
+    )
+    relative_bias: bool = field(
+        default=False,
+        metadata={"help": "a per-label, per-head bias table [labels, heads] next to the label vectors, added "
+                  "to q.e before the 1/sqrt(head_dim) scaling (official ETC has one)"},
+    )
+    shared_q: bool = field(default=False, metadata={"help": "one W^Q for long and global queries"})
+    shared_kv: bool = field(default=False, metadata={"help": "one W^K/W^V for all four attention pieces"})
+    shared_kv_per_side: bool = field(
+        default=False,
+        metadata={"help": "one W^K/W^V per query side: l2l = l2g and g2g = g2l (official "
+                  "share_kv_projections); ignored with shared_kv"},
+    )
+    shared_out_proj: bool = field(default=False, metadata={"help": "one output projection for both sides"})
+    separate_attention_layer_norm: bool = field(
+        default=False,
+        metadata={"help": "one post-attention LayerNorm per side even when the output projection is shared "
+                  "(official ETC always has one per side)"},
+    )
+    # Named "separate" (default False) because fairseq turns a True-by-default bool into a flag that
+    # sets it to False: --separate-ffn reads as what it does.
+    separate_ffn: bool = field(
+        default=False, metadata={"help": "one feed-forward block per side instead of one shared by both"}
+    )
+    shared_relative_embeddings: bool = field(
+        default=False, metadata={"help": "one relative-label table for long and global queries"}
+    )
+    pre_layer_norm: bool = field(
+        default=False,
+        metadata={"help": "LayerNorm before each attention/feed-forward block instead of after the residual "
+                  "sum (official use_pre_activation_order; no final LayerNorm, as there)"},
+    )
+    layer_norm_eps: float = field(
+        default=1e-5, metadata={"help": "epsilon of every encoder LayerNorm (official ETC: 1e-12)"}
+    )
+    embedding_size: int = field(
+        default=0,
+        metadata={"help": "width of the token embedding table; smaller than encoder_embed_dim adds a linear "
+                  "projection to the model width (ALBERT/official embedding_size); 0 = encoder_embed_dim"},
+    )
+    segment_vocab_size: int = field(
+        default=0,
+        metadata={"help": "rows of a segment embedding table added to both sides' embeddings (official: 16); "
+                  "0 = none"},
+    )
+    long_segment_id: int = field(
+        default=1, metadata={"help": "segment id of long tokens when none is given (official: 1)"}
+    )
+    global_segment_id: int = field(
+        default=0, metadata={"help": "segment id of global tokens when none is given (official: 0)"}
+    )
+    separate_embedding_layer_norm: bool = field(
+        default=False, metadata={"help": "one embedding LayerNorm per side (official ETC) instead of one shared"}
+    )
+    no_global_type_embeddings: bool = field(
+        default=False,
+        metadata={"help": "no global-token-type embedding table (official ETC has none)"},
+    )
+    hard_g2l: bool = field(
+        default=False, metadata={"help": "global tokens attend only to the long tokens they summarise"}
+    )
+    hard_l2g: bool = field(
+        default=False, metadata={"help": "long tokens attend only to their own global tokens"}
+    )
+    fixed_block_len: int = field(
+        default=16,
+        metadata={"help": "with no global input given, one global token per this many long tokens"},
+    )
+    use_absolute_positions: bool = field(
+        default=False,
+        metadata={"help": "add learned absolute position embeddings to the long input (RoBERTa-style)"},
+    )
+    checkpoint_activations: bool = field(
+        default=False, metadata={"help": "recompute layer activations in backward to save memory"}
+    )
+    classification_head_input: str = field(
+        default="long_cls",
+        metadata={"help": "classification heads read the first long token (long_cls) or the first global "
+                  "token (global_cls)"},
+    )
+
+    def __post_init__(self) -> None:
+        validate_encoder_config(self)
+
+    @property
+    def token_embedding_size(self) -> int:
+        """Width of the token embedding table (``embedding_size`` or the model width)."""
+        return self.embedding_size or self.encoder_embed_dim
+
+
+def encoder_config_fields():
+    """The names of :class:`EtcEncoderConfig`'s fields, in order."""
+    return tuple(f.name for f in fields(EtcEncoderConfig))
+
+
+def validate_encoder_config(cfg) -> None:
+    """Raise ``ValueError`` naming the field when a value cannot build a model. ``cfg`` may be an
+    :class:`EtcEncoderConfig` or anything with its attributes (fairseq's ``EtcConfig``, a namespace);
+    fairseq's ``II(...)`` placeholders (strings starting with ``${``) are left for later."""
+    def value(name):
+        v = getattr(cfg, name, None)
+        return None if isinstance(v, str) and v.startswith("${") else v
+
+    for name in ("activation_fn", "pooler_activation_fn"):
+        v = value(name)
+        if v is not None and v not in ACTIVATIONS:
+            raise ValueError(f"{name}={v!r}: expected one of {list(ACTIVATIONS)}")
+    v = value("classification_head_input")
+    if v is not None and v not in CLASSIFICATION_HEAD_INPUTS:
+        raise ValueError(f"classification_head_input={v!r}: expected one of {list(CLASSIFICATION_HEAD_INPUTS)}")
+    for name in ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads"):
+        v = value(name)
+        if v is not None and (not isinstance(v, int) or v < 1):
+            raise ValueError(f"{name}={v!r}: expected an int >= 1")
+    for name in ("relative_vocab_size", "embedding_size", "segment_vocab_size", "local_radius",
+                 "relative_pos_max_distance"):
+        v = value(name)
+        if v is not None and (not isinstance(v, int) or v < 0):
+            raise ValueError(f"{name}={v!r}: expected an int >= 0")
+    dim, heads = value("encoder_embed_dim"), value("encoder_attention_heads")
+    if dim is not None and heads is not None and dim % heads:
+        raise ValueError(f"encoder_embed_dim ({dim}) must be divisible by encoder_attention_heads ({heads})")
+    nseg = value("segment_vocab_size")
+    if nseg:
+        for name in ("long_segment_id", "global_segment_id"):
+            v = value(name)
+            if v is not None and not 0 <= v < nseg:
+                raise ValueError(f"{name}={v}: expected 0 <= id < segment_vocab_size={nseg}")
+
+
+#: Official ``etc_config.json`` field -> how this config expresses it (for converters and docs).
+OFFICIAL_FIELD_MAP: Dict[str, str] = {
+    "vocab_size": "vocab_size of the checkpoint (dictionary), not a config field",
+    "segment_vocab_size": "segment_vocab_size",
+    "embedding_size": "embedding_size",
+    "hidden_size": "encoder_embed_dim",
+    "num_hidden_layers": "encoder_layers",
+    "num_attention_heads": "encoder_attention_heads",
+    "local_radius": "local_radius",
+    "relative_pos_max_distance": "relative_pos_max_distance",
+    "relative_vocab_size": "relative_vocab_size (+ relative_structure_labels in the official order)",
+    "intermediate_size": "encoder_ffn_embed_dim",
+    "hidden_act": "activation_fn ('gelu' -> 'gelu_accurate', 'relu' -> 'relu')",
+    "hidden_dropout_prob": "dropout",
+    "attention_probs_dropout_prob": "attention_dropout",
+    "share_feed_forward_params": "not separate_ffn",
+    "share_kv_projections": "shared_kv_per_side",
+    "share_qkv_projections": "shared_q and shared_kv",
+    "share_att_output_projection": "shared_out_proj with separate_attention_layer_norm",
+    "use_pre_activation_order": "pre_layer_norm",
+    "use_hard_g2l_mask": "hard_g2l",
+    "use_hard_l2g_mask": "hard_l2g",
+    "grad_checkpointing_period": "checkpoint_activations (every layer)",
+}
+
+
+def as_encoder_config(cfg) -> EtcEncoderConfig:
+    """An :class:`EtcEncoderConfig` with the values of ``cfg``'s fields of the same names (fairseq's
+    ``EtcConfig``, an omegaconf node, a namespace, or an EtcEncoderConfig); fields ``cfg`` lacks (a
+    checkpoint written before the field existed) take their defaults."""
+    if type(cfg) is EtcEncoderConfig:
+        return cfg
+    values = {}
+    for f in fields(EtcEncoderConfig):
+        if hasattr(cfg, f.name):
+            v = getattr(cfg, f.name)
+            if v is not None:
+                values[f.name] = v.value if hasattr(v, "value") and not isinstance(v, (int, float, str)) else v
+    return EtcEncoderConfig(**values)

@@ -1,0 +1,162 @@
+"""Save and load an :class:`~etc_fairseq.encoder.model.EtcEncoder` without fairseq or pickle.
+
+A model directory holds two files:
+
+- ``model.safetensors``: the encoder's state dict (parameter names as in ``EtcEncoder.state_dict()``),
+  read with the ``safetensors`` library;
+- ``config.json``: ``{"format": "etc-encoder", "format_version": 1, "vocab_size", "padding_idx",
+  "fixed_block_token_id", "config": {every EtcEncoderConfig field}}``. Unknown keys or config fields
+  are refused with a one-line error naming the file; missing config fields take their defaults.
+
+Files are written under temporary names and renamed into place, so a failed save leaves no
+half-written model behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, Dict, Union
+
+import torch
+
+from .config import EtcEncoderConfig, encoder_config_fields
+
+FORMAT = "etc-encoder"
+FORMAT_VERSION = 1
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+_TOP_LEVEL_KEYS = ("format", "format_version", "vocab_size", "padding_idx", "fixed_block_token_id", "config")
+
+
+class EtcEncoderFileError(ValueError):
+    """A model directory that cannot be loaded (the message names the file and the field)."""
+
+
+def config_to_dict(cfg) -> Dict[str, Any]:
+    """The :class:`EtcEncoderConfig` fields of ``cfg`` (an EtcEncoderConfig, fairseq's EtcConfig or an
+    omegaconf node with those fields) as a plain JSON-able dict."""
+    return {name: _plain(getattr(cfg, name)) for name in encoder_config_fields()}
+
+
+def _plain(v):
+    return v.value if hasattr(v, "value") and not isinstance(v, (int, float, str, bool)) else v
+
+
+def encoder_config_from_dict(values: Dict[str, Any], source: str = "config") -> EtcEncoderConfig:
+    """Build an :class:`EtcEncoderConfig`, refusing unknown fields with a one-line error."""
+    known = set(encoder_config_fields())
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise EtcEncoderFileError(f"{source}: unknown config field(s) {unknown}; known: {sorted(known)}")
+    types = {f.name: f.type for f in fields(EtcEncoderConfig)}
+    for name, v in values.items():
+        want = types[name]
+        ok = isinstance(v, want) and not (want is int and isinstance(v, bool))
+        if want is float and isinstance(v, int) and not isinstance(v, bool):
+            ok = True
+        if not ok:
+            raise EtcEncoderFileError(f"{source}: config field {name!r} = {v!r}: expected {want.__name__}")
+    try:
+        return EtcEncoderConfig(**values)
+    except ValueError as e:
+        raise EtcEncoderFileError(f"{source}: {e}") from None
+
+
+def save_pretrained(encoder, directory: Union[str, os.PathLike]) -> None:
+    """Write ``encoder`` (an :class:`~etc_fairseq.encoder.model.EtcEncoder`) as ``model.safetensors`` +
+    ``config.json`` into ``directory`` (created if needed; existing files of these names are replaced)."""
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "vocab_size": encoder.vocab_size,
+        "padding_idx": encoder.padding_idx,
+        "fixed_block_token_id": encoder.fixed_block_token_id,
+        "config": config_to_dict(encoder.cfg),
+    }
+    state = {k: v.detach().to("cpu").contiguous() for k, v in encoder.state_dict().items()}
+    tmp_weights = directory / (WEIGHTS_NAME + ".tmp")
+    tmp_config = directory / (CONFIG_NAME + ".tmp")
+    try:
+        save_file(state, str(tmp_weights), metadata={"format": FORMAT})
+        tmp_config.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp_weights, directory / WEIGHTS_NAME)
+        os.replace(tmp_config, directory / CONFIG_NAME)
+    finally:
+        for t in (tmp_weights, tmp_config):
+            if t.exists():
+                t.unlink()
+
+
+def read_config(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
+    """``config.json`` of a model directory, checked: top-level keys, format, and the config fields
+    (returned under ``"config"`` as an :class:`EtcEncoderConfig`)."""
+    path = Path(directory) / CONFIG_NAME
+    if not path.is_file():
+        raise EtcEncoderFileError(f"{path}: missing (a model directory holds {CONFIG_NAME} and {WEIGHTS_NAME})")
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise EtcEncoderFileError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    if not isinstance(meta, dict):
+        raise EtcEncoderFileError(f"{path}: expected a JSON object, got {type(meta).__name__}")
+    unknown = sorted(set(meta) - set(_TOP_LEVEL_KEYS))
+    if unknown:
+        raise EtcEncoderFileError(f"{path}: unknown key(s) {unknown}; expected {list(_TOP_LEVEL_KEYS)}")
+    missing = [k for k in _TOP_LEVEL_KEYS if k not in meta]
+    if missing:
+        raise EtcEncoderFileError(f"{path}: missing key(s) {missing}")
+    if meta["format"] != FORMAT:
+        raise EtcEncoderFileError(f"{path}: format {meta['format']!r}, expected {FORMAT!r}")
+    if meta["format_version"] != FORMAT_VERSION:
+        raise EtcEncoderFileError(
+            f"{path}: format_version {meta['format_version']!r}; this installation reads {FORMAT_VERSION}"
+        )
+    for key in ("vocab_size", "padding_idx", "fixed_block_token_id"):
+        if not isinstance(meta[key], int) or isinstance(meta[key], bool) or meta[key] < 0:
+            raise EtcEncoderFileError(f"{path}: {key} = {meta[key]!r}: expected an int >= 0")
+    if not isinstance(meta["config"], dict):
+        raise EtcEncoderFileError(f"{path}: config must be a JSON object")
+    meta = dict(meta, config=encoder_config_from_dict(meta["config"], source=str(path)))
+    return meta
+
+
+def from_pretrained(directory: Union[str, os.PathLike], map_location: str = "cpu"):
+    """Build an :class:`~etc_fairseq.encoder.model.EtcEncoder` from a directory written by
+    :func:`save_pretrained` (weights read with ``safetensors``, no pickle)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from .model import EtcEncoder
+
+    meta = read_config(directory)
+    weights = Path(directory) / WEIGHTS_NAME
+    if not weights.is_file():
+        raise EtcEncoderFileError(f"{weights}: missing")
+    try:
+        state = load_file(str(weights), device=str(map_location))
+    except (SafetensorError, OSError) as e:
+        raise EtcEncoderFileError(f"{weights}: unreadable safetensors file ({e})") from None
+    with torch.device("meta"):
+        encoder = EtcEncoder(meta["config"], meta["vocab_size"], meta["padding_idx"], meta["fixed_block_token_id"])
+    expected = encoder.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise EtcEncoderFileError(
+            f"{weights}: tensors do not match config.json: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+    for name, t in expected.items():
+        if tuple(state[name].shape) != tuple(t.shape):
+            raise EtcEncoderFileError(
+                f"{weights}: tensor {name!r} has shape {tuple(state[name].shape)}, config.json implies "
+                f"{tuple(t.shape)}"
+            )
+    encoder.load_state_dict(state, assign=True)
+    return encoder.eval()

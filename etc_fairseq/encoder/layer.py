@@ -1,0 +1,244 @@
+"""One ETC transformer layer: projections (shared or per side / per attention piece) -> global-local
+attention -> residual + LayerNorm -> feed-forward -> residual + LayerNorm. Post-LayerNorm (BERT/RoBERTa
+order, so RoBERTa weights can be lifted into it) by default; pre-LayerNorm with ``pre_layer_norm``.
+
+Sharing switches (paper section 3.2 and appendix E; the parameter counts in the tests pin their meaning):
+
+- ``shared_q``: one W^Q for both sides, else one for global queries (g2g, g2l) and one for long queries
+  (l2g, l2l).
+- ``shared_kv``: one W^K and one W^V for all four pieces; else ``shared_kv_per_side``: one per query
+  side (l2l = l2g, g2g = g2l); else one per piece (l2l, l2g, g2g, g2l).
+- ``shared_out_proj``: one output projection for both sides (and one post-attention LayerNorm, unless
+  ``separate_attention_layer_norm``), else one per side.
+- ``shared_ffn``: one feed-forward block (and its LayerNorm) for both sides, else one per side.
+- ``shared_relative_embeddings``: one relative-label table (and bias table) for long and global queries.
+
+Every switchable group is an ``nn.ModuleDict`` keyed by side ("long"/"global") or by piece
+("l2l"/"l2g"/"g2g"/"g2l"), or holding the single key "shared"; lifting code copies into every entry.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from etc_fairseq.attention import GlobalLocalStructure, global_query_attention, long_query_attention
+from etc_fairseq.attention.flex import attention_backend
+
+from .config import ACTIVATIONS, EtcEncoderConfig
+
+SIDES = ("long", "global")
+PIECES = ("l2l", "l2g", "g2g", "g2l")
+SHARED = "shared"
+#: The query side of each attention piece.
+QUERY_SIDE = {"l2l": "long", "l2g": "long", "g2g": "global", "g2l": "global"}
+
+
+def gelu_accurate(x: torch.Tensor) -> torch.Tensor:
+    """GELU, tanh approximation (BERT's and official ETC's ``gelu``): float [...] -> float [...]."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3))))
+
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    """Exact (erf) GELU, computed in float32 for half-precision inputs: float [...] -> float [...]."""
+    return F.gelu(x.float()).type_as(x)
+
+
+def get_activation_fn(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The activation called ``name`` (one of :data:`~etc_fairseq.encoder.config.ACTIVATIONS`)."""
+    table = {"relu": F.relu, "gelu": gelu, "gelu_accurate": gelu_accurate, "tanh": torch.tanh,
+             "linear": lambda x: x, "swish": F.silu}
+    if name not in table:
+        raise ValueError(f"activation {name!r}: expected one of {list(ACTIVATIONS)}")
+    return table[name]
+
+
+def switchable(keys: Sequence[str], shared: bool, factory: Callable[[], nn.Module]) -> nn.ModuleDict:
+    """One module per key, or a single ``"shared"`` module when ``shared``."""
+    return nn.ModuleDict({SHARED: factory()} if shared else {k: factory() for k in keys})
+
+
+def pick(modules: nn.ModuleDict, key: str) -> nn.Module:
+    """The module used for ``key`` (a side or piece name), whatever the sharing: the shared one, the
+    key's own, or (for a piece in a per-side group) its query side's."""
+    if SHARED in modules:
+        return modules[SHARED]
+    if key in modules:
+        return modules[key]
+    return modules[QUERY_SIDE[key]]
+
+
+class EtcSelfAttention(nn.Module):
+    """Q/K/V/output projections around :func:`etc_fairseq.attention.long_query_attention` and
+    :func:`~etc_fairseq.attention.global_query_attention` (the two softmaxes of the paper)."""
+
+    def __init__(self, cfg: EtcEncoderConfig, num_relative_labels: int):
+        super().__init__()
+        embed_dim, num_heads = cfg.encoder_embed_dim, cfg.encoder_attention_heads
+        if embed_dim % num_heads != 0:
+            raise ValueError(
+                f"encoder_embed_dim ({embed_dim}) must be divisible by encoder_attention_heads ({num_heads})"
+            )
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.attention_dropout = cfg.attention_dropout
+
+        def linear() -> nn.Module:
+            return nn.Linear(embed_dim, embed_dim)
+
+        self.q_proj = switchable(SIDES, cfg.shared_q, linear)
+        kv_keys = SIDES if cfg.shared_kv_per_side else PIECES
+        self.k_proj = switchable(kv_keys, cfg.shared_kv, linear)
+        self.v_proj = switchable(kv_keys, cfg.shared_kv, linear)
+        self.out_proj = switchable(SIDES, cfg.shared_out_proj, linear)
+        #: "auto" (FlexAttention on CUDA without attention dropout, else the blocked kernel),
+        #: or any ``impl`` of :func:`etc_fairseq.attention.global_local_attention` ("blocked", "flex", ...).
+        self.backend = "auto"
+        # Relative-label key vectors a^K_l, one per label and head (paper eq. for e_ij): float
+        # [num_labels, heads, head_dim]; optional per-label biases float [num_labels, heads] (official
+        # ETC, zeros at start). A ParameterDict mirrors the ModuleDict sharing convention.
+        rel_keys = (SHARED,) if cfg.shared_relative_embeddings else SIDES
+        self.rel_emb = nn.ParameterDict(
+            {
+                k: nn.Parameter(torch.randn(num_relative_labels, num_heads, self.head_dim) * 0.02)
+                for k in rel_keys
+            }
+        )
+        self.rel_bias = (
+            nn.ParameterDict({k: nn.Parameter(torch.zeros(num_relative_labels, num_heads)) for k in rel_keys})
+            if cfg.relative_bias
+            else None
+        )
+
+    def _rel(self, side: str, dtype: torch.dtype):
+        """(label vectors float [num_labels, heads, head_dim], biases float [num_labels, heads] or None)
+        of ``side``'s queries, cast to ``dtype`` (autocast: q is bf16/fp16)."""
+        key = SHARED if SHARED in self.rel_emb else side
+        bias = self.rel_bias[key].to(dtype) if self.rel_bias is not None else None
+        return self.rel_emb[key].to(dtype), bias
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """float [batch, len, embed_dim] -> float [batch, heads, len, head_dim]."""
+        b, t, _ = x.shape
+        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _merge_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """float [batch, heads, len, head_dim] -> float [batch, len, embed_dim]."""
+        b, _, t, _ = x.shape
+        return x.transpose(1, 2).reshape(b, t, self.embed_dim)
+
+    def _project(self, proj: nn.ModuleDict, inputs: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Apply ``pick(proj, key)`` to ``inputs[key]`` for every key, computing each distinct
+        (module, input) pair once (so shared K/V are projected once per side, not once per piece).
+
+        inputs: key -> float [batch, len, embed_dim]; returns key -> float [batch, heads, len, head_dim].
+        """
+        cache: Dict[Tuple[int, int], torch.Tensor] = {}
+        out = {}
+        for key, x in inputs.items():
+            module = pick(proj, key)
+            ck = (id(module), id(x))
+            if ck not in cache:
+                cache[ck] = self._split_heads(module(x))
+            out[key] = cache[ck]
+        return out
+
+    def forward(
+        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: GlobalLocalStructure
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """x_long: float [batch, long_len, embed_dim]; x_global: float [batch, global_len, embed_dim].
+
+        Returns the attention outputs after the output projections, same shapes as the inputs.
+        """
+        q = self._project(self.q_proj, {"long": x_long, "global": x_global})
+        # Which side provides the keys/values of each piece: l2l and g2l attend to long tokens,
+        # l2g and g2g to global tokens.
+        kv_inputs = {"l2l": x_long, "g2l": x_long, "l2g": x_global, "g2g": x_global}
+        k = self._project(self.k_proj, kv_inputs)
+        v = self._project(self.v_proj, kv_inputs)
+        p = self.attention_dropout if self.training else 0.0
+        impl = attention_backend(x_long.device, p) if self.backend == "auto" else self.backend
+        s = structure
+        long_emb, long_bias = self._rel("long", q["long"].dtype)
+        global_emb, global_bias = self._rel("global", q["global"].dtype)
+        long_ctx = long_query_attention(
+            q["long"], k["l2l"], v["l2l"], k["l2g"], v["l2g"], impl=impl, local_radius=s.local_radius,
+            l2l_mask=s.l2l_mask, l2g_mask=s.l2g_mask, l2l_rel=s.l2l_rel, l2g_rel=s.l2g_rel,
+            rel_emb=long_emb, rel_bias=long_bias, dropout_p=p,
+        )  # [batch, heads, long_len, head_dim]
+        global_ctx = global_query_attention(
+            q["global"], k["g2g"], v["g2g"], k["g2l"], v["g2l"], impl=impl,
+            g2g_mask=s.g2g_mask, g2l_mask=s.g2l_mask, g2g_rel=s.g2g_rel, g2l_rel=s.g2l_rel,
+            rel_emb=global_emb, rel_bias=global_bias, dropout_p=p,
+        )  # [batch, heads, global_len, head_dim]
+        out_long = pick(self.out_proj, "long")(self._merge_heads(long_ctx))
+        out_global = pick(self.out_proj, "global")(self._merge_heads(global_ctx))
+        return out_long, out_global
+
+
+class FeedForward(nn.Module):
+    """fc1 -> activation -> dropout -> fc2 (names as in fairseq's TransformerEncoderLayer)."""
+
+    def __init__(self, embed_dim: int, ffn_dim: int, activation_fn: str, activation_dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(embed_dim, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, embed_dim)
+        self.activation_fn = get_activation_fn(activation_fn)
+        self.activation_dropout = nn.Dropout(activation_dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """float [..., embed_dim] -> float [..., embed_dim]."""
+        return self.fc2(self.activation_dropout(self.activation_fn(self.fc1(x))))
+
+
+class EtcLayer(nn.Module):
+    """One ETC layer applied to the long and the global sequence together (see the module docstring)."""
+
+    def __init__(self, cfg: EtcEncoderConfig, num_relative_labels: int):
+        super().__init__()
+        dim = cfg.encoder_embed_dim
+        self.pre_layer_norm = cfg.pre_layer_norm
+        self.self_attn = EtcSelfAttention(cfg, num_relative_labels)
+
+        def layer_norm() -> nn.Module:
+            return nn.LayerNorm(dim, eps=cfg.layer_norm_eps)
+
+        # The attention LayerNorm follows the output projection's sharing (unless asked to be per
+        # side), the final LayerNorm the FFN's.
+        shared_attn_ln = cfg.shared_out_proj and not cfg.separate_attention_layer_norm
+        self.self_attn_layer_norm = switchable(SIDES, shared_attn_ln, layer_norm)
+        shared_ffn = not cfg.separate_ffn
+        self.ffn = switchable(
+            SIDES, shared_ffn,
+            lambda: FeedForward(dim, cfg.encoder_ffn_embed_dim, cfg.activation_fn, cfg.activation_dropout),
+        )
+        self.final_layer_norm = switchable(SIDES, shared_ffn, layer_norm)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(
+        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: GlobalLocalStructure
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """x_long: float [batch, long_len, embed_dim]; x_global: float [batch, global_len, embed_dim];
+        returns both, same shapes."""
+        sides = ("long", "global")
+        if self.pre_layer_norm:
+            normed = [pick(self.self_attn_layer_norm, s)(x) for s, x in zip(sides, (x_long, x_global))]
+            attn = self.self_attn(normed[0], normed[1], structure)
+            outs = []
+            for side, x, a in zip(sides, (x_long, x_global), attn):
+                x = x + self.dropout(a)
+                x = x + self.dropout(pick(self.ffn, side)(pick(self.final_layer_norm, side)(x)))
+                outs.append(x)
+            return outs[0], outs[1]
+        attn = self.self_attn(x_long, x_global, structure)
+        outs = []
+        for side, x, a in zip(sides, (x_long, x_global), attn):
+            x = pick(self.self_attn_layer_norm, side)(x + self.dropout(a))
+            x = pick(self.final_layer_norm, side)(x + self.dropout(pick(self.ffn, side)(x)))
+            outs.append(x)
+        return outs[0], outs[1]

@@ -1,0 +1,310 @@
+"""The ETC encoder as a plain ``nn.Module``: embeddings -> N x :class:`~.layer.EtcLayer` -> long and
+global features. No fairseq; :mod:`etc_fairseq.models.etc` wraps it as the fairseq ``etc`` model.
+
+Inputs of :meth:`EtcEncoder.forward` (all optional except ``long_tokens``):
+
+- ``long_tokens``   int64 [batch, long_len]: the long input (word pieces), padded with ``padding_idx``.
+- ``global_tokens`` int64 [batch, global_len]: vocabulary ids of the global tokens, padded likewise.
+- ``global_types``  int64 [batch, global_len]: :class:`~etc_fairseq.structure.global_tokens.GlobalTokenType`.
+- ``structure``     either a dict of compact int64 structure ids (``long_segment``, ``global_parent``,
+  ``long_context``, ``global_context``, ``long_example``, ``global_example``, ``long_links``,
+  ``global_hard_g2l``), turned
+  into the four masks and label tensors by :func:`etc_fairseq.structure.builders.build_structure`; or
+  an already built :class:`~etc_fairseq.attention.GlobalLocalStructure` (e.g. official ETC's masks
+  and relative ids), used as given.
+- ``segment_ids`` / ``global_segment_ids`` int64 [batch, long_len] / [batch, global_len]: rows of the
+  segment embedding table (only with ``segment_vocab_size > 0``; default ``long_segment_id`` /
+  ``global_segment_id``).
+- ``long_extra`` / ``global_extra`` float [batch, len, dim]: added to the embeddings before the
+  embedding LayerNorm (task input features, e.g. OpenKP's visual features).
+
+With no global tokens given, the encoder builds fixed-block global tokens itself: one global token
+(id ``fixed_block_token_id``) per ``fixed_block_len`` long tokens (the paper's "fixed blocks").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple, Union
+
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+from etc_fairseq.attention import GlobalLocalStructure
+from etc_fairseq.structure.builders import (
+    REQUIRED_STRUCTURE_LABELS,
+    STRUCTURE_KEYS,
+    build_structure,
+    fixed_block_ids,
+)
+from etc_fairseq.structure.global_tokens import NUM_GLOBAL_TOKEN_TYPES, GlobalTokenType
+from etc_fairseq.structure.labels import RelativeLabelVocab
+
+from .config import EtcEncoderConfig, as_encoder_config
+from .embeddings import PaddingAwarePositions, init_bert_params
+from .layer import EtcLayer
+
+
+def label_vocab_from_config(cfg) -> RelativeLabelVocab:
+    """The model's relative-label vocabulary, derived from its config (never stored separately)."""
+    names = tuple(n.strip() for n in str(cfg.relative_structure_labels).split(",") if n.strip())
+    missing = [n for n in REQUIRED_STRUCTURE_LABELS if n not in names]
+    if missing:
+        raise ValueError(
+            f"relative_structure_labels={cfg.relative_structure_labels!r} lacks {missing}: the structure "
+            f"builders assign all of {list(REQUIRED_STRUCTURE_LABELS)}; extra labels may be appended"
+        )
+    return RelativeLabelVocab(cfg.relative_pos_max_distance, names)
+
+
+def relative_table_rows(cfg, vocab: RelativeLabelVocab) -> int:
+    """Rows of the relative tables: ``relative_vocab_size`` if set (it must hold every label), else
+    the vocabulary's size."""
+    rows = int(cfg.relative_vocab_size or 0)
+    if rows and rows < vocab.size:
+        raise ValueError(
+            f"relative_vocab_size={rows} is smaller than the {vocab.size} relative labels (2k+1 = "
+            f"{vocab.num_position_labels} positions + {len(vocab.structure_labels)} structure labels)"
+        )
+    return rows or vocab.size
+
+
+@dataclass
+class EtcEncoderOutput:
+    """What :meth:`EtcEncoder.forward` returns.
+
+    long_features float [batch, long_len, dim]; global_features float [batch, global_len, dim];
+    long_padding_mask / global_padding_mask bool [batch, long_len] / [batch, global_len] (True =
+    padding); global_tokens / global_types int64 [batch, global_len] (the fixed-block ones when none
+    were given); structure: the masks and labels used; inner_states: every layer's (long, global)
+    input and the last output, with ``return_all_hiddens``.
+    """
+
+    long_features: torch.Tensor
+    global_features: torch.Tensor
+    long_padding_mask: torch.Tensor
+    global_padding_mask: torch.Tensor
+    global_tokens: torch.Tensor
+    global_types: torch.Tensor
+    structure: GlobalLocalStructure
+    inner_states: List[Tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+
+
+class EtcEncoder(nn.Module):
+    """Embeddings and the layer stack. See the module docstring.
+
+    Args:
+        cfg: the model's fields (an :class:`EtcEncoderConfig`, or anything with its attributes, e.g.
+            fairseq's ``EtcConfig``: :func:`~.config.as_encoder_config` copies them).
+        vocab_size: rows of the token embedding table.
+        padding_idx: the padding token id.
+        fixed_block_token_id: the id of the global tokens the encoder makes when none are given.
+    """
+
+    def __init__(self, cfg: EtcEncoderConfig, vocab_size: int, padding_idx: int, fixed_block_token_id: int):
+        super().__init__()
+        self.cfg = cfg = as_encoder_config(cfg)
+        self.vocab_size = int(vocab_size)
+        self.padding_idx = int(padding_idx)
+        self.fixed_block_token_id = int(fixed_block_token_id)
+        self.label_vocab = label_vocab_from_config(cfg)
+        self.num_relative_rows = relative_table_rows(cfg, self.label_vocab)
+        dim = cfg.encoder_embed_dim
+        emb = cfg.embedding_size or dim
+        self.embed_tokens = nn.Embedding(self.vocab_size, emb, self.padding_idx)
+        # ALBERT-style: a narrower token table projected to the model width (tokens only).
+        self.embed_tokens_proj = nn.Linear(emb, dim) if emb != dim else None
+        # RoBERTa-compatible learned positions (row = position + padding_idx + 1), long input only.
+        self.embed_positions = (
+            PaddingAwarePositions(cfg.max_positions, dim, self.padding_idx) if cfg.use_absolute_positions else None
+        )
+        self.embed_segments = nn.Embedding(cfg.segment_vocab_size, dim) if cfg.segment_vocab_size else None
+        self.embed_global_types = (
+            None if cfg.no_global_type_embeddings else nn.Embedding(NUM_GLOBAL_TOKEN_TYPES, dim)
+        )
+        self.layernorm_embedding = nn.LayerNorm(dim, eps=cfg.layer_norm_eps)
+        self.layernorm_embedding_global = (
+            nn.LayerNorm(dim, eps=cfg.layer_norm_eps) if cfg.separate_embedding_layer_norm else None
+        )
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.layers = nn.ModuleList(EtcLayer(cfg, self.num_relative_rows) for _ in range(cfg.encoder_layers))
+        if self.embed_tokens.weight.device.type != "meta":  # meta: shapes only (parameter counting)
+            self.apply(init_bert_params)
+
+    # -- inputs -------------------------------------------------------------------------------------
+    def prepare_inputs(
+        self,
+        long_tokens: torch.Tensor,
+        global_tokens: Optional[torch.Tensor] = None,
+        global_types: Optional[torch.Tensor] = None,
+        structure: Optional[Union[Dict[str, torch.Tensor], GlobalLocalStructure]] = None,
+    ) -> Tuple[torch.Tensor, torch.Tensor, GlobalLocalStructure]:
+        """Fill in fixed-block global tokens if none are given and build the masks and labels.
+
+        long_tokens int64 [batch, long_len]; global_tokens/global_types int64 [batch, global_len] or None;
+        structure: dict of compact int64 ids, a built GlobalLocalStructure, or None.
+        Returns (global_tokens, global_types, GlobalLocalStructure).
+        """
+        cfg = self.cfg
+        pad = self.padding_idx
+        if long_tokens.dim() != 2:
+            raise ValueError(f"src_tokens must be int64 [batch, long_len], got shape {tuple(long_tokens.shape)}")
+        if cfg.use_absolute_positions and long_tokens.size(1) > cfg.max_positions:
+            raise ValueError(
+                f"long input of length {long_tokens.size(1)} exceeds max_positions={cfg.max_positions}, "
+                "the size of the absolute position table (use_absolute_positions=True)"
+            )
+        long_padding_mask = long_tokens.eq(pad)
+        built = structure if isinstance(structure, GlobalLocalStructure) else None
+        ids = {} if built is not None else dict(structure or {})
+        unknown = set(ids) - set(STRUCTURE_KEYS)
+        if unknown:
+            raise ValueError(f"unknown structure keys {sorted(unknown)}; expected a subset of {STRUCTURE_KEYS}")
+        if global_tokens is None:
+            if global_types is not None:
+                raise ValueError("global_types given without global_tokens")
+            if built is not None:
+                raise ValueError("a built GlobalLocalStructure needs its global_tokens and global_types")
+            long_segment, _, global_padding_mask = fixed_block_ids(long_padding_mask, cfg.fixed_block_len)
+            ids.setdefault("long_segment", long_segment)
+            global_tokens = torch.full_like(global_padding_mask, self.fixed_block_token_id, dtype=torch.long)
+            global_tokens = global_tokens.masked_fill(global_padding_mask, pad)
+            global_types = torch.full_like(global_tokens, int(GlobalTokenType.FIXED_BLOCK))
+        else:
+            if global_types is None:
+                raise ValueError("global_tokens given without global_types")
+            if global_tokens.shape != global_types.shape or global_tokens.size(0) != long_tokens.size(0):
+                raise ValueError(
+                    f"global_tokens {tuple(global_tokens.shape)} and global_types {tuple(global_types.shape)} "
+                    f"must both be [batch={long_tokens.size(0)}, global_len]"
+                )
+            global_padding_mask = global_tokens.eq(pad)
+        if global_tokens.size(1) > cfg.max_global_positions:
+            raise ValueError(
+                f"global input of length {global_tokens.size(1)} exceeds max_global_positions="
+                f"{cfg.max_global_positions}"
+            )
+        if built is None:
+            built = build_structure(
+                long_padding_mask=long_padding_mask,
+                global_padding_mask=global_padding_mask,
+                vocab=self.label_vocab,
+                local_radius=cfg.local_radius,
+                hard_g2l=cfg.hard_g2l,
+                hard_l2g=cfg.hard_l2g,
+                **ids,
+            )
+        elif (built.long_len, built.global_len) != (long_tokens.size(1), global_tokens.size(1)):
+            raise ValueError(
+                f"structure is for long_len={built.long_len}, global_len={built.global_len}; the input has "
+                f"{long_tokens.size(1)} and {global_tokens.size(1)}"
+            )
+        return global_tokens, global_types, built
+
+    def embed(
+        self,
+        long_tokens: torch.Tensor,
+        global_tokens: torch.Tensor,
+        global_types: torch.Tensor,
+        long_extra: Optional[torch.Tensor] = None,
+        global_extra: Optional[torch.Tensor] = None,
+        segment_ids: Optional[torch.Tensor] = None,
+        global_segment_ids: Optional[torch.Tensor] = None,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """long_tokens int64 [batch, long_len], global_tokens/global_types int64 [batch, global_len]
+        -> (float [batch, long_len, dim], float [batch, global_len, dim]).
+
+        ``long_extra`` / ``global_extra`` float [batch, len, dim] and the segment ids: see the module
+        docstring."""
+        x_long = self._token_embeddings(long_tokens)
+        if self.embed_positions is not None:
+            x_long = x_long + self.embed_positions(long_tokens)
+        x_global = self._token_embeddings(global_tokens)
+        if self.embed_global_types is not None:
+            x_global = x_global + self.embed_global_types(global_types)
+        if self.embed_segments is not None:
+            if segment_ids is None:
+                segment_ids = torch.full_like(long_tokens, self.cfg.long_segment_id)
+            if global_segment_ids is None:
+                global_segment_ids = torch.full_like(global_tokens, self.cfg.global_segment_id)
+            x_long = x_long + self.embed_segments(segment_ids)
+            x_global = x_global + self.embed_segments(global_segment_ids)
+        elif segment_ids is not None or global_segment_ids is not None:
+            raise ValueError("segment ids given but the model has no segment embeddings (segment_vocab_size=0)")
+        if long_extra is not None:
+            x_long = x_long + long_extra.to(x_long.dtype)
+        if global_extra is not None:
+            x_global = x_global + global_extra.to(x_global.dtype)
+        global_norm = self.layernorm_embedding_global or self.layernorm_embedding
+        x_long = self.dropout(self.layernorm_embedding(x_long))
+        x_global = self.dropout(global_norm(x_global))
+        return x_long, x_global
+
+    def _token_embeddings(self, tokens: torch.Tensor) -> torch.Tensor:
+        """int64 [batch, len] -> float [batch, len, dim] (projected when the table is narrower)."""
+        x = self.embed_tokens(tokens)
+        return self.embed_tokens_proj(x) if self.embed_tokens_proj is not None else x
+
+    # -- forward ------------------------------------------------------------------------------------
+    def run_layers(
+        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: GlobalLocalStructure,
+        return_all_hiddens: bool = False,
+    ) -> Tuple[torch.Tensor, torch.Tensor, List[Tuple[torch.Tensor, torch.Tensor]]]:
+        """The layer stack on embedded inputs: float [batch, long_len, dim] and [batch, global_len, dim]
+        -> the same shapes, plus every layer's (long, global) input when ``return_all_hiddens``."""
+        inner_states = [(x_long, x_global)] if return_all_hiddens else []
+        for layer in self.layers:
+            if self.cfg.checkpoint_activations and self.training and torch.is_grad_enabled():
+                # Non-reentrant checkpointing restores the RNG state, so dropout masks (and therefore
+                # outputs and gradients) are identical to the non-checkpointed run.
+                x_long, x_global = checkpoint(layer, x_long, x_global, structure, use_reentrant=False)
+            else:
+                x_long, x_global = layer(x_long, x_global, structure)
+            if return_all_hiddens:
+                inner_states.append((x_long, x_global))
+        return x_long, x_global, inner_states
+
+    def forward(
+        self,
+        long_tokens: torch.Tensor,
+        global_tokens: Optional[torch.Tensor] = None,
+        global_types: Optional[torch.Tensor] = None,
+        structure: Optional[Union[Dict[str, torch.Tensor], GlobalLocalStructure]] = None,
+        *,
+        segment_ids: Optional[torch.Tensor] = None,
+        global_segment_ids: Optional[torch.Tensor] = None,
+        long_extra: Optional[torch.Tensor] = None,
+        global_extra: Optional[torch.Tensor] = None,
+        return_all_hiddens: bool = False,
+    ) -> EtcEncoderOutput:
+        """See the module docstring for the inputs; returns an :class:`EtcEncoderOutput`."""
+        global_tokens, global_types, built = self.prepare_inputs(long_tokens, global_tokens, global_types, structure)
+        x_long, x_global = self.embed(
+            long_tokens, global_tokens, global_types, long_extra, global_extra, segment_ids, global_segment_ids
+        )
+        x_long, x_global, inner_states = self.run_layers(x_long, x_global, built, return_all_hiddens)
+        return EtcEncoderOutput(
+            long_features=x_long,
+            global_features=x_global,
+            long_padding_mask=long_tokens.eq(self.padding_idx),
+            global_padding_mask=global_tokens.eq(self.padding_idx),
+            global_tokens=global_tokens,
+            global_types=global_types,
+            structure=built,
+            inner_states=inner_states,
+        )
+
+    # -- files --------------------------------------------------------------------------------------
+    def save_pretrained(self, directory) -> None:
+        """Write ``model.safetensors`` and ``config.json`` into ``directory`` (see :mod:`.io`)."""
+        from .io import save_pretrained
+
+        save_pretrained(self, directory)
+
+    @classmethod
+    def from_pretrained(cls, directory, map_location: str = "cpu") -> "EtcEncoder":
+        """Load an encoder written by :meth:`save_pretrained` (see :mod:`.io`)."""
+        from .io import from_pretrained
+
+        return from_pretrained(directory, map_location=map_location)

@@ -1,0 +1,200 @@
+"""The core (etc_fairseq.attention / structure / encoder) runs without fairseq, and the fairseq model
+is a wrapper around it: save_pretrained from the fairseq model's encoder, load it in a process where
+importing fairseq raises, and get the same long and global features on the same batch."""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from etc_fairseq.encoder import EtcEncoder, EtcEncoderConfig, EtcEncoderFileError
+from etc_fairseq.encoder.io import CONFIG_NAME, WEIGHTS_NAME
+from etc_fairseq.structure.global_tokens import GlobalTokenType
+
+REPO = Path(__file__).resolve().parents[1]
+CORE_PACKAGES = ("attention", "structure", "encoder")
+
+# Runs in a fresh interpreter: any import of fairseq (or a fairseq submodule) raises ImportError.
+_NO_FAIRSEQ_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    class _NoFairseq:
+        def find_spec(self, name, path=None, target=None):
+            if name == "fairseq" or name.startswith("fairseq."):
+                raise ImportError(f"fairseq is not available here (import of {name!r} refused)")
+            return None
+
+    sys.meta_path.insert(0, _NoFairseq())
+    try:
+        import fairseq  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        raise SystemExit("the fairseq blocker did not work")
+
+    from safetensors.torch import load_file, save_file
+    import torch
+
+    from etc_fairseq.encoder import EtcEncoder
+
+    model_dir, batch_file, out_file = sys.argv[1:4]
+    encoder = EtcEncoder.from_pretrained(model_dir)
+    b = load_file(batch_file)
+    structure = {k[len("structure."):]: v for k, v in b.items() if k.startswith("structure.")}
+    with torch.no_grad():
+        out = encoder(b["src_tokens"], b["global_tokens"], b["global_types"], structure)
+    save_file({"long": out.long_features.contiguous(), "global": out.global_features.contiguous(),
+               "long_padding_mask": out.long_padding_mask.contiguous()}, out_file)
+    print("fairseq modules loaded:", sorted(m for m in sys.modules if m.split(".")[0] == "fairseq"))
+    """
+)
+
+
+def _batch():
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, 50, (2, 23), generator=g)
+    src[1, 17:] = 1  # padding (fairseq's pad id)
+    global_tokens = torch.full((2, 3), 0, dtype=torch.long)
+    global_tokens[1, 2] = 1
+    global_types = torch.full((2, 3), int(GlobalTokenType.SENTENCE), dtype=torch.long)
+    long_segment = torch.tensor([[0] * 8 + [1] * 7 + [2] * 8, [0] * 9 + [1] * 8 + [-1] * 6])
+    return {"src_tokens": src, "global_tokens": global_tokens, "global_types": global_types,
+            "structure.long_segment": long_segment}
+
+
+def _fairseq_model(**overrides):
+    from fairseq.data import Dictionary
+
+    from etc_fairseq.models import EtcModel, config_for_arch
+
+    d = Dictionary()
+    for i in range(46):
+        d.add_symbol(f"w{i}")
+    cfg = config_for_arch("etc_tiny", local_radius=3, dropout=0.0, attention_dropout=0.0, **overrides)
+
+    class _Task:
+        source_dictionary = d
+
+    torch.manual_seed(1)
+    return EtcModel.build_model(cfg, _Task()).eval()
+
+
+@pytest.mark.parametrize("overrides", [{}, {"relative_bias": True, "shared_kv_per_side": True,
+                                            "pre_layer_norm": True, "segment_vocab_size": 16,
+                                            "embedding_size": 32, "activation_fn": "gelu_accurate"}])
+def test_core_without_fairseq_equals_the_fairseq_model(tmp_path, overrides):
+    from safetensors.torch import load_file, save_file
+
+    model = _fairseq_model(**overrides)
+    with torch.no_grad():  # make every parameter matter (bias tables start at zero)
+        for name, p in model.named_parameters():
+            if "rel_bias" in name:
+                p.normal_()
+    batch = _batch()
+    structure = {"long_segment": batch["structure.long_segment"]}
+    with torch.no_grad():
+        long_ref, extra = model(batch["src_tokens"], features_only=True, global_tokens=batch["global_tokens"],
+                                global_types=batch["global_types"], structure=structure)
+    model.encoder.sentence_encoder.save_pretrained(tmp_path / "model")
+    save_file(batch, str(tmp_path / "batch.safetensors"))
+    script = tmp_path / "run_core.py"
+    script.write_text(_NO_FAIRSEQ_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "model"), str(tmp_path / "batch.safetensors"),
+         str(tmp_path / "out.safetensors")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "fairseq modules loaded: []" in proc.stdout
+    got = load_file(str(tmp_path / "out.safetensors"))
+    assert torch.equal(got["long"], long_ref)
+    assert torch.equal(got["global"], extra["global_features"])
+    assert torch.equal(got["long_padding_mask"], extra["long_padding_mask"])
+    assert extra["long_padding_mask"][1, 17:].all() and not extra["long_padding_mask"][0].any()
+
+
+def test_core_packages_do_not_import_fairseq():
+    # statically: no module under attention/, structure/, encoder/ names fairseq in an import
+    offenders = []
+    for pkg in CORE_PACKAGES:
+        for path in sorted((REPO / "etc_fairseq" / pkg).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                if any(n == "fairseq" or n.startswith("fairseq.") for n in names):
+                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert offenders == []
+
+
+def _tiny_core(**overrides):
+    cfg = EtcEncoderConfig(encoder_layers=1, encoder_embed_dim=16, encoder_ffn_embed_dim=32,
+                           encoder_attention_heads=2, local_radius=2, relative_pos_max_distance=2, **overrides)
+    torch.manual_seed(0)
+    return EtcEncoder(cfg, vocab_size=20, padding_idx=1, fixed_block_token_id=0).eval()
+
+
+def test_save_and_load_round_trip_with_fixed_blocks(tmp_path):
+    enc = _tiny_core(fixed_block_len=4)
+    enc.save_pretrained(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CONFIG_NAME, WEIGHTS_NAME]
+    back = EtcEncoder.from_pretrained(tmp_path)
+    assert back.cfg == enc.cfg and (back.vocab_size, back.padding_idx) == (20, 1)
+    tokens = torch.tensor([[5, 6, 7, 8, 9, 10, 11], [5, 6, 7, 1, 1, 1, 1]])
+    with torch.no_grad():
+        a, b = enc(tokens), back(tokens)
+    assert a.global_tokens.tolist() == [[0, 0], [0, 1]]  # one fixed block per 4 tokens, padded
+    assert torch.equal(a.long_features, b.long_features) and torch.equal(a.global_features, b.global_features)
+
+
+def test_from_pretrained_refuses_unknown_fields_and_mismatched_weights(tmp_path):
+    enc = _tiny_core()
+    enc.save_pretrained(tmp_path)
+    meta = json.loads((tmp_path / CONFIG_NAME).read_text())
+    bad = dict(meta, config=dict(meta["config"], rotary=True))
+    (tmp_path / CONFIG_NAME).write_text(json.dumps(bad))
+    with pytest.raises(EtcEncoderFileError, match=r"config.json: unknown config field\(s\) \['rotary'\]"):
+        EtcEncoder.from_pretrained(tmp_path)
+    (tmp_path / CONFIG_NAME).write_text(json.dumps(dict(meta, extra=1)))
+    with pytest.raises(EtcEncoderFileError, match=r"unknown key\(s\) \['extra'\]"):
+        EtcEncoder.from_pretrained(tmp_path)
+    (tmp_path / CONFIG_NAME).write_text(json.dumps(dict(meta, config=dict(meta["config"], local_radius="3"))))
+    with pytest.raises(EtcEncoderFileError, match="'local_radius' = '3': expected int"):
+        EtcEncoder.from_pretrained(tmp_path)
+    (tmp_path / CONFIG_NAME).write_text(json.dumps(dict(meta, config=dict(meta["config"], relative_bias=True))))
+    with pytest.raises(EtcEncoderFileError, match=r"model.safetensors: tensors do not match config.json: missing"):
+        EtcEncoder.from_pretrained(tmp_path)
+    (tmp_path / CONFIG_NAME).write_text(json.dumps(dict(meta, vocab_size=21)))
+    with pytest.raises(EtcEncoderFileError, match=r"embed_tokens.weight' has shape \(20, 16\)"):
+        EtcEncoder.from_pretrained(tmp_path)
+    (tmp_path / CONFIG_NAME).unlink()
+    with pytest.raises(EtcEncoderFileError, match="config.json: missing"):
+        EtcEncoder.from_pretrained(tmp_path)
+
+
+def test_fairseq_config_exposes_every_core_field_with_its_help():
+    import argparse
+
+    from fairseq.dataclass.utils import gen_parser_from_dataclass
+
+    from etc_fairseq.models.etc import EtcConfig
+
+    core = EtcEncoderConfig.__dataclass_fields__
+    assert set(core) <= set(EtcConfig.__dataclass_fields__)
+    parser = argparse.ArgumentParser()
+    gen_parser_from_dataclass(parser, EtcConfig())
+    actions = {a.dest: a for a in parser._actions}
+    for name, f in core.items():
+        assert name in actions, name
+        assert actions[name].help == f.metadata["help"], name
+    assert "load_checkpoint_heads" in actions  # the adapter's own field
