@@ -330,3 +330,20 @@ def test_minus_10000_masking_equals_ours_on_rows_with_an_allowed_key():
     assert torch.equal(ours_blocked.permute(0, 2, 1, 3)[~live], torch.zeros_like(ours_blocked.permute(0, 2, 1, 3)[~live]))
     # the one observable difference: a row with nothing allowed is 0 here, an average there
     assert diff[0, 3] > 1e-3
+
+
+def test_index_position_embeddings_one_table_per_side_exact():
+    enc = _encoder(index_position_embeddings=6)
+    tokens, gtok, gtyp = _official_inputs()
+    base = _encoder()
+    base.load_state_dict({k: v for k, v in enc.state_dict().items() if "index_positions" not in k})
+    with torch.no_grad():
+        xl, xg = enc.embed(tokens, gtok, gtyp)
+        ln = enc.layernorm_embedding
+        raw_l = enc.embed_tokens.weight[tokens] + enc.embed_long_index_positions.weight[:4]
+        raw_g = (enc.embed_tokens.weight[gtok] + enc.embed_global_types.weight[gtyp]
+                 + enc.embed_global_index_positions.weight[:2])
+        assert torch.equal(xl, ln(raw_l)) and torch.equal(xg, ln(raw_g))
+        assert not torch.allclose(xl, base.embed(tokens, gtok, gtyp)[0])
+    with pytest.raises(ValueError, match="long input of length 7 exceeds index_position_embeddings=6"):
+        enc.embed(torch.full((1, 7), 5), gtok, gtyp)

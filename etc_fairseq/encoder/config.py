@@ -136,6 +136,12 @@ class EtcEncoderConfig:
         default=False,
         metadata={"help": "add learned absolute position embeddings to the long input (RoBERTa-style)"},
     )
+    index_position_embeddings: int = field(
+        default=0,
+        metadata={"help": "learned absolute positions by index, one table of this many rows per side (long and "
+                  "global; position = index in the sequence, padding included: official "
+                  "max_absolute_position_embeddings); 0 = none"},
+    )
     checkpoint_activations: bool = field(
         default=False, metadata={"help": "recompute layer activations in backward to save memory"}
     )
@@ -179,7 +185,7 @@ def validate_encoder_config(cfg) -> None:
         if v is not None and (not isinstance(v, int) or v < 1):
             raise ValueError(f"{name}={v!r}: expected an int >= 1")
     for name in ("relative_vocab_size", "embedding_size", "segment_vocab_size", "local_radius",
-                 "relative_pos_max_distance"):
+                 "relative_pos_max_distance", "index_position_embeddings"):
         v = value(name)
         if v is not None and (not isinstance(v, int) or v < 0):
             raise ValueError(f"{name}={v!r}: expected an int >= 0")
@@ -216,6 +222,7 @@ OFFICIAL_FIELD_MAP: Dict[str, str] = {
     "use_pre_activation_order": "pre_layer_norm",
     "use_hard_g2l_mask": "hard_g2l",
     "use_hard_l2g_mask": "hard_l2g",
+    "max_absolute_position_embeddings": "index_position_embeddings",
     "grad_checkpointing_period": "checkpoint_activations (every layer)",
 }
 

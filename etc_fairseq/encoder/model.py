@@ -119,6 +119,10 @@ class EtcEncoder(nn.Module):
         self.embed_positions = (
             PaddingAwarePositions(cfg.max_positions, dim, self.padding_idx) if cfg.use_absolute_positions else None
         )
+        # Official ETC's absolute positions: row = index in the sequence, one table per side.
+        n_index = cfg.index_position_embeddings
+        self.embed_long_index_positions = nn.Embedding(n_index, dim) if n_index else None
+        self.embed_global_index_positions = nn.Embedding(n_index, dim) if n_index else None
         self.embed_segments = nn.Embedding(cfg.segment_vocab_size, dim) if cfg.segment_vocab_size else None
         self.embed_global_types = (
             None if cfg.no_global_type_embeddings else nn.Embedding(NUM_GLOBAL_TOKEN_TYPES, dim)
@@ -223,6 +227,9 @@ class EtcEncoder(nn.Module):
         x_global = self._token_embeddings(global_tokens)
         if self.embed_global_types is not None:
             x_global = x_global + self.embed_global_types(global_types)
+        if self.embed_long_index_positions is not None:
+            x_long = x_long + self._index_positions(self.embed_long_index_positions, x_long.shape[1], "long")
+            x_global = x_global + self._index_positions(self.embed_global_index_positions, x_global.shape[1], "global")
         if self.embed_segments is not None:
             if segment_ids is None:
                 segment_ids = torch.full_like(long_tokens, self.cfg.long_segment_id)
@@ -240,6 +247,14 @@ class EtcEncoder(nn.Module):
         x_long = self.dropout(self.layernorm_embedding(x_long))
         x_global = self.dropout(global_norm(x_global))
         return x_long, x_global
+
+    def _index_positions(self, table: nn.Embedding, length: int, side: str) -> torch.Tensor:
+        """float [1, length, dim]: rows 0 .. length-1 of ``table``."""
+        if length > table.num_embeddings:
+            raise ValueError(
+                f"{side} input of length {length} exceeds index_position_embeddings={table.num_embeddings}"
+            )
+        return table.weight[:length].unsqueeze(0)
 
     def _token_embeddings(self, tokens: torch.Tensor) -> torch.Tensor:
         """int64 [batch, len] -> float [batch, len, dim] (projected when the table is narrower)."""
