@@ -152,8 +152,8 @@ def test_official_relative_table_size_is_representable():
     assert {k: tuple(p.shape) for k, p in attn.rel_emb.items()} == {"long": (32, 2, 4), "global": (32, 2, 4)}
     assert {k: tuple(p.shape) for k, p in attn.rel_bias.items()} == {"long": (32, 2), "global": (32, 2)}
     assert enc.label_vocab.label("belongs") == 26  # 2D+2, as in the official table
-    with pytest.raises(ValueError, match="relative_vocab_size=30 is smaller than the 31 relative labels"):
-        EtcEncoder(EtcEncoderConfig(relative_vocab_size=30, **cfg), 10, 1, 0)
+    with pytest.raises(ValueError, match="relative_vocab_size=29 is smaller than the 30 relative labels"):
+        EtcEncoder(EtcEncoderConfig(relative_vocab_size=29, **cfg), 10, 1, 0)
 
 
 # ----------------------------------------------------------------------------- sharing modes
