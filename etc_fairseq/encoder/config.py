@@ -11,6 +11,7 @@ weights lift into it). The fields marked *official* reproduce Google's released 
 """
 
 # No ``from __future__ import annotations``: fairseq reads the field types at run time.
+import enum
 from dataclasses import dataclass, field, fields
 from typing import Dict
 
@@ -23,6 +24,17 @@ ACTIVATIONS = ("relu", "gelu", "gelu_accurate", "tanh", "linear", "swish")
 
 CLASSIFICATION_HEAD_INPUTS = ("long_cls", "global_cls")
 
+
+def choice_type(name: str, choices) -> type:
+    """A ``str`` enum whose members are ``choices`` (member == its string). Used as a field type, it
+    makes fairseq's command line offer exactly these choices and its checkpoint gate
+    (:mod:`etc_fairseq.checkpoint_io`) refuse any other stored value."""
+    return enum.Enum(name, {c: c for c in choices}, type=str)
+
+
+ActivationName = choice_type("ActivationName", ACTIVATIONS)
+ClassificationHeadInput = choice_type("ClassificationHeadInput", CLASSIFICATION_HEAD_INPUTS)
+
 @dataclass
 class EtcEncoderConfig:
     """Every field of the ETC encoder and its heads. See the module docstring."""
@@ -31,7 +43,7 @@ class EtcEncoderConfig:
     encoder_embed_dim: int = field(default=768, metadata={"help": "model width"})
     encoder_ffn_embed_dim: int = field(default=3072, metadata={"help": "feed-forward inner width"})
     encoder_attention_heads: int = field(default=12, metadata={"help": "attention heads"})
-    activation_fn: str = field(
+    activation_fn: ActivationName = field(
         default="gelu",
         metadata={"help": "activation of the feed-forward blocks and the LM head: " + ", ".join(ACTIVATIONS)
                   + " (gelu_accurate = the tanh approximation; official ETC's 'gelu')"},
@@ -39,7 +51,7 @@ class EtcEncoderConfig:
     dropout: float = field(default=0.1, metadata={"help": "dropout on embeddings and residual branches"})
     attention_dropout: float = field(default=0.1, metadata={"help": "dropout on attention probabilities"})
     activation_dropout: float = field(default=0.0, metadata={"help": "dropout after the FFN activation"})
-    pooler_activation_fn: str = field(
+    pooler_activation_fn: ActivationName = field(
         default="tanh", metadata={"help": "activation of classification heads: " + ", ".join(ACTIVATIONS)}
     )
     pooler_dropout: float = field(default=0.0, metadata={"help": "dropout in classification heads"})
@@ -145,13 +157,17 @@ class EtcEncoderConfig:
     checkpoint_activations: bool = field(
         default=False, metadata={"help": "recompute layer activations in backward to save memory"}
     )
-    classification_head_input: str = field(
+    classification_head_input: ClassificationHeadInput = field(
         default="long_cls",
         metadata={"help": "classification heads read the first long token (long_cls) or the first global "
                   "token (global_cls)"},
     )
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # choice fields hold their plain string
+            v = getattr(self, f.name)
+            if isinstance(v, enum.Enum):
+                object.__setattr__(self, f.name, v.value)
         validate_encoder_config(self)
 
     @property
@@ -171,6 +187,8 @@ def validate_encoder_config(cfg) -> None:
     fairseq's ``II(...)`` placeholders (strings starting with ``${``) are left for later."""
     def value(name):
         v = getattr(cfg, name, None)
+        if isinstance(v, enum.Enum):
+            v = v.value
         return None if isinstance(v, str) and v.startswith("${") else v
 
     for name in ("activation_fn", "pooler_activation_fn"):
@@ -238,5 +256,5 @@ def as_encoder_config(cfg) -> EtcEncoderConfig:
         if hasattr(cfg, f.name):
             v = getattr(cfg, f.name)
             if v is not None:
-                values[f.name] = v.value if hasattr(v, "value") and not isinstance(v, (int, float, str)) else v
+                values[f.name] = v.value if isinstance(v, enum.Enum) else v
     return EtcEncoderConfig(**values)

@@ -14,6 +14,7 @@ half-written model behind.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 from dataclasses import asdict, fields
@@ -42,7 +43,7 @@ def config_to_dict(cfg) -> Dict[str, Any]:
 
 
 def _plain(v):
-    return v.value if hasattr(v, "value") and not isinstance(v, (int, float, str, bool)) else v
+    return v.value if isinstance(v, enum.Enum) else v
 
 
 def encoder_config_from_dict(values: Dict[str, Any], source: str = "config") -> EtcEncoderConfig:
@@ -54,6 +55,8 @@ def encoder_config_from_dict(values: Dict[str, Any], source: str = "config") -> 
     types = {f.name: f.type for f in fields(EtcEncoderConfig)}
     for name, v in values.items():
         want = types[name]
+        if isinstance(want, type) and issubclass(want, enum.Enum):
+            want = str  # a choice field: the string, checked against the choices by EtcEncoderConfig
         ok = isinstance(v, want) and not (want is int and isinstance(v, bool))
         if want is float and isinstance(v, int) and not isinstance(v, bool):
             ok = True
