@@ -89,24 +89,33 @@ def force_weights_only() -> Iterator[None]:
                 os.environ[k] = v
 
 
-def other_checkpoints(path: Path) -> List[str]:
-    """Names of the other ``*.pt`` files next to ``path``, newest first (at most 5): what to fall back to."""
+def newest_intact_checkpoint(directory: Path, exclude: Optional[Path] = None) -> Optional[Path]:
+    """The newest ``*.pt`` in ``directory`` (other than ``exclude``) whose zip archive and pickle are
+    complete and hold nothing unsafe (the static scan of :func:`unsafe_globals`; tensors are not read),
+    or None. What a resume after a broken ``checkpoint_last.pt`` should restore from."""
     try:
-        others = [p for p in path.parent.glob("*.pt") if p.resolve() != path.resolve()]
-        others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        candidates = [p for p in Path(directory).glob("*.pt") if exclude is None or p.resolve() != exclude.resolve()]
+        candidates.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
-        return []
-    return [p.name for p in others[:5]]
+        return None
+    for p in candidates:
+        try:
+            if zipfile.is_zipfile(p) and not torch.serialization.get_unsafe_globals_in_checkpoint(str(p)):
+                return p
+        except Exception:  # noqa: BLE001 -- unreadable: not intact
+            continue
+    return None
 
 
 def corrupt_message(path: Path, detail: str) -> str:
-    """The one-line message for a checkpoint that cannot be read (``detail``: what torch said)."""
-    others = other_checkpoints(path)
+    """The one-line message for a checkpoint that cannot be read (``detail``: what torch said), naming the
+    newest intact checkpoint next to it to resume from."""
+    intact = newest_intact_checkpoint(path.parent, exclude=path)
     hint = (
-        f"; other checkpoints in {path.parent}: {', '.join(others)} (pass one with --restore-file, or "
-        "move the broken file away)"
-        if others
-        else ""
+        f"; the newest intact checkpoint next to it is {intact.name}: resume from it with "
+        f"--restore-file {intact}"
+        if intact is not None
+        else f"; no intact checkpoint next to it in {path.parent}"
     )
     return (
         f"{path}: truncated or corrupt checkpoint, not loaded ({detail}); it was probably not written "
@@ -447,9 +456,9 @@ __all__ = [
     "checkpoint_allowlist",
     "corrupt_message",
     "force_weights_only",
+    "newest_intact_checkpoint",
     "load_checkpoint",
     "load_model_checkpoint",
-    "other_checkpoints",
     "unsafe_globals",
     "validate_checkpoint_config",
 ]

@@ -20,7 +20,9 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
    ``checkpoint_last.pt`` / ``checkpoint_best.pt`` as copies of the freshly saved checkpoint): a plain
    ``shutil.copyfile`` onto the destination, so a kill during the copy leaves a truncated
    ``checkpoint_last.pt`` that the next run resumes from. The wrapper copies local files to a temporary
-   name in the destination directory, fsyncs, and renames (atomic on POSIX).
+   name in the destination directory (``.checkpoint_last.pt.tmp-*``, given the source's mode, i.e. 0666
+   minus the umask like every other checkpoint), fsyncs, and renames (atomic on POSIX). Temporaries a
+   killed copy left behind are removed by the next copy and when training starts (6.).
 3. ``fairseq.distributed.utils.call_main`` / ``_infer_torch_distributed_launch_init`` (multi-process
    launch): both compute ``rank % torch.cuda.device_count()`` or spawn ``min(torch.cuda.device_count(),
    world_size)`` processes, i.e. divide by zero or spawn nothing without CUDA. With ``--cpu`` (or no CUDA)
@@ -38,7 +40,15 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
    loader rejects (it holds omegaconf ``DictConfig`` objects and fairseq's ``_TensorPlaceholder``). The
    wrapper encodes exactly those two types as plain containers before pickling, receives with
    ``torch.load(weights_only=True)``, and decodes them again; anything else unsafe is still refused.
+6. ``fairseq.checkpoint_utils.load_checkpoint`` (``fairseq-train``'s start): without ``checkpoint_last.pt``
+   fairseq starts at update 0 and overwrites the numbered checkpoints of the save directory, and a
+   ``--restore-file`` that does not exist is silently ignored the same way. The rule (:func:`check_resume`):
+   a start at update 0 in a save directory that already holds ``checkpoint*.pt`` files is refused in one
+   line naming the newest intact one to pass with ``--restore-file``, unless a ``--reset-*`` option says
+   to start over there; a ``--restore-file`` must exist. Before that, temporaries an interrupted save
+   left in the save directory (``.checkpoint*.pt.tmp-*``, ``checkpoint*.pt.tmp``) are removed (rank 0).
 """
+import contextlib
 import functools
 import io
 import logging
@@ -46,10 +56,12 @@ import os
 import pickle
 import shutil
 import socket
+import stat
 import tempfile
 import zipfile
+from glob import escape as glob_escape
 from pathlib import Path
-from typing import Any
+from typing import Any, List
 
 import torch
 
@@ -93,6 +105,27 @@ def _wrap_load_checkpoint_to_cpu(original):
 # -------------------------------------------------------------------------------------------------------
 
 
+def stale_temporaries(directory) -> List[Path]:
+    """Files a killed checkpoint save leaves in ``directory``: ``.checkpoint*.pt.tmp-*`` (our copy of
+    ``checkpoint_last.pt`` / ``checkpoint_best.pt``) and ``checkpoint*.pt.tmp`` (fairseq's own atomic save)."""
+    d = Path(directory)
+    try:
+        return sorted(set(d.glob(".checkpoint*.pt.tmp-*")) | set(d.glob("checkpoint*.pt.tmp")))
+    except OSError:
+        return []
+
+
+def remove_stale_temporaries(directory) -> None:
+    """Delete :func:`stale_temporaries` (logged); called when a save or a training run starts, when
+    nothing is writing them."""
+    for p in stale_temporaries(directory):
+        try:
+            p.unlink()
+            logger.info(f"removed {p}, left by an interrupted checkpoint save")
+        except FileNotFoundError:  # another rank removed it first
+            pass
+
+
 def _wrap_copy(original):
     @functools.wraps(original)
     def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
@@ -103,8 +136,15 @@ def _wrap_copy(original):
         if os.path.exists(dst_path) and not overwrite:
             return original(src_path, dst_path, overwrite=overwrite)
         dst_dir = os.path.dirname(os.path.abspath(dst_path))
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dst_path)}.tmp-", dir=dst_dir)
+        prefix = f".{os.path.basename(dst_path)}.tmp-"
+        for stale in Path(dst_dir).glob(glob_escape(prefix) + "*"):  # a copy killed before its rename
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+        fd, tmp = tempfile.mkstemp(prefix=prefix, dir=dst_dir)
         try:
+            # mkstemp creates 0600; give the copy the mode of its source, which fairseq created like
+            # every other checkpoint (0666 minus the umask)
+            os.chmod(tmp, stat.S_IMODE(os.stat(src_path).st_mode))
             with os.fdopen(fd, "wb") as out, open(src_path, "rb") as src:
                 shutil.copyfileobj(src, out, 1 << 20)
                 out.flush()
@@ -117,6 +157,55 @@ def _wrap_copy(original):
 
     copy.__etc_fairseq_wrapped__ = True
     return staticmethod(copy)
+
+
+_RESET_OPTIONS = ("reset_optimizer", "reset_lr_scheduler", "reset_meters", "reset_dataloader")
+
+
+def check_resume(cfg, suffix: str = "") -> None:
+    """Refuse a ``fairseq-train`` start that would lose work (see the module docstring, 6.).
+
+    Args:
+        cfg: fairseq's ``CheckpointConfig`` (``cfg.checkpoint``).
+        suffix: the trainer's checkpoint suffix (``""`` unless sharded).
+    Raises:
+        CheckpointLoadError: one line naming the save directory, the checkpoints found and what to pass.
+    """
+    restore = cfg.restore_file
+    if restore != "checkpoint_last.pt":  # an explicit --restore-file must exist: fairseq would start at 0
+        path = Path(restore.replace(".pt", suffix + ".pt") if suffix else restore)
+        if not path.is_file():
+            raise CheckpointLoadError(
+                f"--restore-file {restore}: no such checkpoint (fairseq-train would silently start at update 0)"
+            )
+        return
+    save_dir = Path(cfg.save_dir)
+    if (save_dir / f"checkpoint_last{suffix}.pt").exists() or getattr(cfg, "continue_once", None) is not None:
+        return
+    if any(getattr(cfg, name, False) for name in _RESET_OPTIONS):
+        return  # told to start over here
+    existing = sorted(p.name for p in save_dir.glob(f"checkpoint*{suffix}.pt")) if save_dir.is_dir() else []
+    if not existing:
+        return
+    intact = checkpoint_io.newest_intact_checkpoint(save_dir)
+    resume = f"resume with --restore-file {intact}" if intact is not None else "no intact one to resume from"
+    raise CheckpointLoadError(
+        f"{save_dir}: holds {', '.join(existing[:5])}{' ...' if len(existing) > 5 else ''} but no "
+        f"checkpoint_last{suffix}.pt; starting at update 0 would overwrite them. {resume[0].upper()}{resume[1:]}, "
+        "or train in another --save-dir (or pass a --reset-* option to start over here on purpose)"
+    )
+
+
+def _wrap_load_checkpoint(original):
+    @functools.wraps(original)
+    def load_checkpoint(cfg, trainer, **passthrough_args):
+        if getattr(trainer, "is_data_parallel_master", True):
+            remove_stale_temporaries(cfg.save_dir)
+        check_resume(cfg, trainer.checkpoint_suffix)
+        return original(cfg, trainer, **passthrough_args)
+
+    load_checkpoint.__etc_fairseq_wrapped__ = True
+    return load_checkpoint
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -369,6 +458,8 @@ def install() -> None:
 
     if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "__etc_fairseq_wrapped__", False):
         checkpoint_utils.load_checkpoint_to_cpu = _wrap_load_checkpoint_to_cpu(checkpoint_utils.load_checkpoint_to_cpu)
+    if not getattr(checkpoint_utils.load_checkpoint, "__etc_fairseq_wrapped__", False):
+        checkpoint_utils.load_checkpoint = _wrap_load_checkpoint(checkpoint_utils.load_checkpoint)
     if not getattr(PathManager.copy, "__etc_fairseq_wrapped__", False):
         PathManager.copy = _wrap_copy(PathManager.copy)
     if not getattr(dist_utils.call_main, "__etc_fairseq_wrapped__", False):

@@ -398,3 +398,133 @@ def test_config_gate_refuses_argparse_args(trained, tmp_path):
         load_checkpoint(path)
     with pytest.raises(CheckpointLoadError, match=r"argparse-era 'args' config \(arch='fconv'\)"):
         validate_checkpoint_config(load_checkpoint(path, legacy_configs=True), path)
+
+
+# ------------------------------------------------------------------------------------------------------
+# resuming without losing work (issue 15 item 5)
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_checkpoint_last_has_the_mode_of_the_other_checkpoints(trained):
+    """fairseq creates checkpoints with open() (0666 minus the umask); checkpoint_last.pt, our atomic copy,
+    used to be 0600 (mkstemp)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in trained.glob("*.pt")}
+    assert set(modes.values()) == {0o666 & ~umask}, modes
+
+
+def test_intact_checkpoint_is_named_when_the_newest_ones_are_broken(trained, tmp_path):
+    from fairseq import checkpoint_utils
+
+    from etc_fairseq.checkpoint_io import CheckpointLoadError
+
+    save = tmp_path / "ckpt"
+    shutil.copytree(trained, save)
+    for name in ("checkpoint_1_1.pt", "checkpoint_1_2.pt", "checkpoint_last.pt"):  # oldest first
+        os.utime(save / name, (time_of(name), time_of(name)))
+    for name in ("checkpoint_last.pt", "checkpoint_1_2.pt"):
+        data = (save / name).read_bytes()
+        (save / name).write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointLoadError, match=r"checkpoint_last\.pt: truncated or corrupt checkpoint, not loaded .*"
+                       r"the newest intact checkpoint next to it is checkpoint_1_1\.pt: resume from it with "
+                       rf"--restore-file {re.escape(str(save / 'checkpoint_1_1.pt'))}$"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(save / "checkpoint_last.pt"))
+
+
+def time_of(name: str) -> float:
+    """A fixed modification time per file name, oldest for checkpoint_1_1.pt."""
+    return 1_700_000_000 + {"checkpoint_1_1.pt": 1, "checkpoint_1_2.pt": 2, "checkpoint_last.pt": 3}[name]
+
+
+def test_no_restart_at_update_0_over_numbered_checkpoints(trained, pretrain_data, tmp_path, monkeypatch):
+    """The old advice "move the broken file away" made the same command start at update 0 and overwrite
+    checkpoint_1_*.pt. Now it is refused, naming the checkpoint to restore; following that advice resumes
+    at update 2; temporaries of an interrupted save are removed when training starts."""
+    from etc_fairseq.checkpoint_io import CheckpointLoadError
+
+    save = tmp_path / "ckpt"
+    shutil.copytree(trained, save)
+    (save / "checkpoint_last.pt").rename(tmp_path / "broken.pt")
+    before = {p.name: p.read_bytes() for p in save.glob("*.pt")}
+    argv = [str(pretrain_data), *TRAIN, "--max-update", "3", "--save-dir", str(save)]
+    with pytest.raises(CheckpointLoadError) as e:
+        cli("fairseq_cli.train", argv, monkeypatch)
+    msg = str(e.value)
+    assert re.fullmatch(
+        rf"{re.escape(str(save))}: holds checkpoint_1_1\.pt, checkpoint_1_2\.pt but no checkpoint_last\.pt; starting at "
+        rf"update 0 would overwrite them\. Resume with --restore-file (\S+), or train in another --save-dir \(or pass "
+        r"a --reset-\* option to start over here on purpose\)", msg), msg
+    advised = re.search(r"--restore-file (\S+),", msg).group(1)
+    assert advised == str(save / "checkpoint_1_2.pt")
+    assert {p.name: p.read_bytes() for p in save.glob("*.pt")} == before  # nothing overwritten
+    (save / ".checkpoint_last.pt.tmp-k1ll3d").write_bytes(b"half a copy")  # CONSTRUCTED leftovers of a kill
+    (save / "checkpoint_1_3.pt.tmp").write_bytes(b"half a save")
+    rc, log = fairseq("fairseq_cli.train", *argv, "--restore-file", advised)
+    assert rc == 0, log[-3000:]
+    assert re.search(r"Loaded checkpoint .*checkpoint_1_2\.pt \(epoch 1 @ 2 updates\)", log), log[-3000:]
+    assert sorted(p.name for p in save.iterdir()) == ["checkpoint_1_1.pt", "checkpoint_1_2.pt", "checkpoint_1_3.pt",
+                                                      "checkpoint_last.pt"]
+    assert (save / "checkpoint_1_2.pt").read_bytes() == before["checkpoint_1_2.pt"]
+
+
+def test_missing_restore_file_is_refused(pretrain_data, tmp_path, monkeypatch):
+    from etc_fairseq.checkpoint_io import CheckpointLoadError
+
+    missing = tmp_path / "checkpoint_9_9.pt"
+    with pytest.raises(CheckpointLoadError, match=rf"^--restore-file {re.escape(str(missing))}: no such checkpoint "
+                       r"\(fairseq-train would silently start at update 0\)$"):
+        cli("fairseq_cli.train", [str(pretrain_data), *TRAIN, "--max-update", "1", "--save-dir", str(tmp_path / "s"),
+                                  "--restore-file", str(missing)], monkeypatch)
+    assert not (tmp_path / "s").exists() or not list((tmp_path / "s").iterdir())
+
+
+def test_reset_option_starts_over_on_purpose(trained, pretrain_data, tmp_path):
+    save = tmp_path / "ckpt"
+    shutil.copytree(trained, save)
+    (save / "checkpoint_last.pt").unlink()
+    rc, log = fairseq("fairseq_cli.train", str(pretrain_data), *TRAIN, "--max-update", "1", "--save-dir", str(save),
+                      "--reset-dataloader")
+    assert rc == 0, log[-3000:]
+    assert "No existing checkpoint found" in log and re.search(r"train_inner \| .*num_updates=1,", log)
+
+
+KILL_DURING_COPY = """
+import shutil, sys, time
+import etc_fairseq.fairseq_compat  # noqa: F401  (installs the atomic copy)
+from fairseq.file_io import PathManager
+
+def slow(fsrc, fdst, length=0):
+    fdst.write(fsrc.read(1_000_000))
+    fdst.flush()
+    print("copying", flush=True)
+    time.sleep(60)
+
+shutil.copyfileobj = slow
+PathManager.copy(sys.argv[1], sys.argv[2], overwrite=True)
+"""
+
+
+def test_sigkill_during_checkpoint_last_copy_leaves_a_temporary_that_the_next_save_removes(trained, tmp_path):
+    import signal
+
+    from fairseq.file_io import PathManager
+
+    import etc_fairseq.fairseq_compat  # noqa: F401
+
+    src, dst = tmp_path / "checkpoint_1_2.pt", tmp_path / "checkpoint_last.pt"
+    shutil.copy(trained / "checkpoint_1_2.pt", src)
+    shutil.copy(trained / "checkpoint_1_1.pt", dst)
+    old = dst.read_bytes()
+    proc = subprocess.Popen([sys.executable, "-c", KILL_DURING_COPY, str(src), str(dst)], stdout=subprocess.PIPE,
+                            text=True, cwd=REPO)
+    assert proc.stdout.readline().strip() == "copying"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    left = list(tmp_path.glob(".checkpoint_last.pt.tmp-*"))
+    assert len(left) == 1 and left[0].stat().st_size == 1_000_000
+    assert dst.read_bytes() == old  # the previous checkpoint_last.pt is intact
+    assert PathManager.copy(str(src), str(dst), overwrite=True)  # the next save
+    assert list(tmp_path.glob(".checkpoint_last.pt.tmp-*")) == []
+    assert dst.read_bytes() == src.read_bytes()
+    assert dst.stat().st_mode & 0o777 == src.stat().st_mode & 0o777
