@@ -680,9 +680,10 @@ def save_etc_checkpoint(
         lifted_from: plain-data provenance stored under ``extra_state.lifted_from`` (e.g. source path).
     Returns:
         the path written.
+    Raises:
+        LiftError: the location cannot be written (read-only, full); no temporary file is left.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     checkpoint = {
         "args": None,
         "cfg": {"model": etc_config_dict(etc_cfg)},
@@ -704,8 +705,16 @@ def save_etc_checkpoint(
         },
     }
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(checkpoint, tmp)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(checkpoint, tmp)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # read-only or full location (torch reports write errors as RuntimeError)
+        detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1]
+        raise LiftError(f"{path}: cannot write the ETC checkpoint ({detail}); nothing was written") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     return path
 
 

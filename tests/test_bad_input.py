@@ -312,3 +312,73 @@ def test_etc_lift_rejects_non_checkpoints_in_one_line(content, tmp_path, capsys)
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert err.startswith("etc-lift: error: ") and str(path) in err
     assert not out.exists()
+
+
+def _lift_error(argv, capsys) -> str:
+    from etc_fairseq.cli.lift import main as lift_main
+
+    assert lift_main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("etc-lift: error: ")
+    return err.strip()
+
+
+def test_etc_lift_never_writes_over_its_inputs(tmp_path, capsys):
+    """--out equal to the RoBERTa checkpoint or to --dict (also through another spelling of the path) is
+    refused before anything is read, --overwrite or not; the inputs are unchanged."""
+    ckpt = tmp_path / "roberta.pt"
+    ckpt.write_bytes(b"the user's only copy")
+    dict_txt = tmp_path / "dict.txt"
+    dict_txt.write_text("a 1\n")
+    for out, victim in ((ckpt, ckpt), (tmp_path / "." / "roberta.pt", ckpt), (dict_txt, dict_txt)):
+        err = _lift_error([str(ckpt), "--arch", "etc_tiny", "--dict", str(dict_txt), "--out", str(out), "--overwrite"], capsys)
+        assert err == f"etc-lift: error: --out {out} is the input {victim}: an output may never replace an input"
+    assert ckpt.read_bytes() == b"the user's only copy" and dict_txt.read_text() == "a 1\n"
+
+
+def test_etc_lift_overwrite_replaces_only_its_own_outputs(tmp_path, capsys):
+    ckpt = tmp_path / "roberta.pt"
+    ckpt.write_bytes(b"not read: the refusal comes first")
+    other = tmp_path / "notes.pt"
+    other.write_bytes(b"something else the user keeps here")
+    err = _lift_error([str(ckpt), "--arch", "etc_tiny", "--out", str(other), "--overwrite"], capsys)
+    assert err == f"etc-lift: error: --out {other} exists and is not a checkpoint etc-lift wrote; --overwrite replaces only those"
+    assert other.read_bytes() == b"something else the user keeps here"
+    err = _lift_error([str(ckpt), "--arch", "etc_tiny", "--out", str(tmp_path), "--overwrite"], capsys)
+    assert err == f"etc-lift: error: --out {tmp_path} is a directory; give the checkpoint file to write"
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--local-radius", "-1", "--local-radius -1: must be >= 0"),
+    ("--max-global-positions", "-5", "--max-global-positions -5: must be >= 0"),
+    ("--dropout", "1.5", r"--dropout 1.5: a dropout probability must be in [0, 1)"),
+])
+def test_etc_lift_refuses_impossible_model_flags(flag, value, message, tmp_path, capsys):
+    ckpt = tmp_path / "roberta.pt"
+    ckpt.write_bytes(b"not read: the refusal comes first")
+    out = tmp_path / "etc.pt"
+    assert _lift_error([str(ckpt), "--arch", "etc_tiny", flag, value, "--out", str(out)], capsys) == f"etc-lift: error: {message}"
+    assert not out.exists()
+
+
+def test_etc_lift_on_a_full_disk_leaves_nothing_behind(tmp_path, monkeypatch):
+    """The save is cut by ENOSPC after part of the file (CONSTRUCTED: torch.save writes 1 kB, then fails
+    the way a full disk fails): one clear error, no x.pt.tmp, no x.pt."""
+    import errno
+
+    import torch
+
+    from etc_fairseq.lift import LiftError, save_etc_checkpoint
+    from etc_fairseq.models import config_for_arch
+
+    def full_disk(obj, f, *args, **kwargs):
+        with open(f, "wb") as h:
+            h.write(b"\0" * 1024)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    out = tmp_path / "x.pt"
+    with pytest.raises(LiftError, match=rf"^{re.escape(str(out))}: cannot write the ETC checkpoint \(No space left on device\); nothing was written$"):
+        save_etc_checkpoint(out, {"w": torch.zeros(2)}, config_for_arch("etc_tiny"))
+    assert list(tmp_path.iterdir()) == []

@@ -318,6 +318,12 @@ def test_cli_refuses_size_mismatch_and_existing_output(roberta_checkpoint, tmp_p
     out.write_bytes(b"")
     rc = lift_main([str(roberta_checkpoint), *ETC_FLAGS, "--out", str(out)])
     assert rc == 1 and "--overwrite" in capsys.readouterr().err
+    rc = lift_main([str(roberta_checkpoint), *ETC_FLAGS, "--out", str(out), "--overwrite"])
+    assert rc == 1 and "is not a checkpoint etc-lift wrote" in capsys.readouterr().err and out.read_bytes() == b""
+    out.unlink()
+    assert lift_main([str(roberta_checkpoint), *ETC_FLAGS, "--out", str(out), "-q"]) == 0
+    assert lift_main([str(roberta_checkpoint), *ETC_FLAGS, "--seed", "2", "--out", str(out), "-q", "--overwrite"]) == 0
+    assert torch.load(out)["extra_state"]["lifted_from"]["seed"] == 2  # its own earlier output was replaced
 
 
 def test_dictionary_mismatch_is_refused(roberta, mlm_data, tmp_path):

@@ -110,13 +110,48 @@ def model_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         if action.dest not in fields or not hasattr(args, action.dest):
             continue
         value = getattr(args, action.dest)
-        overrides[action.dest] = value
         flag = action.option_strings[0]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            from etc_fairseq.lift import LiftError
+
+            raise LiftError(f"{flag} {value}: must be >= 0")
+        if action.dest.endswith("dropout") and not 0.0 <= value < 1.0:
+            from etc_fairseq.lift import LiftError
+
+            raise LiftError(f"{flag} {value}: a dropout probability must be in [0, 1)")
+        overrides[action.dest] = value
         if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
             flags.append(flag)
         else:
             flags += [flag, str(value)]
     return overrides, flags
+
+
+def check_output(out: Path, inputs: Sequence[Path], overwrite: bool) -> None:
+    """Refuse an ``--out`` that is one of the inputs, a directory, or (even with ``--overwrite``) an
+    existing file etc-lift did not write: ``--overwrite`` replaces only a previous etc-lift output.
+
+    Raises:
+        LiftError: one line naming the file.
+    """
+    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint
+    from etc_fairseq.lift import LiftError
+
+    for path in inputs:
+        if path.exists() and out.resolve() == path.resolve():
+            raise LiftError(f"--out {out} is the input {path}: an output may never replace an input")
+    if out.is_dir():
+        raise LiftError(f"--out {out} is a directory; give the checkpoint file to write")
+    if not out.exists():
+        return
+    if not overwrite:
+        raise LiftError(f"{out} exists (pass --overwrite to replace it)")
+    try:
+        previous = load_checkpoint(out, mmap=True)
+    except CheckpointLoadError:
+        previous = {}
+    if "lifted_from" not in (previous.get("extra_state") or {}):
+        raise LiftError(f"--out {out} exists and is not a checkpoint etc-lift wrote; --overwrite replaces only those")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -135,8 +170,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from etc_fairseq.lift import LiftError, lift_checkpoint
 
     try:
-        if args.out.exists() and not args.overwrite:
-            raise LiftError(f"{args.out} exists (pass --overwrite to replace it)")
+        check_output(args.out, [args.roberta_checkpoint] + ([args.dict] if args.dict else []), args.overwrite)
         overrides, flags = model_overrides(parser, args)
         out, report, etc_cfg = lift_checkpoint(
             args.roberta_checkpoint, args.arch, args.out, args.dict, overrides,
