@@ -198,3 +198,9 @@ def test_fairseq_config_exposes_every_core_field_with_its_help():
         assert name in actions, name
         assert actions[name].help == f.metadata["help"], name
     assert "load_checkpoint_heads" in actions  # the adapter's own field
+    # hydra (fairseq-hydra-train) builds its config from the same dataclass
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.structured(EtcConfig)
+    assert set(core) <= set(node.keys())
+    assert node.activation_fn == "gelu" and node.relative_bias is False

@@ -15,6 +15,11 @@ keys) with one of the implementations of the same function:
 
 The masks and label ids travel as one :class:`~etc_fairseq.attention.common.GlobalLocalStructure`
 (``structure=``) or as its fields given as keywords (``local_radius=, l2l_mask=, ...``).
+
+Masked keys are left out of the softmax exactly. Official ETC adds -10000 to masked scores instead:
+the same result on every query row with at least one allowed key (``exp(-10000)`` is 0 in float32);
+a row with no allowed key is 0 here and an unmasked average there (official inputs give padding its
+own segment, so such rows do not occur in them). ``tests/test_official_options.py`` checks both.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
 The fairseq ``etc`` model (:mod:`etc_fairseq.models.etc`) wraps :class:`EtcEncoder`.
 """
 
-from .config import ACTIVATIONS, OFFICIAL_FIELD_MAP, EtcEncoderConfig
+from .config import ACTIVATIONS, EtcEncoderConfig
 from .heads import ClassificationHead, LMHead, PooledClassifier, TokenLogits
 from .io import EtcEncoderFileError, from_pretrained, save_pretrained
 from .layer import EtcLayer, EtcSelfAttention
@@ -18,7 +18,6 @@ from .model import EtcEncoder, EtcEncoderOutput, label_vocab_from_config
 
 __all__ = [
     "ACTIVATIONS",
-    "OFFICIAL_FIELD_MAP",
     "EtcEncoderConfig",
     "EtcEncoder",
     "EtcEncoderOutput",

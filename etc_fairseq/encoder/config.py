@@ -6,14 +6,17 @@
 core stores it in ``config.json`` (:mod:`etc_fairseq.encoder.io`).
 
 Defaults give the model as this project trains it (post-LayerNorm BERT/RoBERTa layers, so RoBERTa
-weights lift into it). The fields marked *official* reproduce Google's released ETC checkpoints
-(``etc_config.json``); :data:`OFFICIAL_FIELD_MAP` says which field answers which official one.
+weights lift into it). Other fields reproduce Google's released ETC checkpoints: relative_bias,
+relative_vocab_size, shared_kv_per_side, separate_attention_layer_norm, pre_layer_norm,
+layer_norm_eps, embedding_size, segment_vocab_size (with long_segment_id / global_segment_id),
+separate_embedding_layer_norm, no_global_type_embeddings, index_position_embeddings and the
+``gelu_accurate`` activation; :mod:`etc_fairseq.official.convert` maps an official ``etc_config.json``
+onto them.
 """
 
 # No ``from __future__ import annotations``: fairseq reads the field types at run time.
 import enum
 from dataclasses import dataclass, field, fields
-from typing import Dict
 
 from etc_fairseq.structure.labels import DEFAULT_STRUCTURE_LABELS
 
@@ -25,11 +28,21 @@ ACTIVATIONS = ("relu", "gelu", "gelu_accurate", "tanh", "linear", "swish")
 CLASSIFICATION_HEAD_INPUTS = ("long_cls", "global_cls")
 
 
+class _Choice(str, enum.Enum):
+    """A string choice: equal to, printed and formatted as its string (as fairseq's ChoiceEnum)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 def choice_type(name: str, choices) -> type:
     """A ``str`` enum whose members are ``choices`` (member == its string). Used as a field type, it
     makes fairseq's command line offer exactly these choices and its checkpoint gate
     (:mod:`etc_fairseq.checkpoint_io`) refuse any other stored value."""
-    return enum.Enum(name, {c: c for c in choices}, type=str)
+    return _Choice(name, {c: c for c in choices})
 
 
 ActivationName = choice_type("ActivationName", ACTIVATIONS)
@@ -216,33 +229,6 @@ def validate_encoder_config(cfg) -> None:
             v = value(name)
             if v is not None and not 0 <= v < nseg:
                 raise ValueError(f"{name}={v}: expected 0 <= id < segment_vocab_size={nseg}")
-
-
-#: Official ``etc_config.json`` field -> how this config expresses it (for converters and docs).
-OFFICIAL_FIELD_MAP: Dict[str, str] = {
-    "vocab_size": "vocab_size of the checkpoint (dictionary), not a config field",
-    "segment_vocab_size": "segment_vocab_size",
-    "embedding_size": "embedding_size",
-    "hidden_size": "encoder_embed_dim",
-    "num_hidden_layers": "encoder_layers",
-    "num_attention_heads": "encoder_attention_heads",
-    "local_radius": "local_radius",
-    "relative_pos_max_distance": "relative_pos_max_distance",
-    "relative_vocab_size": "relative_vocab_size (+ relative_structure_labels in the official order)",
-    "intermediate_size": "encoder_ffn_embed_dim",
-    "hidden_act": "activation_fn ('gelu' -> 'gelu_accurate', 'relu' -> 'relu')",
-    "hidden_dropout_prob": "dropout",
-    "attention_probs_dropout_prob": "attention_dropout",
-    "share_feed_forward_params": "not separate_ffn",
-    "share_kv_projections": "shared_kv_per_side",
-    "share_qkv_projections": "shared_q and shared_kv",
-    "share_att_output_projection": "shared_out_proj with separate_attention_layer_norm",
-    "use_pre_activation_order": "pre_layer_norm",
-    "use_hard_g2l_mask": "hard_g2l",
-    "use_hard_l2g_mask": "hard_l2g",
-    "max_absolute_position_embeddings": "index_position_embeddings",
-    "grad_checkpointing_period": "checkpoint_activations (every layer)",
-}
 
 
 def as_encoder_config(cfg) -> EtcEncoderConfig:
