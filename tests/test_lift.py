@@ -423,7 +423,7 @@ def test_etc_lift_help():
     exe = shutil.which("etc-lift", path=str(Path(sys.executable).parent))
     assert exe, "etc-lift console script missing: pip install -e ."
     out = run([exe, "--help"], timeout=120)
-    assert "ROBERTA_CHECKPOINT" in out and "--encoder-layers" in out and "--use-absolute-positions" in out
+    assert "SOURCE" in out and "--encoder-layers" in out and "--use-absolute-positions" in out
     assert "--shared-kv" in out and "--dict" in out
 
 

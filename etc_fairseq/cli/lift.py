@@ -1,14 +1,21 @@
-"""``etc-lift``: lift a fairseq RoBERTa checkpoint into an ETC checkpoint (paper section 3.6, appendix D).
+"""``etc-lift``: turn a pretrained model into an ETC checkpoint (paper section 3.6, appendix D).
 
-    etc-lift ROBERTA_CHECKPOINT --arch etc_base [--dict DATA/dict.txt] --out lifted.pt [model flags]
+    etc-lift SOURCE --out DIR/model.pt [--arch ARCH] [--dict DATA/dict.txt] [model flags]
 
-The model flags are fairseq-train's own ``--arch etc_*`` model flags (generated from
-:class:`~etc_fairseq.models.etc.EtcConfig` by fairseq's generator, so they mean exactly what they mean
-to ``fairseq-train``). Pass the SAME ``--arch`` and model flags to ``fairseq-train ... --finetune-from-model
-lifted.pt``: fairseq builds the model from its command line and loads the checkpoint strictly.
+SOURCE is detected (one line says which kind was found; :mod:`etc_fairseq.lift.intake`):
+
+- an official ETC TensorFlow checkpoint directory (``etc_config.json``): converted weight for weight;
+- a Hugging Face BERT or RoBERTa directory (``config.json`` + ``model.safetensors`` / ``pytorch_model.bin``);
+- a fairseq RoBERTa checkpoint file: lifted into ``--arch`` (required for this kind only).
+
+Sources with a config of their own need no ``--arch``: it only names the architecture whose defaults fill
+the fields the source does not determine (default etc_base); model flags override. Next to ``--out`` go
+``dict.txt``, the tokenizer files and ``etc_tokenizer.json``, so ``EtcModel.from_pretrained(DIR,
+checkpoint_file=...)`` and ``etc-prepare --from-model DIR`` find everything. The model flags are
+fairseq-train's own ``--arch etc_*`` flags; the checkpoint stores the architecture and every field.
 
 Errors that are the user's (missing or unsafe files, size or dictionary mismatches) are printed as one
-line on stderr with exit status 1; ``--debug`` shows the traceback instead.
+line on stderr with exit status 1 and nothing is written; ``--debug`` shows the traceback instead.
 """
 from __future__ import annotations
 
@@ -21,7 +28,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 logger = logging.getLogger("etc_fairseq.cli.lift")
 
 DESCRIPTION = (
-    "Lift a fairseq RoBERTa checkpoint into an ETC checkpoint for fairseq-train --finetune-from-model. "
+    "Turn an official ETC TensorFlow checkpoint directory, a Hugging Face BERT/RoBERTa directory or a fairseq "
+    "RoBERTa checkpoint into an ETC checkpoint (the kind is detected and named). "
+    "Lifting (Hugging Face, fairseq): "
     "Per layer, RoBERTa's Q, K, V and output projections are copied into every ETC copy (per side / per "
     "attention piece, or the shared one), with the feed-forward block and both layer norms; also the token "
     "embeddings, the embedding layer norm and the LM head. Relative-label and global token-type embeddings "
@@ -75,9 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="etc-lift", description=DESCRIPTION, epilog=EPILOG,
     )
-    p.add_argument("roberta_checkpoint", type=Path, metavar="ROBERTA_CHECKPOINT",
-                   help="fairseq RoBERTa checkpoint (a released model.pt or a fairseq-train --arch roberta_* checkpoint)")
-    p.add_argument("--arch", required=True, choices=_etc_architectures(), help="ETC architecture")
+    p.add_argument("source", type=Path, metavar="SOURCE",
+                   help="official ETC checkpoint directory (etc_config.json), Hugging Face BERT/RoBERTa directory "
+                   "(config.json), or fairseq RoBERTa checkpoint file")
+    p.add_argument("--arch", default=None, choices=_etc_architectures(),
+                   help="ETC architecture: required for a fairseq RoBERTa checkpoint; for sources with their own "
+                   "config it only fills the fields they do not determine (default etc_base)")
+    p.add_argument("--encoder-dir", type=Path, default=None, metavar="DIR",
+                   help="also write the encoder in the core format (model.safetensors + config.json) to DIR")
     p.add_argument("--out", type=Path, required=True, metavar="FILE", help="the ETC checkpoint to write")
     p.add_argument(
         "--dict", type=Path, default=None, metavar="DICT_TXT",
@@ -167,30 +181,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from etc_fairseq.checkpoint_io import CheckpointLoadError
-    from etc_fairseq.lift import LiftError, lift_checkpoint
+    from etc_fairseq.lift import LiftError
+    from etc_fairseq.lift.intake import lift_source, write_lifted
 
     try:
-        check_output(args.out, [args.roberta_checkpoint] + ([args.dict] if args.dict else []), args.overwrite)
+        check_output(args.out, [args.source] + ([args.dict] if args.dict else []), args.overwrite)
         overrides, flags = model_overrides(parser, args)
-        out, report, etc_cfg = lift_checkpoint(
-            args.roberta_checkpoint, args.arch, args.out, args.dict, overrides,
-            seed=args.seed, drop_unknown=args.drop_unknown,
-        )
-    except (LiftError, CheckpointLoadError) as e:
+        line, lifted = lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed,
+                                   dict_path=args.dict, drop_unknown=args.drop_unknown)
+        if not args.quiet:
+            print(f"etc-lift: {line}")
+        written = write_lifted(lifted, args.out, overwrite=args.overwrite, encoder_dir=args.encoder_dir)
+    except (LiftError, CheckpointLoadError, ValueError) as e:
         if args.debug:
             raise
         print(f"etc-lift: error: {e}", file=sys.stderr)
         return 1
     if not args.quiet:
-        print(f"RoBERTa checkpoint: {args.roberta_checkpoint}")
-        print(report.summary())
-        print(f"wrote {out} (--arch {args.arch}, {etc_cfg.encoder_layers} layers, width {etc_cfg.encoder_embed_dim})")
-        print("fine-tune / continue pretraining with the same model flags:")
-        cmd = ["fairseq-train", "DATA", "--user-dir", "user_dir", "--arch", args.arch, *flags,
-               "--finetune-from-model", str(out), "..."]
+        etc_cfg = lifted.etc_cfg
+        arch = getattr(etc_cfg, "_name", None) or args.arch
+        for text in lifted.report_lines:
+            print(text)
+        print(f"wrote {', '.join(str(p) for p in written)} (--arch {arch}, {etc_cfg.encoder_layers} layers, "
+              f"width {etc_cfg.encoder_embed_dim}; every model field is stored in the checkpoint)")
+        print("fine-tune / continue pretraining with:")
+        cmd = ["fairseq-train", "DATA", "--user-dir", "user_dir", "--arch", str(arch), *flags,
+               "--finetune-from-model", str(args.out), "..."]
         print("  " + " ".join(cmd))
     return 0
-
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

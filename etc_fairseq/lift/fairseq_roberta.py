@@ -503,6 +503,7 @@ def lift_roberta_into_etc(
     seed: Optional[int] = 1,
     drop_unknown: bool = False,
     roberta_name: str = "RoBERTa checkpoint",
+    allow_missing_lm_head: bool = False,
 ) -> Tuple["OrderedDict[str, torch.Tensor]", LiftReport]:
     """Lift RoBERTa weights into a complete ETC state dict.
 
@@ -516,6 +517,8 @@ def lift_roberta_into_etc(
             current global RNG.
         drop_unknown: drop RoBERTa keys etc-lift does not recognise instead of refusing.
         roberta_name: how messages name the RoBERTa side.
+        allow_missing_lm_head: a source without an LM head (e.g. a Hugging Face ``BertModel``) keeps
+            ETC's own LM-head initialisation (noted in the report) instead of being refused.
     Returns:
         (state dict holding EVERY parameter and buffer of the ETC model, float tensors in the ETC model's
         dtype; the tied ``encoder.lm_head.weight`` is the same tensor as the token embedding),
@@ -568,8 +571,13 @@ def lift_roberta_into_etc(
                     lift(f"{target}.{p}", f"{r_prefix}{r_name}.{p}", group)
 
     # LM head (its weight is tied to the token embeddings)
-    for sub in ("dense.weight", "dense.bias", "layer_norm.weight", "layer_norm.bias", "bias"):
-        lift(LM_HEAD + sub, LM_HEAD + sub, "LM head")
+    has_lm_head = LM_HEAD + "dense.weight" in roberta_state
+    if not has_lm_head and allow_missing_lm_head:
+        report.notes.append(f"{roberta_name} has no LM head: ETC's LM head (dense, layer norm, bias) starts "
+                            "from its own initialisation (its weight is tied to the lifted token embeddings)")
+    else:
+        for sub in ("dense.weight", "dense.bias", "layer_norm.weight", "layer_norm.bias", "bias"):
+            lift(LM_HEAD + sub, LM_HEAD + sub, "LM head")
     head_w = roberta_state.get(LM_HEAD + "weight")
     if head_w is not None:
         if head_w.shape != roberta_state[SENTENCE_ENCODER + "embed_tokens.weight"].shape or not torch.equal(
@@ -686,7 +694,9 @@ def save_etc_checkpoint(
     path = Path(path)
     checkpoint = {
         "args": None,
-        "cfg": {"model": etc_config_dict(etc_cfg)},
+        # The task section makes the file loadable by EtcModel.from_pretrained (fairseq's hub builds the
+        # task from it, with data = the directory holding dict.txt); fairseq-train uses its own task.
+        "cfg": {"model": etc_config_dict(etc_cfg), "task": {"_name": "masked_lm", "data": "."}},
         "model": OrderedDict(etc_state),
         "criterion": None,
         "optimizer_history": [

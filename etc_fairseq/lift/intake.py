@@ -1,0 +1,297 @@
+"""``etc-lift``'s intake: recognise a source, turn it into an ETC fairseq checkpoint, write it with its
+vocabulary and tokenizer files.
+
+Sources (:func:`detect_source`):
+
+- ``official-etc``: a directory with ``etc_config.json`` (Google's released ETC, TensorFlow checkpoint),
+  converted weight for weight by :mod:`etc_fairseq.official.convert`;
+- ``huggingface-bert`` / ``huggingface-roberta``: a directory with a Hugging Face ``config.json``
+  (:mod:`.huggingface`);
+- ``fairseq-roberta``: a checkpoint file (:mod:`.fairseq_roberta`); the only source without a config of its
+  own, so the only one that needs ``--arch``.
+
+Output, all computed in memory before anything is written (a failure writes nothing):
+
+- the checkpoint (``--out``), a plain fairseq checkpoint whose ``cfg.model`` holds the architecture and
+  every ETC field, so ``EtcModel.from_pretrained`` and ``fairseq-train --finetune-from-model`` build the
+  same model;
+- next to it ``dict.txt`` (the fairseq dictionary the token rows are ordered by; sources with their own
+  vocabulary), the source's tokenizer files and ``etc_tokenizer.json`` (which tokenizer, which files,
+  which vocabulary string each special global token was pretrained with; read by
+  :mod:`etc_fairseq.tokenization`);
+- optionally (``encoder_dir``) the core's ``model.safetensors`` + ``config.json``
+  (:func:`etc_fairseq.encoder.save_pretrained`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import torch
+
+from .fairseq_roberta import (
+    SENTENCE_ENCODER,
+    LiftError,
+    LiftReport,
+    build_etc_model,
+    etc_config_dict,
+    load_roberta_state,
+    masked_lm_dictionary,
+    lift_roberta_into_etc,
+)
+
+PathLike = Union[str, os.PathLike]
+
+SOURCE_KINDS = ("official-etc", "huggingface-bert", "huggingface-roberta", "fairseq-roberta")
+TOKENIZER_DESCRIPTION = "etc_tokenizer.json"
+#: The architecture whose defaults fill the fields a source's own config does not determine.
+DEFAULT_ARCH = "etc_base"
+
+
+def detect_source(path: PathLike) -> Tuple[str, str]:
+    """(kind, one-line description) of an ``etc-lift`` source; :data:`SOURCE_KINDS` lists the kinds.
+
+    Raises:
+        LiftError: a path that is none of them (the message says what each kind holds).
+    """
+    from etc_fairseq.official.checkpoint import CONFIG_FILE
+
+    from .huggingface import HF_CONFIG, is_huggingface_dir
+
+    p = Path(path)
+    if p.is_dir():
+        if (p / CONFIG_FILE).is_file():
+            return "official-etc", f"{p} is an official ETC TensorFlow checkpoint directory ({CONFIG_FILE})"
+        if is_huggingface_dir(p):
+            kind = json.loads((p / HF_CONFIG).read_text(encoding="utf-8"))["model_type"]
+            return f"huggingface-{kind}", f"{p} is a Hugging Face {kind} directory ({HF_CONFIG})"
+        if list(p.glob("*.ckpt.index")) or (p / "checkpoint").is_file():
+            raise LiftError(f"{p / CONFIG_FILE}: missing (a TensorFlow checkpoint directory without the official "
+                            "ETC config next to it)")
+        raise LiftError(
+            f"{p}: not a source etc-lift reads: expected {CONFIG_FILE} (official ETC), {HF_CONFIG} (Hugging Face "
+            "BERT/RoBERTa) or a fairseq RoBERTa checkpoint file"
+        )
+    if p.is_file():
+        return "fairseq-roberta", f"{p} is a fairseq checkpoint file (read as fairseq RoBERTa)"
+    raise LiftError(f"{p}: no such file or directory")
+
+
+@dataclass
+class LiftedModel:
+    """A converted model ready to be written: fairseq state, config, dictionary symbols and what to copy."""
+
+    kind: str
+    state: Dict[str, torch.Tensor]
+    etc_cfg: Any
+    report_lines: List[str]
+    symbols: Optional[List[str]] = None  # fairseq dictionary in id order (None: the source's dict.txt)
+    dict_file: Optional[Path] = None  # a dict.txt to copy as is (fairseq RoBERTa --dict)
+    tokenizer_files: List[Path] = field(default_factory=list)
+    tokenizer: Dict[str, Any] = field(default_factory=dict)  # etc_tokenizer.json content
+    provenance: Dict[str, Any] = field(default_factory=dict)
+
+
+def _config(arch: Optional[str], source_fields: Dict[str, Any], overrides: Dict[str, Any]):
+    from etc_fairseq.models import config_for_arch
+
+    try:
+        return config_for_arch(arch or DEFAULT_ARCH, **{**source_fields, **overrides})
+    except ValueError as e:
+        raise LiftError(str(e)) from None
+
+
+def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int]) -> LiftedModel:
+    """An official ETC directory -> ETC fairseq state (the converted encoder; LM and other heads fresh)."""
+    from etc_fairseq.encoder.io import config_to_dict
+    from etc_fairseq.official.convert import OFFICIAL_FIXED_BLOCK_TOKEN_ID, convert_official_checkpoint
+
+    from .huggingface import fairseq_dictionary, fairseq_order
+
+    conv = convert_official_checkpoint(directory)
+    enc_fields = config_to_dict(conv.encoder.cfg)
+    cfg = _config(arch, enc_fields, overrides)
+    changed = sorted(k for k in overrides if k in enc_fields and overrides[k] != enc_fields[k])
+    weights_fixed = {"encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
+                     "embedding_size", "segment_vocab_size", "relative_vocab_size", "index_position_embeddings",
+                     "shared_q", "shared_kv", "shared_kv_per_side", "shared_out_proj", "separate_ffn",
+                     "separate_attention_layer_norm", "shared_relative_embeddings", "relative_bias",
+                     "separate_embedding_layer_norm", "no_global_type_embeddings", "use_absolute_positions",
+                     "relative_structure_labels", "relative_pos_max_distance"}
+    clash = [k for k in changed if k in weights_fixed]
+    if clash:
+        raise LiftError(f"{directory / 'etc_config.json'}: field {clash[0]} is fixed by the official weights "
+                        f"({enc_fields[clash[0]]!r}); it cannot be overridden")
+    vocab_file = conv.vocab_file
+    rows = conv.encoder.vocab_size
+    tokenizer: Dict[str, Any] = {}
+    if vocab_file is not None and vocab_file.suffix == ".txt":
+        vocab = vocab_file.read_text(encoding="utf-8").split("\n")
+        if vocab and vocab[-1] == "":
+            vocab.pop()
+        symbols, order = fairseq_order(vocab, "bert", str(vocab_file))
+        tokenizer = {"type": "wordpiece", "vocab": vocab_file.name, "lowercase": True,
+                     "global_token_pieces": {"sentence": vocab[OFFICIAL_FIXED_BLOCK_TOKEN_ID],
+                                             "cpc_mask": vocab[2], "question": vocab[3], "candidate": vocab[4],
+                                             "paragraph": vocab[5]}}
+    else:
+        raise LiftError(
+            f"{directory}: no WordPiece vocabulary (vocab_bert_uncased_english.txt); the SentencePiece "
+            "checkpoints (etc_large) are converted by etc_fairseq.official.convert_official_checkpoint but "
+            "etc-lift cannot yet write their fairseq dictionary"
+        )
+    perm = torch.tensor(order)
+    dictionary = fairseq_dictionary(symbols)
+    model = build_etc_model(cfg, dictionary, seed)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    enc_state = conv.encoder.state_dict()
+    for k, v in enc_state.items():
+        key = SENTENCE_ENCODER + k
+        if key not in state or state[key].shape != v.shape:
+            raise LiftError(f"{directory}: converted tensor {k} does not fit the ETC model built from the config")
+        state[key] = v[perm].clone() if k == "embed_tokens.weight" else v.clone()
+    lm = "encoder.lm_head.weight"
+    if lm in state:
+        state[lm] = state[SENTENCE_ENCODER + "embed_tokens.weight"]
+    fresh = sorted(k for k in state if not k.startswith(SENTENCE_ENCODER) and k != lm)
+    lines = [conv.summary(), f"created fresh (ETC's own initialisation): {len(fresh)} tensors outside the encoder "
+             "(LM head dense/LayerNorm/bias, pretraining heads; official ETC releases no heads)"]
+    return LiftedModel("official-etc", state, cfg, lines, symbols=symbols, tokenizer_files=[vocab_file],
+                       tokenizer=tokenizer, provenance={"official_checkpoint": str(directory),
+                                                        "skipped_training_variables": len(conv.skipped)})
+
+
+def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int]) -> LiftedModel:
+    """A Hugging Face BERT/RoBERTa directory -> ETC fairseq state (see :mod:`.huggingface`)."""
+    from .huggingface import lift_huggingface_into_etc, read_huggingface
+
+    src = read_huggingface(directory)
+    cfg = _config(arch, src.etc_overrides(), overrides)
+    state, report, _ = lift_huggingface_into_etc(src, cfg, seed=seed)
+    if src.kind == "bert":
+        tokenizer = {"type": "wordpiece", "vocab": "vocab.txt",
+                     "lowercase": bool(_tokenizer_option(directory, "do_lower_case", True)),
+                     "global_token_pieces": {"sentence": "[unused0]"} if "[unused0]" in src.symbols else {}}
+    else:
+        tokenizer = {"type": "byte_level_bpe", "vocab": "vocab.json", "merges": "merges.txt", "global_token_pieces": {}}
+    return LiftedModel(f"huggingface-{src.kind}", state, cfg, [report.summary()], symbols=src.symbols,
+                       tokenizer_files=src.tokenizer_files, tokenizer=tokenizer,
+                       provenance={"huggingface_directory": str(directory), "weights": src.weights_file.name})
+
+
+def _tokenizer_option(directory: Path, name: str, default: Any) -> Any:
+    path = directory / "tokenizer_config.json"
+    if path.is_file():
+        try:
+            return json.loads(path.read_text(encoding="utf-8")).get(name, default)
+        except json.JSONDecodeError:
+            return default
+    return default
+
+
+def lift_fairseq(path: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int],
+                 dict_path: Optional[Path], drop_unknown: bool) -> LiftedModel:
+    """A fairseq RoBERTa checkpoint -> ETC fairseq state (``--arch`` required)."""
+    if not arch:
+        raise LiftError(f"{path}: a fairseq RoBERTa checkpoint carries no ETC config: pass --arch (e.g. etc_base)")
+    cfg = _config(arch, {}, overrides)
+    state, roberta_cfg = load_roberta_state(path)
+    dictionary = masked_lm_dictionary(dict_path) if dict_path is not None else None
+    etc_state, report = lift_roberta_into_etc(state, roberta_cfg, cfg, dictionary, seed=seed,
+                                              drop_unknown=drop_unknown, roberta_name=f"RoBERTa checkpoint {path}")
+    tokenizer = {"type": "gpt2_bpe", "global_token_pieces": {}} if dict_path is not None else {}
+    return LiftedModel("fairseq-roberta", etc_state, cfg, [report.summary()], dict_file=dict_path,
+                       tokenizer=tokenizer,
+                       provenance={"roberta_checkpoint": str(path), "roberta_arch": roberta_cfg.arch,
+                                   "dict": str(dict_path) if dict_path is not None else None})
+
+
+def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Optional[Dict[str, Any]] = None,
+                seed: Optional[int] = 1, dict_path: Optional[PathLike] = None, drop_unknown: bool = False
+                ) -> Tuple[str, LiftedModel]:
+    """Detect and convert ``source`` (nothing written). Returns (one-line description, :class:`LiftedModel`)."""
+    kind, line = detect_source(source)
+    source = Path(source)
+    overrides = dict(overrides or {})
+    if kind == "official-etc":
+        lifted = lift_official(source, arch, overrides, seed)
+    elif kind.startswith("huggingface-"):
+        lifted = lift_hf(source, arch, overrides, seed)
+    else:
+        lifted = lift_fairseq(source, arch, overrides, seed, Path(dict_path) if dict_path else None, drop_unknown)
+    if dict_path is not None and kind != "fairseq-roberta":
+        theirs = masked_lm_dictionary(dict_path).symbols
+        if theirs != lifted.symbols:
+            raise LiftError(f"{dict_path}: differs from the vocabulary of {source} ({len(theirs)} vs "
+                            f"{len(lifted.symbols)} symbols); omit --dict, etc-lift writes the matching dict.txt")
+    lifted.provenance["seed"] = seed
+    return line, lifted
+
+
+def write_lifted(lifted: LiftedModel, out: PathLike, *, overwrite: bool = False,
+                 encoder_dir: Optional[PathLike] = None) -> List[Path]:
+    """Write the checkpoint, ``dict.txt``, tokenizer files and ``etc_tokenizer.json`` (see the module
+    docstring); refuses to replace existing files unless ``overwrite``. Returns the paths written."""
+    from .fairseq_roberta import save_etc_checkpoint
+    from .huggingface import write_fairseq_dict
+
+    out = Path(out)
+    folder = out.parent
+    planned = [out]
+    if lifted.symbols is not None or lifted.dict_file is not None:
+        planned.append(folder / "dict.txt")
+    planned += [folder / p.name for p in lifted.tokenizer_files]
+    if lifted.tokenizer:
+        planned.append(folder / TOKENIZER_DESCRIPTION)
+    if not overwrite:
+        taken = [p for p in planned if p.exists() and not _same_file(p, lifted)]
+        if taken:
+            raise LiftError(f"{taken[0]} exists (pass --overwrite to replace it)")
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [save_etc_checkpoint(out, lifted.state, lifted.etc_cfg, lifted_from=dict(lifted.provenance, kind=lifted.kind))]
+    if lifted.symbols is not None:
+        written.append(write_fairseq_dict(lifted.symbols, folder / "dict.txt"))
+    elif lifted.dict_file is not None and Path(lifted.dict_file).resolve() != (folder / "dict.txt").resolve():
+        written.append(Path(shutil.copyfile(lifted.dict_file, folder / "dict.txt")))
+    for p in lifted.tokenizer_files:
+        if p.resolve() != (folder / p.name).resolve():
+            written.append(Path(shutil.copyfile(p, folder / p.name)))
+    if lifted.tokenizer:
+        path = folder / TOKENIZER_DESCRIPTION
+        path.write_text(json.dumps(dict(lifted.tokenizer, source_kind=lifted.kind), indent=2, sort_keys=True) + "\n")
+        written.append(path)
+    if encoder_dir is not None:
+        model_encoder_dir(lifted, encoder_dir)
+        written.append(Path(encoder_dir))
+    return written
+
+
+def _same_file(path: Path, lifted: LiftedModel) -> bool:
+    """A planned output that is already the very input file (e.g. dict.txt lifted in place)."""
+    sources = list(lifted.tokenizer_files) + ([lifted.dict_file] if lifted.dict_file else [])
+    return any(Path(s).resolve() == path.resolve() for s in sources)
+
+
+def model_encoder_dir(lifted: LiftedModel, directory: PathLike) -> None:
+    """Write the lifted encoder in the core's format (``model.safetensors`` + ``config.json``)."""
+    from etc_fairseq.lift import build_etc_model as _build
+    from etc_fairseq.lift.huggingface import fairseq_dictionary
+
+    dictionary = fairseq_dictionary(lifted.symbols) if lifted.symbols else masked_lm_dictionary(lifted.dict_file)
+    model = _build(lifted.etc_cfg, dictionary)
+    model.load_state_dict(lifted.state, strict=True)
+    model.encoder.sentence_encoder.save_pretrained(directory)
+
+
+def checkpoint_config(etc_cfg) -> Dict[str, Any]:
+    """The ``cfg.model`` dict a written checkpoint holds (architecture name under ``_name``)."""
+    return etc_config_dict(etc_cfg)
+
+
+__all__ = ["DEFAULT_ARCH", "SOURCE_KINDS", "TOKENIZER_DESCRIPTION", "LiftedModel", "detect_source",
+           "lift_source", "write_lifted", "LiftReport"]
