@@ -1,0 +1,207 @@
+"""Tokenizers that match the model a checkpoint came from, with word <-> piece alignment.
+
+A pretrained model only understands the pieces it was pretrained with, so the converters must cut text
+exactly as its source did:
+
+- BERT uncased WordPiece (``vocab.txt``; official ``etc_base_*`` and Hugging Face BERT): the ``tokenizers``
+  library's BERT normaliser and pre-tokeniser (lower-casing, accent stripping, punctuation splitting);
+- SentencePiece (``vocab_gpt_for_etc.model``; official ``etc_large``): the ``sentencepiece`` library;
+- byte-level BPE (Hugging Face RoBERTa ``vocab.json`` + ``merges.txt``) and fairseq's GPT-2 BPE (GPT-2's
+  ``encoder.json`` + ``vocab.bpe``, tokens written as their GPT-2 id, as fairseq's RoBERTa dict.txt lists them):
+  the ``tokenizers`` library's byte-level BPE, which gives character offsets.
+
+Every tokenizer returns :class:`Pieces`: the piece strings (as the model's ``dict.txt`` spells them), the
+character span of each piece in the text and, for :meth:`SourceTokenizer.tokenize_words`, the index of the
+word each piece belongs to (what span-extraction converters need to map answers between words and pieces).
+:func:`load_tokenizer` reads the ``etc_tokenizer.json`` that ``etc-lift`` writes next to a checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+PathLike = Union[str, os.PathLike]
+
+TOKENIZER_DESCRIPTION = "etc_tokenizer.json"
+#: Fairseq's names for BERT's special tokens (etc-lift renames those rows; see etc_fairseq.lift.huggingface).
+BERT_SPECIALS_IN_FAIRSEQ = {"[CLS]": "<s>", "[PAD]": "<pad>", "[SEP]": "</s>", "[UNK]": "<unk>", "[MASK]": "<mask>"}
+
+
+class TokenizerFileError(ValueError):
+    """A tokenizer description or file that cannot be used (one line naming the file and field)."""
+
+
+@dataclass
+class Pieces:
+    """Tokenizer output. pieces: the piece strings (``dict.txt`` spelling); offsets: ``(start, end)``
+    character span of each piece in the input text (joined words for :meth:`~SourceTokenizer.tokenize_words`);
+    word_ids: the word index of each piece (None for :meth:`~SourceTokenizer.tokenize`)."""
+
+    pieces: List[str]
+    offsets: List[Tuple[int, int]]
+    word_ids: Optional[List[int]] = None
+
+    def word_starts(self) -> List[bool]:
+        """True for the first piece of each word (needs ``word_ids``)."""
+        if self.word_ids is None:
+            raise ValueError("word_starts needs tokenize_words output")
+        return [i == 0 or w != self.word_ids[i - 1] for i, w in enumerate(self.word_ids)]
+
+
+@dataclass
+class SourceTokenizer:
+    """One of the tokenizers of the module docstring.
+
+    kind: ``wordpiece``, ``sentencepiece``, ``byte_level_bpe`` or ``gpt2_bpe``;
+    global_token_pieces: role (``sentence``, ``question``, ...) -> the piece the source model was pretrained
+    with for that global token (official ETC: ``[unused0]`` for sentences, i.e. its id 1).
+    """
+
+    kind: str
+    _encode: object = field(repr=False)
+    global_token_pieces: Dict[str, str] = field(default_factory=dict)
+    specials: Dict[str, str] = field(default_factory=dict)
+
+    def tokenize(self, text: str) -> Pieces:
+        """Cut ``text`` into pieces with character offsets."""
+        pieces, offsets = self._encode(text)
+        return Pieces([self.specials.get(p, p) for p in pieces], offsets)
+
+    def tokenize_words(self, words: Sequence[str]) -> Pieces:
+        """Cut pre-split ``words`` (joined by single spaces) into pieces; ``word_ids[i]`` is the word of piece
+        ``i``. A word the tokenizer drops entirely (e.g. only control characters) has no pieces."""
+        starts, pos = [], 0
+        for w in words:
+            starts.append(pos)
+            pos += len(w) + 1
+        text = " ".join(words)
+        out = self.tokenize(text)
+        word_ids, j = [], 0
+        for start, end in out.offsets:
+            # a piece belongs to the last word starting at or before its first non-space character
+            # (SentencePiece's "\u2581word" covers the space before the word)
+            span = text[start:end]
+            start += len(span) - len(span.lstrip())
+            while j + 1 < len(starts) and starts[j + 1] <= start:
+                j += 1
+            word_ids.append(j)
+        out.word_ids = word_ids
+        return out
+
+    def to_ids(self, pieces: Sequence[str], dictionary) -> List[int]:
+        """Fairseq dictionary ids of ``pieces`` (unknown pieces: ``<unk>``)."""
+        return [dictionary.index(p) for p in pieces]
+
+    def global_token_id(self, role: str, dictionary) -> int:
+        """The dictionary id of the global token the source model was pretrained with for ``role``.
+
+        Raises:
+            KeyError: the source model has no pretrained global token for ``role``.
+        """
+        if role not in self.global_token_pieces:
+            raise KeyError(f"the source model has no pretrained {role!r} global token "
+                           f"(known: {sorted(self.global_token_pieces)})")
+        piece = self.global_token_pieces[role]
+        return dictionary.index(self.specials.get(piece, piece))
+
+
+def wordpiece_tokenizer(vocab_txt: PathLike, lowercase: bool = True, global_token_pieces=None) -> SourceTokenizer:
+    """BERT WordPiece from ``vocab.txt`` (``lowercase``: BERT uncased, which also strips accents)."""
+    from tokenizers import BertWordPieceTokenizer
+
+    path = Path(vocab_txt)
+    if not path.is_file():
+        raise TokenizerFileError(f"{path}: WordPiece vocabulary not found")
+    tok = BertWordPieceTokenizer(str(path), lowercase=lowercase, strip_accents=lowercase, clean_text=True,
+                                 handle_chinese_chars=True)
+
+    def encode(text: str):
+        enc = tok.encode(text, add_special_tokens=False)
+        return enc.tokens, list(enc.offsets)
+
+    return SourceTokenizer("wordpiece", encode, dict(global_token_pieces or {}), dict(BERT_SPECIALS_IN_FAIRSEQ))
+
+
+def byte_level_bpe_tokenizer(vocab_json: PathLike, merges_txt: PathLike, add_prefix_space: bool = False,
+                             gpt2_ids: bool = False, global_token_pieces=None) -> SourceTokenizer:
+    """Byte-level BPE. ``gpt2_ids``: ``vocab_json`` is GPT-2's ``encoder.json`` and pieces are written as
+    their GPT-2 id in decimal (fairseq RoBERTa's ``dict.txt``); else pieces are the vocabulary strings
+    (Hugging Face RoBERTa's ``vocab.json``). ``add_prefix_space``: Hugging Face RoBERTa marks the first
+    word like the others; fairseq's GPT-2 encoding does not."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    for p in (vocab_json, merges_txt):
+        if not Path(p).is_file():
+            raise TokenizerFileError(f"{p}: byte-level BPE file not found")
+    tok = ByteLevelBPETokenizer(str(vocab_json), str(merges_txt), add_prefix_space=add_prefix_space,
+                                trim_offsets=True)
+    vocab = json.loads(Path(vocab_json).read_text(encoding="utf-8")) if gpt2_ids else None
+
+    def encode(text: str):
+        enc = tok.encode(text)
+        pieces = [str(vocab[t]) for t in enc.tokens] if vocab is not None else list(enc.tokens)
+        return pieces, list(enc.offsets)
+
+    return SourceTokenizer("gpt2_bpe" if gpt2_ids else "byte_level_bpe", encode, dict(global_token_pieces or {}))
+
+
+def sentencepiece_tokenizer(model_file: PathLike, global_token_pieces=None) -> SourceTokenizer:
+    """SentencePiece (official ``etc_large``'s ``vocab_gpt_for_etc.model``); offsets are character offsets."""
+    import sentencepiece as spm
+
+    path = Path(model_file)
+    if not path.is_file():
+        raise TokenizerFileError(f"{path}: SentencePiece model not found")
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+
+    def encode(text: str):
+        proto = sp.encode(text, out_type="proto")
+        # sentencepiece reports byte offsets into the UTF-8 input; map them to character offsets
+        byte_to_char: List[int] = []
+        for k, ch in enumerate(text):
+            byte_to_char.extend([k] * len(ch.encode("utf-8")))
+        byte_to_char.append(len(text))
+        pieces = [p.piece for p in proto.pieces]
+        offsets = [(byte_to_char[p.begin], byte_to_char[p.end]) for p in proto.pieces]
+        return pieces, offsets
+
+    return SourceTokenizer("sentencepiece", encode, dict(global_token_pieces or {}))
+
+
+def load_tokenizer(model_dir: PathLike) -> SourceTokenizer:
+    """The tokenizer described by ``model_dir/etc_tokenizer.json`` (written by ``etc-lift``).
+
+    Raises:
+        TokenizerFileError: the description or a file it names is missing or malformed.
+    """
+    model_dir = Path(model_dir)
+    path = model_dir / TOKENIZER_DESCRIPTION
+    if not path.is_file():
+        raise TokenizerFileError(f"{path}: missing (etc-lift writes it next to the checkpoint)")
+    try:
+        desc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise TokenizerFileError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    kind = desc.get("type")
+    pieces = desc.get("global_token_pieces", {})
+    if kind == "wordpiece":
+        return wordpiece_tokenizer(model_dir / desc["vocab"], bool(desc.get("lowercase", True)), pieces)
+    if kind == "byte_level_bpe":
+        return byte_level_bpe_tokenizer(model_dir / desc["vocab"], model_dir / desc["merges"],
+                                        add_prefix_space=bool(desc.get("add_prefix_space", False)),
+                                        global_token_pieces=pieces)
+    if kind == "gpt2_bpe":
+        encoder, merges = desc.get("encoder_json"), desc.get("vocab_bpe")
+        if not encoder or not merges:
+            raise TokenizerFileError(f"{path}: field 'encoder_json'/'vocab_bpe' missing: GPT-2 BPE needs GPT-2's "
+                                     "encoder.json and vocab.bpe next to the checkpoint (etc_fairseq.prepare.gpt2)")
+        return byte_level_bpe_tokenizer(model_dir / encoder, model_dir / merges, gpt2_ids=True,
+                                        global_token_pieces=pieces)
+    if kind == "sentencepiece":
+        return sentencepiece_tokenizer(model_dir / desc["model"], pieces)
+    raise TokenizerFileError(f"{path}: field 'type' = {kind!r}; expected wordpiece, sentencepiece, "
+                             "byte_level_bpe or gpt2_bpe")
