@@ -347,3 +347,12 @@ def test_index_position_embeddings_one_table_per_side_exact():
         assert not torch.allclose(xl, base.embed(tokens, gtok, gtyp)[0])
     with pytest.raises(ValueError, match="long input of length 7 exceeds index_position_embeddings=6"):
         enc.embed(torch.full((1, 7), 5), gtok, gtyp)
+
+
+def test_lm_head_layer_norm_uses_the_encoder_epsilon():
+    from etc_fairseq.models import config_for_arch
+    from etc_fairseq.lift import build_etc_model, placeholder_dictionary
+
+    model = build_etc_model(config_for_arch("etc_tiny", layer_norm_eps=1e-12), placeholder_dictionary(16))
+    assert model.encoder.lm_head.layer_norm.eps == 1e-12
+    assert build_etc_model(config_for_arch("etc_tiny"), placeholder_dictionary(16)).encoder.lm_head.layer_norm.eps == 1e-5

@@ -26,14 +26,15 @@ class LMHead(nn.Module):
 
     ``weight``: the token embedding table float [vocab, embedding_size] (tied); the dense layer maps
     the model width to ``embedding_size`` (equal to the width unless the embeddings are projected).
+    ``layer_norm_eps``: epsilon of its LayerNorm, the encoder's (BERT's head uses 1e-12 like its layers).
     """
 
-    def __init__(self, dim: int, weight: nn.Parameter, activation_fn: str):
+    def __init__(self, dim: int, weight: nn.Parameter, activation_fn: str, layer_norm_eps: float = 1e-5):
         super().__init__()
         emb = weight.shape[1]
         self.dense = nn.Linear(dim, emb)
         self.activation_fn = get_activation_fn(activation_fn)
-        self.layer_norm = nn.LayerNorm(emb)
+        self.layer_norm = nn.LayerNorm(emb, eps=layer_norm_eps)
         self.weight = weight
         self.bias = nn.Parameter(torch.zeros(weight.shape[0]))
 

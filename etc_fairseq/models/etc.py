@@ -59,7 +59,8 @@ class EtcFairseqEncoder(FairseqEncoder):
         self.special_global_id = special_global_token_id(dictionary)
         self.sentence_encoder = EtcEncoder(cfg, len(dictionary), dictionary.pad(), self.special_global_id)
         self.lm_head = LMHead(
-            cfg.encoder_embed_dim, self.sentence_encoder.embed_tokens.weight, cfg.activation_fn
+            cfg.encoder_embed_dim, self.sentence_encoder.embed_tokens.weight, cfg.activation_fn,
+            cfg.layer_norm_eps,
         )
         self.register_buffer("version", torch.tensor([ETC_FORMAT_VERSION], dtype=torch.float))
 
