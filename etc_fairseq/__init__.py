@@ -13,7 +13,10 @@ Layout (data flows top to bottom):
                               saved and loaded as safetensors + JSON
 - ``etc_fairseq.attention``  the global-local attention kernel (blocked l2l) and its dense reference
 - ``etc_fairseq.criterions`` fairseq criterions (``cpc_mlm``)
-- ``etc_fairseq.lift``       RoBERTa checkpoints -> ETC checkpoints (``etc-lift``)
+- ``etc_fairseq.lift``       fairseq RoBERTa, Hugging Face BERT/RoBERTa and official ETC -> ETC checkpoints
+                              (``etc-lift``)
+- ``etc_fairseq.official``   Google's released ETC: TF checkpoint reader, conversion, ``forward_official_inputs``
+- ``etc_fairseq.tokenization`` the tokenizer of a lifted model's source (WordPiece, SentencePiece, BPE)
 - ``user_dir``               (outside the package) the thin fairseq ``--user-dir`` that registers it all
 """
 

@@ -204,7 +204,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(text)
         print(f"wrote {', '.join(str(p) for p in written)} (--arch {arch}, {etc_cfg.encoder_layers} layers, "
               f"width {etc_cfg.encoder_embed_dim}; every model field is stored in the checkpoint)")
-        print("fine-tune / continue pretraining with:")
+        print("fine-tune / continue pretraining with (EtcModel.from_pretrained needs no flags):")
+        from etc_fairseq.lift.intake import fairseq_flags
+
+        try:
+            flags = fairseq_flags(etc_cfg, str(arch))
+        except LiftError:
+            pass  # keep the flags given on the command line
         cmd = ["fairseq-train", "DATA", "--user-dir", "user_dir", "--arch", str(arch), *flags,
                "--finetune-from-model", str(args.out), "..."]
         print("  " + " ".join(cmd))
