@@ -47,6 +47,14 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
    line naming the newest intact one to pass with ``--restore-file``, unless a ``--reset-*`` option says
    to start over there; a ``--restore-file`` must exist. Before that, temporaries an interrupted save
    left in the save directory (``.checkpoint*.pt.tmp-*``, ``checkpoint*.pt.tmp``) are removed (rank 0).
+7. ``torch_xla.core.xla_model.get_memory_info`` as called by ``fairseq.trainer.Trainer.train_step`` with
+   ``--tpu`` (every ``--log-interval`` updates): fairseq 0.12 reads ``mem_info["kb_free"]`` and
+   ``mem_info["kb_total"]``, but torch-xla >= 2.x returns ``bytes_used`` / ``bytes_limit`` /
+   ``peak_bytes_used`` (KeyError on a TPU), and on the PJRT CPU backend the call itself raises
+   ``RuntimeError: ... UNIMPLEMENTED: GetAllocatorStats is not supported``. The wrapper adds ``kb_free`` /
+   ``kb_total`` derived from the byte counts, and where the backend keeps no allocator statistics returns
+   all-zero counts (fairseq then logs ``gb_free 0``) instead of stopping training. Installed only where
+   torch_xla is importable (fairseq itself imports it at start-up when present).
 """
 import contextlib
 import functools
@@ -385,6 +393,39 @@ _broadcast_object_slow.__etc_fairseq_wrapped__ = True
 
 
 # -------------------------------------------------------------------------------------------------------
+# 7. fairseq's --tpu memory logging on torch-xla 2.x
+# -------------------------------------------------------------------------------------------------------
+
+
+def _wrap_xla_memory_info(original):
+    @functools.wraps(original)
+    def get_memory_info(device=None):
+        try:
+            info = dict(original(device))
+        except RuntimeError as e:
+            if "UNIMPLEMENTED" not in str(e):
+                raise
+            # PJRT CPU backend: no allocator statistics to report
+            info = {"bytes_used": 0, "bytes_limit": 0, "peak_bytes_used": 0}
+        if "bytes_limit" in info and "kb_total" not in info:  # the keys fairseq 0.12 reads
+            info["kb_total"] = info["bytes_limit"] // 1024
+            info["kb_free"] = max(info["bytes_limit"] - info.get("bytes_used", 0), 0) // 1024
+        return info
+
+    get_memory_info.__etc_fairseq_wrapped__ = True
+    return get_memory_info
+
+
+def _install_xla_fixes() -> None:
+    try:
+        import torch_xla.core.xla_model as xm
+    except ImportError:  # no torch_xla: nothing to fix (fairseq's --tpu needs it anyway)
+        return
+    if not getattr(xm.get_memory_info, "__etc_fairseq_wrapped__", False):
+        xm.get_memory_info = _wrap_xla_memory_info(xm.get_memory_info)
+
+
+# -------------------------------------------------------------------------------------------------------
 # integrity of fairseq's binarized (mmap) datasets
 # -------------------------------------------------------------------------------------------------------
 
@@ -471,6 +512,7 @@ def install() -> None:
     if not getattr(models.DistributedFairseqModel, "__etc_fairseq_wrapped__", False):
         models.DistributedFairseqModel = _wrap_distributed_model(models.DistributedFairseqModel)
     dist_utils._broadcast_object_slow = _broadcast_object_slow
+    _install_xla_fixes()
     _INSTALLED = True
 
 
