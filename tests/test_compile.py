@@ -3,7 +3,9 @@ criterion contain no host synchronisation and no data-dependent Python control f
 ``torch.compile(..., fullgraph=True)`` traces forward + loss in one graph (it raises on any graph
 break).  Batches come from the real Wikipedia pre-training fixture (etc_pretraining task,
 ``pad_to_fixed_length``), the model is etc_tiny."""
+import json
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -69,3 +71,144 @@ def test_forward_and_loss_compile_fullgraph(fixed_task):
     grad_c = model.encoder.sentence_encoder.layers[0].self_attn.rel_emb["long"].grad
     assert grad_c.abs().sum() > 0 and torch.allclose(grad_e, grad_c, rtol=1e-4, atol=1e-6)
     print(f"trace + first compiled call: {seconds:.1f} s")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one graph for every batch: fixed-length padding fixes every shape the model and the criterions see, and
+# nothing reads a tensor value on the host. Tasks and criterions are taken by their registered names.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _graph_counting_backend():
+    """A torch.compile backend that records every graph it is handed and runs it eagerly."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    return graphs, backend
+
+
+def _registered(task_name: str, criterion_name: str, **task_fields):
+    import etc_fairseq.register  # noqa: F401  (registers the etc_* tasks and criterions)
+    from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY
+    from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
+
+    task_cfg = TASK_DATACLASS_REGISTRY[task_name](**task_fields)
+    task = TASK_REGISTRY[task_name].setup_task(task_cfg)
+    return task, lambda: CRITERION_REGISTRY[criterion_name].build_criterion(CRITERION_DATACLASS_REGISTRY[criterion_name](), task)
+
+
+def _compile_over_batches(model, criterion, batches, log_keys):
+    """Eager and compiled (fullgraph, static shapes) loss + logged counts on every batch; returns the number
+    of graphs compiled and the (eager, compiled) results."""
+    model.train()
+
+    def loss_fn(sample):
+        loss, sample_size, log = criterion(model, sample)
+        return (loss, sample_size) + tuple(log[k] for k in log_keys)
+
+    eager = [loss_fn(b) for b in batches]
+    torch._dynamo.reset()
+    graphs, backend = _graph_counting_backend()
+    compiled = torch.compile(loss_fn, fullgraph=True, dynamic=False, backend=backend)
+    outputs = [compiled(b) for b in batches]
+    return len(graphs), eager, outputs, graphs
+
+
+def _assert_same(eager, compiled):
+    for e, c in zip(eager, compiled):
+        assert torch.allclose(e[0], c[0], rtol=1e-5, atol=1e-6), (e[0], c[0])
+        for a, b in zip(e[1:], c[1:]):
+            assert float(a) == float(b), (e, c)
+
+
+def test_pretraining_one_graph_for_batches_of_varying_content(fixed_task):
+    """cpc_mlm over batches with 0, some and more CPC sentences and different MLM counts: one graph."""
+    torch.manual_seed(0)
+    ds = fixed_task.dataset("valid")
+    n_cpc = [ds[i]["cpc_global_index"].numel() for i in range(len(ds))]
+    none = [i for i, n in enumerate(n_cpc) if n == 0]
+    some = sorted((i for i, n in enumerate(n_cpc) if n > 0), key=lambda i: n_cpc[i])
+    assert len(none) >= 2 and len(some) >= 3, "the fixture should have items with and without CPC sentences"
+    picks = [(none[0], none[1]), (some[0], none[0]), (some[-1], some[-2]), (some[1], some[0])]
+    batches = [ds.collater([ds[i], ds[j]]) for i, j in picks]
+    counts = {int(b["cpc"]["valid"].sum()) for b in batches}
+    assert len(counts) >= 3, counts  # really different CPC counts, same shapes
+    shapes = {tuple((k, tuple(v.shape)) for k, v in sorted(b["cpc"].items())) for b in batches}
+    assert len(shapes) == 1, shapes
+    assert len({int(b["target"].ne(ds.pad).sum()) for b in batches}) > 1  # different MLM counts
+
+    model = EtcModel.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0), fixed_task)
+    crit = CpcMlmCriterion(fixed_task, mlm_weight=0.8, cpc_weight=0.2)
+    n_graphs, eager, compiled, _ = _compile_over_batches(
+        model, crit, batches, ("mlm_count", "mlm_correct", "cpc_count", "cpc_correct")
+    )
+    assert n_graphs == 1  # no recompilation for any later batch
+    _assert_same(eager, compiled)
+    # the padded CPC rows change nothing: the same batch without fixed-length padding gives the same loss
+    ds_free = fixed_task.dataset("valid")
+    ds_free.pad_to_fixed_length = False
+    try:
+        free = ds_free.collater([ds_free[some[-1]], ds_free[some[-2]]])
+    finally:
+        ds_free.pad_to_fixed_length = True
+    loss_free, _, log_free = crit(model, free)
+    assert int(log_free["cpc_count"]) == int(eager[2][4]) > 1
+    assert torch.allclose(loss_free, eager[2][0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def wikihop_fixed(tmp_path_factory, wiki_dump, pretrain_data):
+    import importlib.util
+
+    from etc_fairseq.cli.prepare import main as prepare_main
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("wikihop_construct", repo / "examples" / "wikihop" / "construct.py")
+    construct = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(construct)
+    tmp = tmp_path_factory.mktemp("wikihop_compile")
+    # records with 2 and with 4 candidates (construct.py gives every record of a run the same number)
+    records = []
+    for supports in (2, 4):
+        raw = tmp / f"raw{supports}"
+        assert construct.main(["--dump", str(wiki_dump), "--out", str(raw), "--train", "4", "--valid", "1",
+                               "--supports", str(supports), "--seed", "3", "--max-articles", "30",
+                               "--train-articles", "20"]) == 0
+        for r in json.loads((raw / "train.json").read_text()):
+            records.append(dict(r, id=f"s{supports}-{r['id']}"))
+    (tmp / "train.json").write_text(json.dumps(records))
+    assert prepare_main(["wikihop", "--train", str(tmp / "train.json"), "--valid", str(tmp / "raw2" / "dev.json"),
+                         "--out", str(tmp / "data"), "--pretrain-dir", str(pretrain_data),
+                         "--max-long-len", "128", "--max-global-len", "32"]) == 0
+    return _registered("etc_wikihop", "etc_wikihop", data=str(tmp / "data"), max_long_len=128, max_global_len=32,
+                       pad_to_fixed_length=True)
+
+
+def test_wikihop_one_graph_for_batches_of_varying_content(wikihop_fixed):
+    """etc_wikihop over batches with different numbers of candidates and answers: one graph, eager values."""
+    task, make_criterion = wikihop_fixed
+    task.load_dataset("train")
+    ds = task.dataset("train")
+    from etc_fairseq.structure.global_tokens import GlobalTokenType
+
+    n_cand = [int((ds[i]["global_types"] == int(GlobalTokenType.CANDIDATE)).sum()) for i in range(len(ds))]
+    order = sorted(range(len(ds)), key=lambda i: n_cand[i])
+    picks = [(order[0], order[1]), (order[-1], order[-2]), (order[0], order[-1]), (order[2], order[3])]
+    batches = [ds.collater([ds[i], ds[j]]) for i, j in picks]
+    assert len({max(n_cand[i], n_cand[j]) for i, j in picks}) >= 2, n_cand  # candidate counts differ
+    shapes = {tuple((k, tuple(v.shape)) for k, v in sorted(b["target"].items())) for b in batches}
+    assert len(shapes) == 1, shapes
+
+    torch.manual_seed(0)
+    model = task.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0, max_global_positions=32))
+    n_graphs, eager, compiled, _ = _compile_over_batches(model, make_criterion(), batches, ("ncorrect", "nlabelled"))
+    assert n_graphs == 1
+    # the static graph returns the mean over labelled examples with sample_size 1, eager the sum and the count:
+    # the same loss per labelled example
+    for e, c in zip(eager, compiled):
+        assert int(c[1]) == 1 and int(e[1]) == int(e[3]) == int(c[3]) > 0
+        assert torch.allclose(e[0] / e[1], c[0], rtol=1e-5, atol=1e-6)
+        assert int(e[2]) == int(c[2])

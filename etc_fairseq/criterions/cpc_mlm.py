@@ -7,7 +7,12 @@
   of the CPC-masked sentences; ``targets`` = :meth:`EtcModel.encode_segments_alone` of those sentences'
   original tokens (gradients flow into both passes); ``scores = model.cpc_scores(predicted, targets)``
   ``[n, n]``; NCE loss = cross-entropy of every row with the diagonal as the positive and all other CPC
-  sentences of the batch as negatives. With ``cpc_weight == 0`` the second encoder is never run.
+  sentences of the batch as negatives. With ``cpc_weight == 0`` the second encoder is never run. With
+  fixed-length padding the CPC rows are padded to a fixed number (``cpc["valid"]`` marks the real ones):
+  padding rows are neither predictions nor negatives, so the loss is the same.
+
+Static graphs (:func:`etc_fairseq.tracing.static_graph`: ``torch.compile``, or tensors on an XLA device):
+the LM head runs on every long position and the counts stay tensors, so nothing is read on the host.
 
 Normalisation: each loss is a mean (MLM per picked token, CPC per CPC sentence) over the worker's batch,
 and the returned ``sample_size`` is 1. fairseq sums gradients over workers (and ``--update-freq`` steps) and
@@ -25,6 +30,8 @@ import torch.nn.functional as F
 from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
+
+from etc_fairseq.tracing import static_graph
 
 
 @dataclass
@@ -51,8 +58,9 @@ class CpcMlmCriterion(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
         target = sample["target"]
         masked = target.ne(self.padding_idx)
-        if torch.compiler.is_compiling():
-            # Static shapes, no host synchronisation (XLA/TPU readiness): the LM head runs on every
+        static = static_graph(target)
+        if static:
+            # Static shapes, no host synchronisation (torch.compile, XLA/TPU): the LM head runs on every
             # position and unmasked ones are ignored by the loss -- the same loss as below, at the
             # cost of the LM head on all positions; the counts stay tensors.
             logits, extra = model(**sample["net_input"])
@@ -69,26 +77,38 @@ class CpcMlmCriterion(FairseqCriterion):
 
         cpc = sample.get("cpc") or {}
         seg = cpc.get("segment_tokens")
-        n_cpc = int(seg.size(0)) if seg is not None else 0
+        valid = cpc.get("valid")  # bool [N] with fixed-length padding: False on padding rows
+        n_rows = int(seg.size(0)) if seg is not None else 0
         cpc_sum = logits.new_zeros((), dtype=torch.float)
         cpc_correct = 0
-        if self.cpc_weight != 0.0 and n_cpc > 0:
+        cpc_counted = 0
+        if self.cpc_weight != 0.0 and n_rows > 0:
             predicted = extra["global_features"][cpc["batch_index"], cpc["global_index"]]
             targets = model.encode_segments_alone(seg)
-            scores = model.cpc_scores(predicted, targets)
-            cpc_sum = nce_loss(scores, reduction="sum")
-            labels = torch.arange(n_cpc, device=scores.device)
-            cpc_correct = (scores.argmax(-1) == labels).sum()
-            if not torch.compiler.is_compiling():
+            scores = model.cpc_scores(predicted, targets)  # [N, N]
+            labels = torch.arange(n_rows, device=scores.device)
+            if valid is None:
+                cpc_sum = nce_loss(scores, reduction="sum")
+                cpc_correct = (scores.argmax(-1) == labels).sum()
+                cpc_counted = n_rows
+            else:
+                # padding rows are no candidate (a score far below any real one: exp underflows to 0) and
+                # add no loss: the same NCE as on the valid rows alone
+                scores = scores.float().masked_fill(~valid.unsqueeze(0), -1e9)
+                per_row = F.cross_entropy(scores, labels, reduction="none")  # [N]
+                cpc_sum = torch.where(valid, per_row, torch.zeros_like(per_row)).sum()
+                cpc_correct = ((scores.argmax(-1) == labels) & valid).sum()
+                cpc_counted = valid.sum()
+            if not static:
                 cpc_correct = int(cpc_correct.item())
-            cpc_counted = n_cpc
-        else:
-            cpc_counted = 0
+                cpc_counted = int(cpc_counted)
+        if not static and cpc_counted == 0:
             # keep every parameter in the graph (DDP without find_unused_parameters)
             cpc_sum = cpc_sum + 0.0 * sum(p.sum() for p in model.cpc_head.parameters())
 
         n_mask_div = n_mask.clamp(min=1) if isinstance(n_mask, torch.Tensor) else max(n_mask, 1)
-        loss = self.mlm_weight * mlm_sum / n_mask_div + self.cpc_weight * cpc_sum / max(cpc_counted, 1)
+        cpc_div = cpc_counted.clamp(min=1) if isinstance(cpc_counted, torch.Tensor) else max(cpc_counted, 1)
+        loss = self.mlm_weight * mlm_sum / n_mask_div + self.cpc_weight * cpc_sum / cpc_div
         logging_output = {
             "loss": loss.data,
             "mlm_loss_sum": mlm_sum.data,
@@ -97,7 +117,7 @@ class CpcMlmCriterion(FairseqCriterion):
             "cpc_loss_sum": cpc_sum.data,
             "cpc_count": cpc_counted,
             "cpc_correct": cpc_correct,
-            "cpc_batches": 1 if cpc_counted else 0,
+            "cpc_batches": (cpc_counted > 0).long() if isinstance(cpc_counted, torch.Tensor) else int(cpc_counted > 0),
             "ntokens": sample["ntokens"],
             "nsentences": sample["nsentences"],
             "sample_size": 1,

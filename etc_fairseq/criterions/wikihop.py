@@ -2,7 +2,10 @@
 per CANDIDATE global token (paper appendix C), and WikiHop accuracy with the official definition.
 
 Loss: summed over the examples that have an answer (``sample_size`` = their number; examples of an
-unlabelled test split add nothing). Accuracy: the top candidate is correct when its ``candidate_correct``
+unlabelled test split add nothing). In a static graph (XLA, ``torch.compile``) the count stays on the device:
+the loss is the mean over the labelled examples and ``sample_size`` is 1 (the same update on one worker; over
+several workers or ``--update-freq`` steps, the mean of the per-batch means).
+Accuracy: the top candidate is correct when its ``candidate_correct``
 flag (computed by ``etc-prepare wikihop`` with :func:`etc_fairseq.evaluation.wikihop.is_correct`) is 1;
 the sums are logged and :func:`etc_fairseq.evaluation.wikihop.accuracy_from_counts` derives the percent,
 so training logs and ``fairseq-validate`` print the same number ``etc-evaluate wikihop`` computes.
@@ -20,6 +23,7 @@ from fairseq.dataclass import FairseqDataclass
 
 from etc_fairseq.evaluation.wikihop import accuracy_from_counts
 from etc_fairseq.structure.global_tokens import GlobalTokenType
+from etc_fairseq.tracing import static_graph
 
 
 @dataclass
@@ -35,11 +39,15 @@ def candidate_logits(head_logits: torch.Tensor, global_types: torch.Tensor) -> T
         global_types: int64 [B, G] (:class:`GlobalTokenType`; padding rows may hold anything but CANDIDATE).
     Returns:
         (logits float32 [B, C_max] with -inf past each example's candidates, mask bool [B, C_max]);
-        column ``k`` is the example's ``k``-th CANDIDATE global token, whatever its position.
+        column ``k`` is the example's ``k``-th CANDIDATE global token, whatever its position. ``C_max`` is the
+        most candidates in the batch, or ``G`` in a static graph (:func:`etc_fairseq.tracing.static_graph`).
     """
     is_cand = global_types.eq(int(GlobalTokenType.CANDIDATE))  # [B, G]
     n_cand = is_cand.sum(dim=1)  # [B]
-    c_max = max(int(n_cand.max()) if n_cand.numel() else 0, 1)
+    if static_graph(global_types):  # no host read: C_max = G (the extra columns are masked)
+        c_max = max(global_types.size(1), 1)
+    else:
+        c_max = max(int(n_cand.max()) if n_cand.numel() else 0, 1)
     # stable sort puts the candidate positions first, in order
     order = torch.sort((~is_cand).to(torch.int8), dim=1, stable=True).indices[:, :c_max]  # [B, C_max]
     mask = torch.arange(c_max, device=global_types.device).unsqueeze(0) < n_cand.unsqueeze(1)  # [B, C_max]
@@ -55,7 +63,8 @@ def loss_and_counts(logits: torch.Tensor, answer_index: torch.Tensor, candidate_
         answer_index: int64 [B] (-1 = no answer: excluded).
         candidate_correct: int64 [B, C'] with C' <= C (0-padded).
     Returns:
-        (loss float scalar (sum over labelled examples), n_correct int, n_labelled int).
+        (loss float scalar (sum over labelled examples), n_correct, n_labelled): the counts are ints, or
+        int64 scalar tensors in a static graph (no host read).
     """
     labelled = answer_index.ge(0)  # [B]
     lprobs = F.log_softmax(logits, dim=-1)  # [B, C]
@@ -64,6 +73,8 @@ def loss_and_counts(logits: torch.Tensor, answer_index: torch.Tensor, candidate_
     pred = logits.argmax(dim=-1)  # [B]
     correct_flags = F.pad(candidate_correct, (0, logits.size(1) - candidate_correct.size(1)))  # [B, C]
     hit = torch.gather(correct_flags, 1, pred.unsqueeze(1)).squeeze(1).gt(0) & labelled  # [B]
+    if static_graph(logits):
+        return loss, hit.sum(), labelled.sum()
     return loss, int(hit.sum()), int(labelled.sum())
 
 
@@ -82,15 +93,21 @@ class EtcWikiHopCriterion(FairseqCriterion):
         loss, n_correct, n_labelled = loss_and_counts(
             logits, target["answer_index"][:, 0], target["candidate_correct"]
         )
+        sample_size = n_labelled
+        if isinstance(n_labelled, torch.Tensor):
+            # static graph: fairseq would read a tensor sample_size on the host (``sample_size or 1.0``), so
+            # the loss is divided here and sample_size is 1 -- the same gradient and logged loss per batch
+            loss = loss / n_labelled.clamp(min=1)
+            sample_size = 1
         logging_output = {
             "loss": loss.data,
             "ntokens": sample["ntokens"],
             "nsentences": sample["nsentences"],
-            "sample_size": n_labelled,
+            "sample_size": sample_size,
             "ncorrect": n_correct,
             "nlabelled": n_labelled,
         }
-        return loss, n_labelled, logging_output
+        return loss, sample_size, logging_output
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:

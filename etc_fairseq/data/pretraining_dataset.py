@@ -23,6 +23,10 @@ Batch (:meth:`PretrainingDataset.collater`)::
      "target": int64 [B, L]  (original token at MLM-picked positions, pad elsewhere),
      "cpc": {"segment_tokens": int64 [N, S] (original tokens of the CPC-masked sentences, pad-padded),
              "batch_index": int64 [N], "global_index": int64 [N]}}   (N may be 0)
+
+With ``pad_to_fixed_length`` every shape is fixed (one XLA graph for all full batches): ``L``/``G`` are the
+maxima, ``N = B * cpc_rows_per_example`` and ``S = cpc_segment_len``, and ``"cpc"`` also holds
+``"valid": bool [N]`` (False for padding rows, which hold a single ``<s>`` and index global 0 of row 0).
 """
 from __future__ import annotations
 
@@ -137,6 +141,20 @@ class PretrainingDataset(FairseqDataset):
         else:
             gs = [sum(p.end - p.first for p in ex) for ex in examples]
         self.global_sizes = np.array(gs, dtype=np.int64)
+        # fixed-length padding also fixes the CPC tensors' shapes (XLA compiles one graph): every example gets
+        # ``cpc_rows_per_example`` rows (the most CPC sentences choose_cpc_sentences can pick in any example:
+        # at most min(n - 1, floor(p * n) + 1) per piece of n >= 2 sentences), each ``cpc_segment_len`` long
+        # (the longest sentence, cut to max_long_len); unused rows are marked invalid
+        self.cpc_rows_per_example, self.cpc_segment_len = 0, 0
+        if self.pad_to_fixed_length and self.cpc_sentence_prob > 0 and len(examples):
+            p = self.cpc_sentence_prob
+            self.cpc_rows_per_example = max(
+                sum(min(n - 1, int(np.floor(p * n)) + 1) for n in (q.end - q.first for q in ex) if n >= 2) for ex in examples
+            )
+            self.cpc_segment_len = max(
+                (min(int(n), self.max_long_len) for ex in examples for q in ex for n in doc_lengths[q.doc][q.first : q.end]),
+                default=0,
+            )
         if len(examples) and (self.long_sizes.max() > self.max_long_len or self.global_sizes.max() > self.max_global_len):
             raise ValueError("an example exceeds max_long_len / max_global_len (planning bug)")
 
@@ -272,7 +290,21 @@ class PretrainingDataset(FairseqDataset):
                 seg_list.append(toks)
                 b_idx.append(i)
                 g_idx.append(gi)
-        S = max((len(t) for t in seg_list), default=0)
+        cpc_batch = {}
+        if self.pad_to_fixed_length:
+            # static shapes: [bsz * cpc_rows_per_example, cpc_segment_len]; padding rows hold one <s> (so the
+            # second encoder sees a non-empty segment) and are excluded from the loss through "valid"
+            n_rows, S = bsz * self.cpc_rows_per_example, self.cpc_segment_len
+            if len(seg_list) > n_rows or any(len(t) > S for t in seg_list):
+                raise ValueError("CPC sentences exceed the fixed CPC shape (planning bug)")
+            valid = torch.zeros(n_rows, dtype=torch.bool)
+            valid[: len(seg_list)] = True
+            pad_rows = n_rows - len(seg_list)
+            b_idx, g_idx = b_idx + [0] * pad_rows, g_idx + [0] * pad_rows
+            seg_list = seg_list + [torch.tensor([self.dictionary.bos()], dtype=torch.long)] * pad_rows
+            cpc_batch["valid"] = valid
+        else:
+            S = max((len(t) for t in seg_list), default=0)
         segs = torch.full((len(seg_list), S), pad, dtype=torch.long)
         for j, t in enumerate(seg_list):
             segs[j, : len(t)] = t
@@ -296,5 +328,6 @@ class PretrainingDataset(FairseqDataset):
                 "segment_tokens": segs,
                 "batch_index": torch.tensor(b_idx, dtype=torch.long),
                 "global_index": torch.tensor(g_idx, dtype=torch.long),
+                **cpc_batch,
             },
         }

@@ -61,7 +61,7 @@ class FieldSpec:
         role: ``src_tokens`` (the long input), ``net_input`` (a model input), ``structure`` (a structure-id
             input for :func:`~etc_fairseq.structure.builders.build_structure`) or ``target``.
         length: which length the first dim follows when padding a batch: ``long``, ``global`` or ``own``
-            (padded to the longest in the batch).
+            (padded to the longest in the batch; with fixed-length padding, to the longest in the split).
         required: every prepared split must have it.
     """
 
@@ -292,6 +292,10 @@ class StructuredDataset(FairseqDataset):
         self.pad_to_fixed_length = pad_to_fixed_length
         if pad_to_fixed_length and (max_long_len is None or max_global_len is None):
             raise ValueError("pad_to_fixed_length needs max_long_len and max_global_len")
+        # with fixed-length padding, "own"-length fields are padded to their longest in the split (static shapes)
+        self.own_lengths = {
+            name: max(int(r.sizes.max()) if len(r) else 0, 1) for name, r in self.readers.items() if self.specs[name].length == "own"
+        }
         for what, sizes, limit in (("long", self.long_sizes, max_long_len), ("global", self.global_sizes, max_global_len)):
             if limit is not None and len(sizes) and sizes.max() > limit:
                 raise ValueError(
@@ -331,7 +335,8 @@ class StructuredDataset(FairseqDataset):
 
         Returns ``{"id": int64 [B], "nsentences": B, "ntokens": long tokens, "net_input": {"src_tokens":
         int64 [B, L], "global_tokens"/"global_types": int64 [B, G], "structure": {...} , other net_input
-        fields}, "target": {task fields}}``; ``L``/``G`` are the batch maxima (or the fixed lengths).
+        fields}, "target": {task fields}}``; ``L``/``G`` are the batch maxima (or the fixed lengths; then
+        ``own``-length fields are padded to their longest in the split, so every full batch has one shape).
         """
         if len(samples) == 0:
             return {}
@@ -341,7 +346,10 @@ class StructuredDataset(FairseqDataset):
         batch: Dict[str, Dict[str, torch.Tensor]] = {"net_input": {}, "structure": {}, "target": {}}
         for name, spec in self.specs.items():
             arrays = [s[name] for s in samples]
-            n = L if spec.length == "long" else G if spec.length == "global" else max(max(len(a) for a in arrays), 1)
+            if spec.length == "own":
+                n = self.own_lengths[name] if self.pad_to_fixed_length else max(max(len(a) for a in arrays), 1)
+            else:
+                n = L if spec.length == "long" else G
             trailing = arrays[0].shape[1:]
             dtype = torch.float32 if np.dtype(spec.dtype).kind == "f" else torch.long
             out = torch.full((bsz, n) + tuple(trailing), self._pad_value(spec), dtype=dtype)

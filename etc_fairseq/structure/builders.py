@@ -34,6 +34,7 @@ import torch
 from etc_fairseq.attention.common import GlobalLocalStructure
 
 from .labels import DEFAULT_STRUCTURE_LABELS, RelativeLabelVocab
+from ..tracing import static_graph
 
 __all__ = [
     "STRUCTURE_KEYS",
@@ -106,15 +107,15 @@ def _check_ids(
         raise ValueError(f"{name} must be on device {device}, got {t.device}")
 
 
-def _validating() -> bool:
-    """Value checks need a host synchronisation; they run in eager mode and are skipped while
-    ``torch.compile`` traces (XLA/TPU readiness: no host sync in the forward path)."""
-    return not torch.compiler.is_compiling()
+def _validating(t: torch.Tensor) -> bool:
+    """Value checks need a host synchronisation; they run in eager mode and are skipped in a static graph
+    (``torch.compile`` tracing, or ``t`` on an XLA device: :func:`etc_fairseq.tracing.static_graph`)."""
+    return not static_graph(t)
 
 
 def _check_index_range(name: str, t: torch.Tensor, valid: torch.Tensor, global_len: int) -> None:
     """Entries of ``t`` where ``valid`` must be -1 or in ``[0, global_len)`` (eager mode only)."""
-    if not _validating():
+    if not _validating(t):
         return
     bad = valid & ((t < -1) | (t >= global_len))
     if bool(bad.any()):
@@ -129,7 +130,7 @@ def _check_not_padded_target(
     name: str, t: torch.Tensor, valid: torch.Tensor, global_padding_mask: torch.Tensor
 ) -> None:
     """Entries of ``t`` (global indices) where ``valid`` must not point at padded globals (eager mode only)."""
-    if global_padding_mask.shape[1] == 0 or not _validating():  # range check already forced all -1
+    if global_padding_mask.shape[1] == 0 or not _validating(t):  # range check already forced all -1
         return
     B = t.shape[0]
     flat = t.reshape(B, -1)  # [B, N]
@@ -162,13 +163,13 @@ def _ancestors(global_parent: torch.Tensor) -> torch.Tensor:
     cur = global_parent  # [B, G]: the depth-d ancestor of each g, or -1
     for _ in range(MAX_HIERARCHY_DEPTH):
         # early exit (eager only): once every chain has ended, further steps change nothing
-        if _validating() and not bool((cur >= 0).any()):
+        if _validating(cur) and not bool((cur >= 0).any()):
             break
         anc.scatter_(2, torch.where(cur >= 0, cur, G).unsqueeze(-1), True)
         nxt = torch.gather(global_parent, 1, cur.clamp(min=0))  # [B, G]
         cur = torch.where(cur >= 0, nxt, torch.full_like(cur, -1))
     anc = anc[:, :, :G]  # [B, G, G]
-    if _validating() and bool((cur >= 0).any()):
+    if _validating(cur) and bool((cur >= 0).any()):
         diag = anc.diagonal(dim1=1, dim2=2)  # [B, G]
         if bool(diag.any()):
             b, g = (int(x) for x in diag.nonzero()[0].tolist())
@@ -424,8 +425,8 @@ def fixed_block_ids(
     n_blocks = (real.sum(dim=1) + block_len - 1) // block_len  # [B]
     if L == 0:
         global_len = 0
-    elif not _validating():
-        # while torch.compile traces: a static length (every row's block count fits in it), no
+    elif not _validating(long_padding_mask):
+        # in a static graph (torch.compile, XLA): a static length (every row's block count fits in it), no
         # host sync; the extra slots are padding (masked everywhere)
         global_len = max(-(-L // block_len), 1)
     else:
