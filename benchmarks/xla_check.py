@@ -25,6 +25,7 @@ XLA loss must equal the CPU loss within ``--rtol`` (see docs/tpu.md for why 1e-3
 """
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -139,6 +140,9 @@ def worker(mode: str, record_path: str, fairseq_args: List[str]) -> None:
         return out
 
     trainer_mod.Trainer.train_step = train_step
+    # torch_xla's import-time warning configured the root logger first; fairseq's INFO lines are wanted too
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO,
+                        stream=sys.stdout, force=True)
     sys.argv = ["fairseq-train"] + fairseq_args + (["--tpu"] if mode == "xla" else ["--cpu"])
     train_cli.cli_main()
     records.close()
