@@ -1,8 +1,9 @@
-"""XLA/TPU readiness (issue 7, goal 6): with fixed-length padding, the model's forward and the cpc_mlm
-criterion contain no host synchronisation and no data-dependent Python control flow, so
+"""XLA/TPU readiness (issues 7 and 20): with fixed-length padding, the model's forward and the cpc_mlm and
+etc_wikihop criterions contain no host synchronisation and no data-dependent Python control flow, so
 ``torch.compile(..., fullgraph=True)`` traces forward + loss in one graph (it raises on any graph
-break).  Batches come from the real Wikipedia pre-training fixture (etc_pretraining task,
-``pad_to_fixed_length``), the model is etc_tiny."""
+break), and batches of different content give that same graph (no recompilation) -- what
+``fairseq-train --tpu`` needs (docs/tpu.md; benchmarks/xla_check.py runs it on PyTorch/XLA).  Batches come
+from the real Wikipedia pre-training fixture and CONSTRUCTED WikiHop files, the model is etc_tiny."""
 import json
 import time
 from pathlib import Path
