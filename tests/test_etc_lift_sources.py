@@ -151,3 +151,37 @@ def test_printed_fairseq_flags_rebuild_the_stored_config(name, tmp_path):
     overrides, _ = model_overrides(parser, args)
     rebuilt = config_for_arch("etc_base", **overrides)
     assert etc_config_dict(rebuilt) == etc_config_dict(lifted.etc_cfg)
+
+
+def test_huggingface_directory_lifts_without_arch_and_reloads_from_pretrained(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    from etc_fairseq.models import EtcModel
+    from etc_fairseq.tokenization import load_tokenizer
+
+    words = ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(26)]
+    src = tmp_path / "hf"
+    cfg = transformers.BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    hf = transformers.BertForMaskedLM(cfg).eval()
+    hf.save_pretrained(src)
+    (src / "vocab.txt").write_text("\n".join(words) + "\n")
+    out = tmp_path / "etc" / "model.pt"
+    rc, stdout, err = _run([src, "--out", out], capsys)
+    assert rc == 0, err
+    assert stdout.splitlines()[0] == f"etc-lift: {src} is a Hugging Face bert directory (config.json)"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["dict.txt", "etc_tokenizer.json", "model.pt", "vocab.txt"]
+    hub = EtcModel.from_pretrained(str(out.parent), checkpoint_file="model.pt").eval()
+    d = hub.task.source_dictionary
+    tok = load_tokenizer(out.parent)
+    text = "w3 w17 w5 w25"
+    ids = [d.bos()] + tok.to_ids(tok.tokenize(text).pieces, d) + [d.eos()]
+    hf_ids = [3] + [words.index(w) for w in text.split()] + [4]
+    for layer in hub.model.encoder.sentence_encoder.layers:  # the configuration equal to BERT attention
+        for table in layer.self_attn.rel_emb.values():
+            table.data.zero_()
+    empty = torch.zeros(1, 0, dtype=torch.long)
+    with torch.no_grad():
+        etc_features, _ = hub.model(torch.tensor([ids]), features_only=True, global_tokens=empty, global_types=empty)
+        hf_features = hf(input_ids=torch.tensor([hf_ids]), output_hidden_states=True).hidden_states[-1]
+    assert (etc_features - hf_features).abs().max().item() < 1e-4
