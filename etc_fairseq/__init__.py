@@ -1,23 +1,27 @@
 """etc-fairseq: ETC (Extended Transformer Construction, Ainslie et al., EMNLP 2020) for fairseq.
 
-Layout (data flows top to bottom):
+Layers, lowest first; a module imports only from its own layer or lower ones (the one exception is
+fairseq's own pattern: ``models`` calls ``hub`` from ``EtcModel.from_pretrained``):
 
-- ``etc_fairseq.prepare``    raw files -> sentences / paragraphs -> tokens -> binarized fairseq datasets
-                              (the ``etc-prepare`` command lives in ``etc_fairseq.cli.prepare``)
-- ``etc_fairseq.data``       pretraining corpus reader, document packing, MLM/CPC masking, collation
-- ``etc_fairseq.tasks``      fairseq tasks (``etc_pretraining``)
-- ``etc_fairseq.structure``  pure functions: structure ids -> 4 masks + 4 relative-label tensors;
-                              the one relative-label vocabulary and the global-token types
-- ``etc_fairseq.models``     the ``etc`` fairseq model (wrapping ``etc_fairseq.encoder``) and architectures
-- ``etc_fairseq.encoder``    the ETC encoder, its layer and heads as plain PyTorch (no fairseq import),
-                              saved and loaded as safetensors + JSON
-- ``etc_fairseq.attention``  the global-local attention kernel (blocked l2l) and its dense reference
-- ``etc_fairseq.criterions`` fairseq criterions (``cpc_mlm``)
-- ``etc_fairseq.lift``       fairseq RoBERTa, Hugging Face BERT/RoBERTa and official ETC -> ETC checkpoints
-                              (``etc-lift``)
-- ``etc_fairseq.official``   Google's released ETC: TF checkpoint reader, conversion, ``forward_official_inputs``
-- ``etc_fairseq.tokenization`` the tokenizer of a lifted model's source (WordPiece, SentencePiece, BPE)
-- ``user_dir``               (outside the package) the thin fairseq ``--user-dir`` that registers it all
+1. leaves (standard library / torch only, no etc_fairseq imports above them):
+   ``commands`` (the ``etc-*`` subcommand record and registry), ``text`` (answer normalisation),
+   ``tokenization`` (the tokenizer of a lifted model's source), ``fairseq_compat`` (narrow fairseq fixes)
+2. ``attention``   the global-local attention kernel (blocked l2l) and its dense reference
+3. ``structure``   pure functions: structure ids -> 4 masks + 4 relative-label tensors; the one
+                   relative-label vocabulary and the global-token types
+4. ``encoder``     the ETC encoder, its layer and heads as plain PyTorch (no fairseq import), saved and
+                   loaded as safetensors + JSON
+5. ``models``      the ``etc`` fairseq model (wrapping ``encoder``) and its architectures
+6. ``data``, ``prepare``   raw files -> binarized datasets (``etc-prepare``); corpus reading, packing,
+                   MLM/CPC masking, the on-disk format of fine-tuning data
+7. ``pretraining`` the ``etc_pretraining`` task and ``cpc_mlm`` criterion;
+   ``finetune``    one package per dataset (``hotpotqa``, ``wikihop``, ``nq``, ``openkp``: convert, task,
+                   criterion, decode, metrics) and ``finetune.common`` (what they share)
+8. ``lift``, ``official``, ``hub``, ``visualize``, ``register``, ``cli``   fairseq RoBERTa, Hugging Face
+                   BERT/RoBERTa and Google's released ETC -> ETC checkpoints, the hub interface, pictures,
+                   fairseq registration, and the ``etc-*`` commands
+
+``user_dir`` (outside the package) is the thin fairseq ``--user-dir``; it imports ``etc_fairseq.register``.
 """
 
 __version__ = "0.1.0"

@@ -346,7 +346,7 @@ class EtcHubInterface(nn.Module):
     @property
     def pretraining_layout(self) -> bool:
         """Whether the model was trained with ``etc_pretraining`` (long input without special tokens)."""
-        from etc_fairseq.tasks.pretraining import EtcPretrainingTask
+        from etc_fairseq.pretraining.task import EtcPretrainingTask
 
         return isinstance(self.task, EtcPretrainingTask)
 

@@ -227,7 +227,7 @@ def test_pretraining_corpus_rejects_corrupt_data(case, pretrain_data, tmp_path):
 
 
 def test_etc_pretraining_task_reports_truncated_data(pretrain_data, tmp_path):
-    from etc_fairseq.tasks.pretraining import EtcPretrainingConfig, EtcPretrainingTask
+    from etc_fairseq.pretraining.task import EtcPretrainingConfig, EtcPretrainingTask
 
     bad = corrupt_copy(pretrain_data, tmp_path / "bin", "valid.bin", truncate(0.99))
     task = EtcPretrainingTask.setup_task(EtcPretrainingConfig(data=str(bad), max_long_len=128, max_global_len=16, seed=1))

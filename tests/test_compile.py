@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from etc_fairseq.criterions.cpc_mlm import CpcMlmCriterion
+from etc_fairseq.pretraining.criterion import CpcMlmCriterion
 from etc_fairseq.models import EtcModel, config_for_arch
-from etc_fairseq.tasks.pretraining import EtcPretrainingConfig, EtcPretrainingTask
+from etc_fairseq.pretraining.task import EtcPretrainingConfig, EtcPretrainingTask
 
 LONG, GLOBAL = 64, 8
 

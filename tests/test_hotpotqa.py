@@ -84,7 +84,7 @@ PARAGRAPHS = [([20], [[21, 22], [23]]), ([30, 31], [[32]])]
 
 
 def test_layout_exact():
-    from etc_fairseq.prepare.hotpotqa import Unit, layout_example
+    from etc_fairseq.finetune.hotpotqa.convert import Unit, layout_example
 
     lay = layout_example(QUESTION, PARAGRAPHS, fresh_dictionary())
     assert lay.long_tokens.tolist() == [0, 10, 11, 20, 21, 22, 23, 30, 31, 32]
@@ -116,7 +116,7 @@ def _build(lay, hard_g2l=False, r=2):
 
 
 def test_layout_structure_labels_and_masks():
-    from etc_fairseq.prepare.hotpotqa import layout_example
+    from etc_fairseq.finetune.hotpotqa.convert import layout_example
 
     lay = layout_example(QUESTION, PARAGRAPHS, fresh_dictionary())
     s, v = _build(lay)
@@ -150,7 +150,7 @@ def test_layout_structure_labels_and_masks():
 
 
 def test_flat_structure_layout():
-    from etc_fairseq.prepare.hotpotqa import Unit, layout_example
+    from etc_fairseq.finetune.hotpotqa.convert import Unit, layout_example
 
     lay = layout_example(QUESTION, PARAGRAPHS, fresh_dictionary(), flat=True)
     assert lay.long_tokens.tolist() == [0, 10, 11, 20, 21, 22, 23, 30, 31, 32]
@@ -167,7 +167,7 @@ def test_flat_structure_layout():
 
 
 def test_truncation_counts():
-    from etc_fairseq.prepare.hotpotqa import layout_example
+    from etc_fairseq.finetune.hotpotqa.convert import layout_example
 
     d = fresh_dictionary()
     # long budget 8: q (3 with CLS), p0 title + both sentences (7); p1's title (2 pieces) no longer fits
@@ -189,7 +189,7 @@ def test_truncation_counts():
 
 
 def test_find_answer_words_normalised_first_occurrence_in_preferred_order():
-    from etc_fairseq.prepare.hotpotqa import find_answer_words
+    from etc_fairseq.finetune.hotpotqa.convert import find_answer_words
 
     units = [["The", "Eiffel", "Tower,", "Paris."], ["in", "Paris", "France"], ["Paris-based"]]
     assert find_answer_words(units, "Paris", [0, 1, 2]) == (0, 3, 3)
@@ -206,7 +206,7 @@ def test_find_answer_words_normalised_first_occurrence_in_preferred_order():
 
 
 def test_text_normalisation_and_token_f1():
-    from etc_fairseq.evaluation.text import exact_match, normalize_answer, token_prf
+    from etc_fairseq.text import exact_match, normalize_answer, token_prf
 
     assert normalize_answer("  The Eiffel-Tower, an  icon!") == "eiffeltower icon"
     assert normalize_answer("Theatre a") == "theatre"  # articles only as whole words
@@ -218,7 +218,7 @@ def test_text_normalisation_and_token_f1():
 
 
 def test_answer_scores_yes_no_noanswer_rule():
-    from etc_fairseq.evaluation.hotpotqa import answer_scores
+    from etc_fairseq.finetune.hotpotqa.metrics import answer_scores
 
     assert answer_scores("Yes.", "yes") == {"em": 1.0, "f1": 1.0, "prec": 1.0, "recall": 1.0}
     assert answer_scores("yes", "no") == {"em": 0.0, "f1": 0.0, "prec": 0.0, "recall": 0.0}
@@ -230,7 +230,7 @@ def test_answer_scores_yes_no_noanswer_rule():
 
 
 def test_sp_and_joint_scores():
-    from etc_fairseq.evaluation.hotpotqa import answer_scores, joint_scores, sp_scores
+    from etc_fairseq.finetune.hotpotqa.metrics import answer_scores, joint_scores, sp_scores
 
     sp = sp_scores([["A", 0], ["B", 1], ["A", 0]], [["A", 0], ["A", 1]])  # duplicates count once
     assert sp == {"sp_em": 0.0, "sp_f1": 0.5, "sp_prec": 0.5, "sp_recall": 0.5}
@@ -245,7 +245,7 @@ def test_sp_and_joint_scores():
 
 
 def test_evaluate_averages_over_gold_and_missing_predictions_score_zero():
-    from etc_fairseq.evaluation.hotpotqa import evaluate
+    from etc_fairseq.finetune.hotpotqa.metrics import evaluate
 
     gold = [
         {"_id": "a", "answer": "Paris", "supporting_facts": [["A", 0], ["A", 1]]},
@@ -273,7 +273,7 @@ def test_evaluate_averages_over_gold_and_missing_predictions_score_zero():
 
 
 def test_best_span_rules():
-    from etc_fairseq.inference.spans import best_span, best_span_in_range, log_softmax, select_above_threshold
+    from etc_fairseq.finetune.common.spans import best_span, best_span_in_range, log_softmax, select_above_threshold
 
     start = np.log(np.array([0.05, 0.5, 0.1, 0.05, 0.3]))
     end = np.log(np.array([0.6, 0.05, 0.05, 0.2, 0.1]))
@@ -306,7 +306,7 @@ def _side():
 
 
 def test_decode_example_rules():
-    from etc_fairseq.inference.hotpotqa import decode_example
+    from etc_fairseq.finetune.hotpotqa.decode import decode_example
 
     side = _side()
     sp_probs = np.array([0, 0, 0, 0.7, 0.2, 0, 0, 0.45])  # sentence tokens 3, 4, 7
@@ -333,8 +333,8 @@ def test_decode_example_rules():
 
 
 def _dataset(path, split):
-    from etc_fairseq.prepare.hotpotqa import hotpotqa_fields
-    from etc_fairseq.tasks.hotpotqa import HotpotqaDataset
+    from etc_fairseq.finetune.hotpotqa.convert import hotpotqa_fields
+    from etc_fairseq.finetune.hotpotqa.task import HotpotqaDataset
 
     return HotpotqaDataset(path, split, hotpotqa_fields(), pad_idx=1)
 
@@ -408,7 +408,7 @@ def test_prepared_test_split_without_answers(prepared, pretrain_data):
 
 
 def test_prepare_truncation_counts_and_flat(files, records, tokenizer, pretrain_data, tmp_path):
-    from etc_fairseq.prepare.hotpotqa import prepare_hotpotqa
+    from etc_fairseq.finetune.hotpotqa.convert import prepare_hotpotqa
 
     out = tmp_path / "trunc"
     summary = prepare_hotpotqa([("train", files / "train.json"), ("valid", files / "dev.json")], out, tokenizer,
@@ -495,7 +495,7 @@ def test_evaluate_cli_gold_equals_prediction_and_hand_computed_partial(records, 
     gold_path = files / "train.json"
     perfect = {"answer": {r["_id"]: r["answer"] for r in records}, "sp": {r["_id"]: r["supporting_facts"] for r in records}}
     m = _evaluate(perfect, gold_path, tmp_path, capsys)
-    from etc_fairseq.evaluation.hotpotqa import METRIC_KEYS
+    from etc_fairseq.finetune.hotpotqa.metrics import METRIC_KEYS
 
     assert {k: m[k] for k in METRIC_KEYS} == {k: 1.0 for k in METRIC_KEYS} and m["n"] == 5
     partial = {
@@ -530,7 +530,7 @@ def test_evaluate_cli_rejects_gold_without_answers(files, tmp_path, capsys):
 def test_hotpotqa_losses_masks():
     import math
 
-    from etc_fairseq.criterions.hotpotqa import hotpotqa_losses
+    from etc_fairseq.finetune.hotpotqa.criterion import hotpotqa_losses
 
     sp_logits = torch.tensor([[5.0, 0.0, 2.0], [9.0, 9.0, -1.0]])
     type_logits = torch.tensor([[1.0, 0.0, 0.0], [0.0, 7.0, 0.0]])
@@ -647,7 +647,7 @@ def test_side_records_random_access_pickling_and_bad_line(prepared, tmp_path):
     import pickle
     import shutil
 
-    from etc_fairseq.tasks.hotpotqa import SideRecords
+    from etc_fairseq.finetune.hotpotqa.task import SideRecords
 
     side = SideRecords(prepared / "valid.side.jsonl")
     lines = (prepared / "valid.side.jsonl").read_text(encoding="utf-8").splitlines()

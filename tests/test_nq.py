@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from etc_fairseq.evaluation import nq as ev
-from etc_fairseq.inference import nq as inf
-from etc_fairseq.prepare import nq as prep
+from etc_fairseq.finetune.nq import metrics as ev
+from etc_fairseq.finetune.nq import decode as inf
+from etc_fairseq.finetune.nq import convert as prep
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.structure.global_tokens import GlobalTokenType as T
 
@@ -552,7 +552,7 @@ def test_aggregate_over_windows():
 
 
 def test_validation_meter_matches_etc_evaluate_and_flags_missing_windows():
-    from etc_fairseq.criterions.nq import NqOfficialMeter
+    from etc_fairseq.finetune.nq.criterion import NqOfficialMeter
 
     gold = prep.encode_gold([prep.NqAnnotation(S(3, 9), [S(4, 5)]), prep.NqAnnotation(S(3, 9), [])] + [prep.NqAnnotation(NULL, [])] * 3)
     null_gold = prep.encode_gold([prep.NqAnnotation(NULL, [])] * 5)

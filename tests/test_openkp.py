@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from etc_fairseq.evaluation.openkp import (
+from etc_fairseq.finetune.openkp.metrics import (
     clean_phrases,
     evaluate,
     load_keyphrase_file,
@@ -39,7 +39,7 @@ from etc_fairseq.models.openkp import (
     top_distinct_ngrams,
 )
 from etc_fairseq.prepare.documents import InputFormatError
-from etc_fairseq.prepare.openkp import (
+from etc_fairseq.finetune.openkp.convert import (
     GOLD_NOT_IN_DOCUMENT,
     VdomNode,
     enumerate_ngram_ids,
@@ -377,9 +377,9 @@ def test_bad_record_cli_error_and_nothing_written(openkp_files, pretrain_data, t
 
 def test_prepare_layout_on_constructed_pages(openkp_files, tokenizer, pretrain_data, tmp_path):
     from etc_fairseq.data.structured import StructuredDataset, read_meta, read_side
-    from etc_fairseq.prepare.openkp import prepare_openkp
+    from etc_fairseq.finetune.openkp.convert import prepare_openkp
     from etc_fairseq.structure.global_tokens import GlobalTokenType
-    from etc_fairseq.tasks.openkp import EtcOpenKPTask
+    from etc_fairseq.finetune.openkp.task import EtcOpenKPTask
 
     _, valid, pages = openkp_files
     out = tmp_path / "prep"
@@ -425,11 +425,11 @@ def test_prepare_layout_on_constructed_pages(openkp_files, tokenizer, pretrain_d
 def test_no_visual_features_ablation_and_max_loss_criterion(openkp_files, tokenizer, pretrain_data, tmp_path):
     from fairseq.data import Dictionary
 
-    from etc_fairseq.criterions.openkp import EtcOpenKPCriterion
+    from etc_fairseq.finetune.openkp.criterion import EtcOpenKPCriterion
     from etc_fairseq.models.architectures import config_for_arch
     from etc_fairseq.models.etc import EtcModel
-    from etc_fairseq.prepare.openkp import prepare_openkp
-    from etc_fairseq.tasks.openkp import EtcOpenKPConfig, EtcOpenKPTask
+    from etc_fairseq.finetune.openkp.convert import prepare_openkp
+    from etc_fairseq.finetune.openkp.task import EtcOpenKPConfig, EtcOpenKPTask
 
     _, valid, _ = openkp_files
     prepare_openkp({"valid": valid}, tmp_path / "d", tokenizer, pretrain_data / "dict.txt")

@@ -13,12 +13,12 @@ import torch.nn as nn
 from fairseq import metrics
 from fairseq.data import Dictionary
 
-from etc_fairseq.criterions.cpc_mlm import CpcMlmCriterion, nce_loss
+from etc_fairseq.pretraining.criterion import CpcMlmCriterion, nce_loss
 from etc_fairseq.data.packing import Piece
 from etc_fairseq.data.pretraining_dataset import PretrainingDataset
 from etc_fairseq.models import EtcModel, config_for_arch
 from etc_fairseq.structure.global_tokens import GlobalTokenType
-from etc_fairseq.tasks.pretraining import EtcPretrainingConfig, EtcPretrainingTask
+from etc_fairseq.pretraining.task import EtcPretrainingConfig, EtcPretrainingTask
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "user_dir")

@@ -179,7 +179,7 @@ def test_checkpoint_copy_is_atomic(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def tiny(pretrain_data):
     from etc_fairseq.models import EtcModel, config_for_arch
-    from etc_fairseq.tasks.pretraining import EtcPretrainingConfig, EtcPretrainingTask
+    from etc_fairseq.pretraining.task import EtcPretrainingConfig, EtcPretrainingTask
 
     task = EtcPretrainingTask.setup_task(EtcPretrainingConfig(data=str(pretrain_data), max_long_len=128,
                                                               max_global_len=16, seed=1))

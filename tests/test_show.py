@@ -216,7 +216,7 @@ def _png_size(path):
 
 def test_pretrain_example_is_the_tasks_example_unmasked(pretrain_data, tmp_path):
     from etc_fairseq.cli.show import load_pretrain_example, main
-    from etc_fairseq.tasks.pretraining import EtcPretrainingConfig, EtcPretrainingTask
+    from etc_fairseq.pretraining.task import EtcPretrainingConfig, EtcPretrainingTask
 
     task = EtcPretrainingTask.setup_task(EtcPretrainingConfig(data=str(pretrain_data), max_long_len=256, max_global_len=32, seed=1))
     task.load_dataset("train")

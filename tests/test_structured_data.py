@@ -1,5 +1,5 @@
 """The shared on-disk format of the fine-tuning datasets (etc_fairseq/data/structured.py), atomic outputs
-(etc_fairseq/prepare/atomic.py) and the lazily loaded subcommand registries (etc_fairseq/cli/common.py)."""
+(etc_fairseq/prepare/atomic.py) and the lazily loaded subcommand registry (etc_fairseq/commands.py)."""
 import argparse
 import json
 
@@ -123,7 +123,8 @@ def test_atomic_directory_and_file_leave_nothing_half_written(tmp_path):
 
 
 def test_subcommand_registry_and_one_line_errors(capsys):
-    from etc_fairseq.cli.common import Subcommand, build_parser, load_subcommands, run_cli
+    from etc_fairseq.cli.common import build_parser, run_cli
+    from etc_fairseq.commands import Subcommand, dataset_subcommands, finetune_datasets, load_subcommands
 
     def boom(args):
         raise ValueError(f"{args.input}: line 3: field 'answer' must be a string")
@@ -137,9 +138,12 @@ def test_subcommand_registry_and_one_line_errors(capsys):
         run_cli(parser, ["--debug", "demo", "--input", "f.json"])
     with pytest.raises(TypeError, match="must be a Subcommand"):
         load_subcommands(["argparse"], "ArgumentParser")
-    from etc_fairseq.cli import evaluate, predict, prepare
+    from etc_fairseq.cli import prepare
 
-    names = {sc.name for sc in prepare.SUBCOMMANDS + load_subcommands(prepare.DATASET_MODULES, "PREPARE")}
-    assert {"mlm", "article-classification", "pretrain"} <= names
-    for mod, attr in ((predict, "PREDICT"), (evaluate, "EVALUATE")):
-        assert len(load_subcommands(mod.TASK_MODULES, attr)) == len(mod.TASK_MODULES)
+    assert finetune_datasets() == ["hotpotqa", "nq", "openkp", "wikihop"]
+    names = {sc.name for sc in prepare.SUBCOMMANDS + dataset_subcommands("etc-prepare")}
+    assert names == {"mlm", "article-classification", "pretrain", "hotpotqa", "nq", "openkp", "wikihop"}
+    for command in ("etc-predict", "etc-evaluate"):
+        assert [sc.name for sc in dataset_subcommands(command)] == finetune_datasets()
+    with pytest.raises(KeyError, match="no dataset subcommands"):
+        dataset_subcommands("etc-lift")

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from etc_fairseq.prepare.documents import InputFormatError
-from etc_fairseq.prepare.wikihop import (
+from etc_fairseq.finetune.wikihop.convert import (
     LayoutOptions,
     WikiHopRecord,
     build_example,
@@ -303,7 +303,7 @@ def test_truncation_in_layout(real_paragraphs, tokenizer):
 # metric and criterion pieces
 # ---------------------------------------------------------------------------------------------------------
 def test_metric_hand_checked(tmp_path):
-    from etc_fairseq.evaluation.wikihop import evaluate, is_correct
+    from etc_fairseq.finetune.wikihop.metrics import evaluate, is_correct
 
     assert is_correct("George Gershwin\n", " george gershwin")
     assert not is_correct("george  gershwin", "george gershwin")  # only case and surrounding whitespace
@@ -333,7 +333,7 @@ def test_predict_file_evaluate_round_trip(tmp_path, capsys):
 
 
 def test_candidate_logits_and_loss():
-    from etc_fairseq.criterions.wikihop import candidate_logits, loss_and_counts
+    from etc_fairseq.finetune.wikihop.criterion import candidate_logits, loss_and_counts
 
     head = torch.tensor([[1.0, 5.0, 2.0, 9.0], [3.0, 0.0, 7.0, 7.0], [0.0, 1.0, 0.0, 0.0]])
     types = torch.tensor([

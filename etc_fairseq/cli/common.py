@@ -1,48 +1,17 @@
-"""What the ``etc-*`` commands with subcommands share: the :class:`Subcommand` record, the parser built
-from a list of them, and the runner that turns user errors into one line on stderr.
+"""What the ``etc-*`` commands with subcommands share: the parser built from a list of
+:class:`~etc_fairseq.commands.Subcommand` records, logging setup, and the runner that turns user errors into
+one line on stderr.
 
-Dataset-specific subcommands live next to their dataset's code (e.g. ``etc_fairseq/prepare/hotpotqa.py``
-defines ``PREPARE``; ``etc_fairseq/evaluation/hotpotqa.py`` defines ``EVALUATE``) and are imported lazily
-by module name, so ``etc-prepare --help`` does not import torch or fairseq unless a module does at top level.
+The records, and where each command finds its datasets' subcommands, live in :mod:`etc_fairseq.commands`.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Optional, Sequence
 
-
-@dataclass
-class Subcommand:
-    """One subcommand of an ``etc-*`` command.
-
-    Attributes:
-        name: the word on the command line.
-        help: one line for ``COMMAND --help``.
-        description: the text at the top of ``COMMAND NAME --help``.
-        add_arguments: adds the subcommand's options to its parser.
-        run: does the work; returns the exit status.
-    """
-
-    name: str
-    help: str
-    description: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-
-def load_subcommands(modules: Sequence[str], attribute: str) -> List[Subcommand]:
-    """Import ``module.ATTRIBUTE`` (a :class:`Subcommand`) from each module name, in order."""
-    out = []
-    for name in modules:
-        sc = getattr(importlib.import_module(name), attribute)
-        if not isinstance(sc, Subcommand):
-            raise TypeError(f"{name}.{attribute} must be a Subcommand, got {type(sc).__name__}")
-        out.append(sc)
-    return out
+from etc_fairseq.commands import Subcommand
 
 
 def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:

@@ -1,22 +1,16 @@
 """``etc-evaluate TASK``: score an official-format prediction file against the official gold file with the
-official evaluation definitions (reimplemented; see each module in :data:`TASK_MODULES`).
+official evaluation definitions (reimplemented; see each dataset's ``metrics.py``).
 
-Each module defines ``EVALUATE`` (a :class:`~etc_fairseq.cli.common.Subcommand`).
+Each fine-tuning dataset's ``etc_fairseq/finetune/<name>/metrics.py`` defines ``EVALUATE`` (a
+:class:`~etc_fairseq.commands.Subcommand`); see :mod:`etc_fairseq.commands`.
 """
 from __future__ import annotations
 
 import sys
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
-from etc_fairseq.cli.common import build_parser, load_subcommands, run_cli
-
-#: modules defining ``EVALUATE``; one per task with an official metric.
-TASK_MODULES: List[str] = [
-    "etc_fairseq.evaluation.hotpotqa",
-    "etc_fairseq.evaluation.nq",
-    "etc_fairseq.evaluation.openkp",
-    "etc_fairseq.evaluation.wikihop",
-]
+from etc_fairseq.cli.common import build_parser, run_cli
+from etc_fairseq.commands import dataset_subcommands
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -24,7 +18,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser(
         "etc-evaluate",
         "Score official-format predictions against official gold files.",
-        load_subcommands(TASK_MODULES, "EVALUATE"),
+        dataset_subcommands("etc-evaluate"),
     )
     return run_cli(parser, argv)
 

@@ -2,22 +2,16 @@
 prediction file (HotpotQA ``{"answer": ..., "sp": ...}``, WikiHop ``{id: candidate}``, NQ's prediction
 jsonl, OpenKP's keyphrase jsonl).
 
-Each task module in :data:`TASK_MODULES` defines ``PREDICT`` (a :class:`~etc_fairseq.cli.common.Subcommand`).
+Each fine-tuning dataset's ``etc_fairseq/finetune/<name>/decode.py`` defines ``PREDICT`` (a
+:class:`~etc_fairseq.commands.Subcommand`); see :mod:`etc_fairseq.commands`.
 """
 from __future__ import annotations
 
 import sys
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
-from etc_fairseq.cli.common import build_parser, load_subcommands, run_cli
-
-#: modules defining ``PREDICT``; one per fine-tuning task.
-TASK_MODULES: List[str] = [
-    "etc_fairseq.inference.hotpotqa",
-    "etc_fairseq.inference.nq",
-    "etc_fairseq.inference.openkp",
-    "etc_fairseq.inference.wikihop",
-]
+from etc_fairseq.cli.common import build_parser, run_cli
+from etc_fairseq.commands import dataset_subcommands
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -25,7 +19,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser(
         "etc-predict",
         "Write official-format predictions of a fine-tuned ETC checkpoint on a prepared split.",
-        load_subcommands(TASK_MODULES, "PREDICT"),
+        dataset_subcommands("etc-predict"),
     )
     return run_cli(parser, argv)
 

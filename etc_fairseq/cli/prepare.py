@@ -7,8 +7,9 @@ Subcommands (``etc-prepare SUB --help`` for each):
   pretrain                 documents -> sentences (BERT layout) -> sentencepiece / GPT-2 BPE -> one fairseq
                            item per sentence + document offsets, for ETC pre-training
 
-Adding a subcommand: for a dataset, define ``PREPARE = Subcommand(...)`` (``add_arguments(parser)`` and
-``run(args) -> int``) in ``etc_fairseq/prepare/<dataset>.py`` and add the module to :data:`DATASET_MODULES`. Shared option groups (inputs, output, seed, workers) come from
+Adding a subcommand: a fine-tuning dataset defines ``PREPARE = Subcommand(...)`` (``add_arguments(parser)``
+and ``run(args) -> int``) in ``etc_fairseq/finetune/<dataset>/convert.py``, where
+:func:`etc_fairseq.commands.dataset_subcommands` finds it. Shared option groups (inputs, output, seed, workers) come from
 :func:`add_input_arguments` and :func:`add_output_arguments`; :func:`resolve_inputs` turns them into files.
 Errors that are the user's (missing files, malformed dumps, bad arguments) are printed as one line naming
 the file, with exit status 1; ``--debug`` shows the traceback instead.
@@ -21,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from etc_fairseq.cli.common import Subcommand, build_parser as _build_parser, load_subcommands, run_cli
+from etc_fairseq.cli.common import build_parser as _build_parser, run_cli
+from etc_fairseq.commands import Subcommand, dataset_subcommands
 
 logger = logging.getLogger("etc_fairseq.cli.prepare")
 
@@ -336,14 +338,6 @@ PRETRAIN = Subcommand(
 
 SUBCOMMANDS: List[Subcommand] = [MLM, ARTICLE_CLASSIFICATION, PRETRAIN]
 
-#: Dataset converters that live with their dataset's code; each module defines ``PREPARE`` (a Subcommand).
-DATASET_MODULES: List[str] = [
-    "etc_fairseq.prepare.hotpotqa",
-    "etc_fairseq.prepare.nq",
-    "etc_fairseq.prepare.openkp",
-    "etc_fairseq.prepare.wikihop",
-]
-
 
 # ---------------------------------------------------------------------------------------------------------
 # entry point
@@ -351,11 +345,11 @@ DATASET_MODULES: List[str] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``etc-prepare`` parser: :data:`SUBCOMMANDS` plus each of :data:`DATASET_MODULES`' ``PREPARE``."""
+    """The ``etc-prepare`` parser: :data:`SUBCOMMANDS` plus each fine-tuning dataset's ``PREPARE``."""
     return _build_parser(
         "etc-prepare",
         "Build fairseq datasets for ETC (etc-fairseq) from raw text and the official task files.",
-        SUBCOMMANDS + load_subcommands(DATASET_MODULES, "PREPARE"),
+        SUBCOMMANDS + dataset_subcommands("etc-prepare"),
     )
 
 

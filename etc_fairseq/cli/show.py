@@ -112,7 +112,7 @@ def load_pretrain_example(data: Path, split: str, index: int, max_long_len: int,
     """Example ``index`` of the ``etc_pretraining`` task's dataset (as ``fairseq-train`` builds it with
     ``--max-long-len`` / ``--max-global-len`` / ``--seed``). The long tokens shown are the original ones
     (MLM and CPC masking undone); CPC-masked sentences keep their ``CPC_MASK`` global type."""
-    from etc_fairseq.tasks.pretraining import EtcPretrainingConfig, EtcPretrainingTask
+    from etc_fairseq.pretraining.task import EtcPretrainingConfig, EtcPretrainingTask
 
     cfg = EtcPretrainingConfig(data=str(data), max_long_len=max_long_len, max_global_len=max_global_len, seed=seed)
     task = EtcPretrainingTask.setup_task(cfg)

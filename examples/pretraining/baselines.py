@@ -11,7 +11,7 @@ from collections import Counter
 
 import numpy as np
 
-from etc_fairseq.tasks.pretraining import EtcPretrainingConfig, EtcPretrainingTask
+from etc_fairseq.pretraining.task import EtcPretrainingConfig, EtcPretrainingTask
 
 
 def split_items(task, split):

@@ -10,9 +10,9 @@ Loss = ``sp_weight * SP + type_weight * TYPE + span_weight * SPAN``, each a mean
   answer was found in the kept text (``answer_span`` >= 0).
 
 Metrics (training and validation; ``fairseq-validate`` prints them): each example is decoded exactly as
-``etc-predict hotpotqa`` does (:func:`etc_fairseq.inference.hotpotqa.decode_example`, supporting-fact
+``etc-predict hotpotqa`` does (:func:`etc_fairseq.finetune.hotpotqa.decode.decode_example`, supporting-fact
 threshold ``--sp-threshold``) and scored with the official definitions
-(:func:`etc_fairseq.evaluation.hotpotqa.example_scores`) against the gold answer text and supporting facts
+(:func:`etc_fairseq.finetune.hotpotqa.metrics.example_scores`) against the gold answer text and supporting facts
 of its side record. Sums are logged and divided in ``reduce_metrics``: ``ans_em``, ``ans_f1``, ``sp_em``,
 ``sp_f1``, ``joint_em``, ``joint_f1`` (percent, over examples with gold; on the prepared valid split, which
 keeps every record, this is the official score of the whole file at that threshold). The threshold that is
@@ -28,7 +28,7 @@ from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from etc_fairseq.evaluation.hotpotqa import example_scores
+from etc_fairseq.finetune.hotpotqa.metrics import example_scores
 
 METRICS = (("ans_em", "em"), ("ans_f1", "f1"), ("sp_em", "sp_em"), ("sp_f1", "sp_f1"), ("joint_em", "joint_em"), ("joint_f1", "joint_f1"))
 
@@ -94,7 +94,7 @@ class EtcHotpotqaCriterion(FairseqCriterion):
         self.max_answer_len = int(max_answer_len)
 
     def forward(self, model, sample, reduce=True):
-        from etc_fairseq.inference.hotpotqa import batch_scores, decode_example
+        from etc_fairseq.finetune.hotpotqa.decode import batch_scores, decode_example
 
         features, extra = self.task.forward_features(model, sample)  # [B, L, D], [B, G, D]
         sp_logits, type_logits, start, end = self.task.heads_from_features(model, features, extra)

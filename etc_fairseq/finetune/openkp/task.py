@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from fairseq.tasks import register_task
 
 from etc_fairseq.models.openkp import KeyphraseHead, VisualFeatureEmbedding
-from etc_fairseq.prepare.openkp import DEFAULT_MAX_GLOBAL_LEN, MAX_NGRAM, field_specs
-from etc_fairseq.tasks.structured_base import EtcStructuredTask, EtcStructuredTaskConfig
+from etc_fairseq.finetune.openkp.convert import DEFAULT_MAX_GLOBAL_LEN, MAX_NGRAM, field_specs
+from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 
 
 @dataclass

@@ -53,8 +53,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from etc_fairseq.cli.common import Subcommand
-from etc_fairseq.evaluation.text import normalize_answer
+from etc_fairseq.commands import Subcommand
+from etc_fairseq.text import normalize_answer
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
 

@@ -11,7 +11,7 @@ import json
 import logging
 from typing import List
 
-from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.commands import Subcommand
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ def phrase_words(words: List[str], flat_index: int, max_n: int) -> List[str]:
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    from etc_fairseq.inference.runner import add_predict_arguments
+    from etc_fairseq.finetune.common.runner import add_predict_arguments
 
     add_predict_arguments(p)
     p.add_argument("--top-k", type=int, default=5, help="keyphrases per document (default 5, the official metric's deepest cut-off)")
@@ -31,7 +31,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from etc_fairseq.data.structured import read_meta, read_side
-    from etc_fairseq.inference.runner import iterate_outputs, load_checkpoint, parse_overrides
+    from etc_fairseq.finetune.common.runner import iterate_outputs, load_checkpoint, parse_overrides
     from etc_fairseq.models.openkp import top_distinct_batch
     from etc_fairseq.prepare.atomic import atomic_file
 

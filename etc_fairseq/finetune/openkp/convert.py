@@ -45,8 +45,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from etc_fairseq.cli.common import Subcommand
-from etc_fairseq.evaluation.openkp import clean_phrases, dedup, parse_keyphrases
+from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.openkp.metrics import clean_phrases, dedup, parse_keyphrases
 from etc_fairseq.prepare.documents import InputFormatError, open_text
 
 logger = logging.getLogger(__name__)
@@ -247,7 +247,7 @@ def enumerate_ngram_ids(words: Sequence[str], max_n: int = MAX_NGRAM) -> Tuple[n
     Returns:
         (ids int32 [len(words), max_n], phrases): ``ids[w, n-1]`` is the id of words ``w..w+n-1``, -1
         where that runs past the end; ``phrases[id]`` is the normalised text (words lower-cased, joined by
-        single spaces, as :func:`etc_fairseq.evaluation.openkp.normalize_phrase`).
+        single spaces, as :func:`etc_fairseq.finetune.openkp.metrics.normalize_phrase`).
     """
     lower = [w.lower() for w in words]
     ids = np.full((len(words), max_n), -1, dtype=np.int32)

@@ -23,8 +23,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from etc_fairseq.cli.common import Subcommand
-from etc_fairseq.inference.spans import best_span, select_above_threshold
+from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.common.spans import best_span, select_above_threshold
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def predictions_at(outputs: Sequence[Tuple[dict, tuple]], threshold: float, max_
 
 def side_metrics(predictions: dict, sides: Sequence[dict]) -> Dict[str, float]:
     """Official metrics of ``predictions`` against the gold answers / supporting facts kept in the side records."""
-    from etc_fairseq.evaluation.hotpotqa import evaluate
+    from etc_fairseq.finetune.hotpotqa.metrics import evaluate
 
     gold = [{"_id": s["id"], "answer": s["answer"], "supporting_facts": s["supporting_facts"]} for s in sides]
     missing = [g["_id"] for g in gold if g["answer"] is None or g["supporting_facts"] is None]
@@ -135,7 +135,7 @@ def side_metrics(predictions: dict, sides: Sequence[dict]) -> Dict[str, float]:
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    from etc_fairseq.inference.runner import add_predict_arguments
+    from etc_fairseq.finetune.common.runner import add_predict_arguments
 
     add_predict_arguments(p)
     p.add_argument("--sp-threshold", type=float, default=None,
@@ -151,8 +151,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.evaluation.hotpotqa import format_metrics
-    from etc_fairseq.inference.runner import iterate_outputs, load_checkpoint, parse_overrides
+    from etc_fairseq.finetune.hotpotqa.metrics import format_metrics
+    from etc_fairseq.finetune.common.runner import iterate_outputs, load_checkpoint, parse_overrides
     from etc_fairseq.prepare.atomic import atomic_file
 
     model, task, cfg = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)

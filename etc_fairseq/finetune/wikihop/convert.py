@@ -37,7 +37,7 @@ kept text.
 Output (atomically): ``DIR/dict.txt`` and, per split, the fields of
 :mod:`etc_fairseq.data.structured` plus the targets ``answer_index`` (index of the first candidate equal to
 the answer, -1 without an answer) and ``candidate_correct`` (``[C]``, 1 where the candidate matches the
-answer under the official definition, :func:`etc_fairseq.evaluation.wikihop.is_correct`), and the side
+answer under the official definition, :func:`etc_fairseq.finetune.wikihop.metrics.is_correct`), and the side
 file ``{split}.side.jsonl`` (``id``, ``candidates``, ``answer``) for ``etc-predict wikihop``.
 """
 from __future__ import annotations
@@ -57,8 +57,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from etc_fairseq.cli.common import Subcommand
-from etc_fairseq.evaluation.wikihop import is_correct
+from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.wikihop.metrics import is_correct
 from etc_fairseq.prepare.documents import InputFormatError
 
 logger = logging.getLogger(__name__)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.commands import Subcommand
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.prepare.tokenizer import piece_span_of_words
 

@@ -6,8 +6,8 @@ unlabelled test split add nothing). In a static graph (XLA, ``torch.compile``) t
 the loss is the mean over the labelled examples and ``sample_size`` is 1 (the same update on one worker; over
 several workers or ``--update-freq`` steps, the mean of the per-batch means).
 Accuracy: the top candidate is correct when its ``candidate_correct``
-flag (computed by ``etc-prepare wikihop`` with :func:`etc_fairseq.evaluation.wikihop.is_correct`) is 1;
-the sums are logged and :func:`etc_fairseq.evaluation.wikihop.accuracy_from_counts` derives the percent,
+flag (computed by ``etc-prepare wikihop`` with :func:`etc_fairseq.finetune.wikihop.metrics.is_correct`) is 1;
+the sums are logged and :func:`etc_fairseq.finetune.wikihop.metrics.accuracy_from_counts` derives the percent,
 so training logs and ``fairseq-validate`` print the same number ``etc-evaluate wikihop`` computes.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
@@ -21,7 +21,7 @@ from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from etc_fairseq.evaluation.wikihop import accuracy_from_counts
+from etc_fairseq.finetune.wikihop.metrics import accuracy_from_counts
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 from etc_fairseq.tracing import static_graph
 
@@ -84,7 +84,7 @@ class EtcWikiHopCriterion(FairseqCriterion):
         super().__init__(task)
 
     def forward(self, model, sample, reduce=True):
-        from etc_fairseq.tasks.wikihop import CANDIDATE_HEAD
+        from etc_fairseq.finetune.wikihop.task import CANDIDATE_HEAD
 
         _, extra = self.task.forward_features(model, sample)
         head_logits = model.task_heads[CANDIDATE_HEAD](extra["global_features"]).squeeze(-1)  # [B, G]

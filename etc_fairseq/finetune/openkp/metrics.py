@@ -25,7 +25,7 @@ import logging
 from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Tuple, Union
 
-from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.commands import Subcommand
 from etc_fairseq.prepare.documents import InputFormatError
 
 logger = logging.getLogger(__name__)

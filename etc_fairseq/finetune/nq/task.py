@@ -4,7 +4,7 @@ window of a document per example.
 Heads (``model.task_heads``): ``nq_long_span`` and ``nq_short_span`` (TokenLogits, 2 outputs: start and end
 logit per long token) and ``nq_answer_type`` (PooledClassifier on the long CLS: null/yes/no/short/long).
 
-Targets (``sample["target"]``, see :mod:`etc_fairseq.prepare.nq`): ``nq_targets`` int64 [B, 5],
+Targets (``sample["target"]``, see :mod:`etc_fairseq.finetune.nq.convert`): ``nq_targets`` int64 [B, 5],
 ``long_word`` int64 [B, L], ``candidates`` int64 [B, C, 3], ``gold`` int64 [B, n] (all annotations, for the
 official metric), ``window_info`` int64 [B, 3] (example index, window index, number of windows).
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from fairseq.tasks import register_task
 
 from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
-from etc_fairseq.prepare.nq import nq_target_fields
-from etc_fairseq.tasks.structured_base import EtcStructuredTask, EtcStructuredTaskConfig
+from etc_fairseq.finetune.nq.convert import nq_target_fields
+from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 
 NUM_ANSWER_TYPES = 5
 

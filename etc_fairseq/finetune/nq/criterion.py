@@ -6,7 +6,7 @@ cross-entropy of the answer type (null/yes/no/short/long, from the long CLS). ``
 ``loss`` is the summed five-term loss per window (base 2 in the log, fairseq's convention).
 
 Metrics in evaluation mode (``fairseq-validate``, fairseq-train's validation): the **official** NQ numbers
-(:mod:`etc_fairseq.evaluation.nq`) on whole examples: every window's answers (:func:`etc_fairseq.inference.nq.window_prediction`)
+(:mod:`etc_fairseq.finetune.nq.metrics`) on whole examples: every window's answers (:func:`etc_fairseq.finetune.nq.decode.window_prediction`)
 are aggregated per example exactly as ``etc-predict nq`` does, and compared with all the example's
 annotations (stored in the ``gold`` field), in a custom fairseq meter that lives for one validation run:
 ``nq_long_f1``/``nq_long_p``/``nq_long_r`` and ``nq_short_f1``/``_p``/``_r`` (best score threshold, the
@@ -26,7 +26,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import meters
 
-from etc_fairseq.inference.nq import ExamplePrediction, batch_window_predictions, head_logits
+from etc_fairseq.finetune.nq.decode import ExamplePrediction, batch_window_predictions, head_logits
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +81,8 @@ class NqOfficialMeter(meters.Meter):
 
     def compute(self) -> Dict[str, float]:
         if self._cache is None:
-            from etc_fairseq.evaluation.nq import NqLabel, label_from_annotation, nq_metrics
-            from etc_fairseq.prepare.nq import NqSpan, decode_gold
+            from etc_fairseq.finetune.nq.metrics import NqLabel, label_from_annotation, nq_metrics
+            from etc_fairseq.finetune.nq.convert import NqSpan, decode_gold
 
             gold, pred = {}, {}
             for ex, p in self.examples.items():

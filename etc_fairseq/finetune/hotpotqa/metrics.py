@@ -3,7 +3,7 @@
 Definitions (per gold example, then averaged over **all gold examples**; a gold id missing from the
 prediction file scores 0 on what is missing, and 0 on joint):
 
-- **answer** (:func:`answer_scores`): SQuAD normalisation (:mod:`etc_fairseq.evaluation.text`); EM = equal
+- **answer** (:func:`answer_scores`): SQuAD normalisation (:mod:`etc_fairseq.text`); EM = equal
   normalised strings; precision / recall / F1 = token overlap. Special rule: if either normalised string is
   ``yes``, ``no`` or ``noanswer`` and they differ, precision = recall = F1 = 0.
 - **supporting facts** (:func:`sp_scores`): the predicted and gold facts as sets of ``(title, sentence
@@ -27,8 +27,8 @@ import logging
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
-from etc_fairseq.cli.common import Subcommand
-from etc_fairseq.evaluation.text import normalize_answer, token_prf
+from etc_fairseq.commands import Subcommand
+from etc_fairseq.text import normalize_answer, token_prf
 
 logger = logging.getLogger(__name__)
 

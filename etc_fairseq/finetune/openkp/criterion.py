@@ -3,7 +3,7 @@ probability is split equally among the gold keyphrases found in the document, on
 with ``--max-loss`` on the occurrence with the highest logit (paper appendix C).
 
 In evaluation (``fairseq-validate``, validation during training) it also computes the official OpenKP
-metrics (:mod:`etc_fairseq.evaluation.openkp`): top 5 n-grams by logit, de-duplicated uncased (equal n-gram
+metrics (:mod:`etc_fairseq.finetune.openkp.metrics`): top 5 n-grams by logit, de-duplicated uncased (equal n-gram
 ids), P/R/F1 @1, @3, @5 per document, averaged over documents. Recall counts every distinct gold phrase,
 also those cut off by truncation. Per-document values are logged as sums and divided in
 :meth:`reduce_metrics`, so the printed figures are exact averages over the whole split.
@@ -16,7 +16,7 @@ from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from etc_fairseq.evaluation.openkp import KS, f1
+from etc_fairseq.finetune.openkp.metrics import KS, f1
 from etc_fairseq.models.openkp import hits_at, keyphrase_loss, keyphrase_targets, ngram_valid_mask, top_distinct_batch
 
 

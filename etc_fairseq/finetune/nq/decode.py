@@ -27,11 +27,11 @@ from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
 import torch
 
-from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.commands import Subcommand
 
 logger = logging.getLogger(__name__)
 
-#: answer type order of the type head (as :data:`etc_fairseq.prepare.nq.ANSWER_TYPES`)
+#: answer type order of the type head (as :data:`etc_fairseq.finetune.nq.convert.ANSWER_TYPES`)
 TYPE_NULL, TYPE_YES, TYPE_NO, TYPE_SHORT, TYPE_LONG = range(5)
 NULL_SCORE = -1e4
 
@@ -219,7 +219,7 @@ def batch_window_predictions(sample, long_logits, short_logits, type_logits, max
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    from etc_fairseq.inference.runner import add_predict_arguments
+    from etc_fairseq.finetune.common.runner import add_predict_arguments
 
     add_predict_arguments(p)
     p.add_argument("--max-short-words", type=int, default=38, help="longest short answer in words (paper: 38)")
@@ -227,7 +227,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from etc_fairseq.data.structured import read_side
-    from etc_fairseq.inference.runner import iterate_outputs, load_checkpoint, parse_overrides
+    from etc_fairseq.finetune.common.runner import iterate_outputs, load_checkpoint, parse_overrides
     from etc_fairseq.prepare.atomic import atomic_file
 
     model, task, _ = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.commands import Subcommand
 from etc_fairseq.prepare.documents import InputFormatError
-from etc_fairseq.prepare.nq import NqAnnotation, NqSpan, read_nq_file
+from etc_fairseq.finetune.nq.convert import NqAnnotation, NqSpan, read_nq_file
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from fairseq.tasks import register_task
 
 from etc_fairseq.data.structured import FieldSpec
 from etc_fairseq.encoder.heads import TokenLogits
-from etc_fairseq.tasks.structured_base import EtcStructuredTask, EtcStructuredTaskConfig
+from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 
 #: name of the candidate-scoring head in ``model.task_heads``
 CANDIDATE_HEAD = "wikihop_candidates"

@@ -9,16 +9,16 @@ import logging
 from typing import Dict, List
 
 
-from etc_fairseq.cli.common import Subcommand
-from etc_fairseq.inference.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
+from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
 
 logger = logging.getLogger(__name__)
 
 
 def predict_candidates(model, task, split: str, side: List[dict], batch_size: int, device: str) -> Dict[str, str]:
     """``{id: best candidate}`` for every example of ``split`` (``side``: its side records)."""
-    from etc_fairseq.criterions.wikihop import candidate_logits
-    from etc_fairseq.tasks.wikihop import CANDIDATE_HEAD
+    from etc_fairseq.finetune.wikihop.criterion import candidate_logits
+    from etc_fairseq.finetune.wikihop.task import CANDIDATE_HEAD
 
     if CANDIDATE_HEAD not in model.task_heads:
         raise ValueError(f"the checkpoint has no {CANDIDATE_HEAD!r} head: not an etc_wikihop model")

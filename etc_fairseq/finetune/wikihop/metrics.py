@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from etc_fairseq.cli.common import Subcommand
+from etc_fairseq.commands import Subcommand
 from etc_fairseq.prepare.documents import InputFormatError
 
 
@@ -84,7 +84,7 @@ def load_predictions(path: Path) -> Dict[str, str]:
 
 def load_gold(path: Path) -> list:
     """``(id, answer)`` pairs of an official QAngaroo WikiHop JSON file; every record needs an answer."""
-    from etc_fairseq.prepare.wikihop import read_wikihop
+    from etc_fairseq.finetune.wikihop.convert import read_wikihop
 
     out = []
     for rec in read_wikihop(path):

@@ -31,8 +31,8 @@ from fairseq.tasks import register_task
 
 from etc_fairseq.data.structured import StructuredDataset
 from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
-from etc_fairseq.prepare.hotpotqa import hotpotqa_fields
-from etc_fairseq.tasks.structured_base import EtcStructuredTask, EtcStructuredTaskConfig
+from etc_fairseq.finetune.hotpotqa.convert import hotpotqa_fields
+from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 
 logger = logging.getLogger(__name__)
 

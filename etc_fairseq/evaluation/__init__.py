@@ -1,1 +1,0 @@
-"""Official evaluation metrics, one module per dataset (each defines ``EVALUATE`` for ``etc-evaluate``)."""

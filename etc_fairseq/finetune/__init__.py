@@ -1,0 +1,17 @@
+"""Fine-tuning, one package per dataset, plus what they share.
+
+Each dataset package ``etc_fairseq/finetune/<name>/`` holds everything about that dataset:
+
+- ``convert.py``    the official files -> prepared splits (``etc-prepare <name>``, ``PREPARE``)
+- ``task.py``       the fairseq task ``etc_<name>`` (heads, dataset)
+- ``criterion.py``  the fairseq criterion ``etc_<name>`` (losses, logged official metrics)
+- ``decode.py``     heads' outputs -> official predictions, used by the criterion and ``etc-predict <name>``
+                    (``PREDICT``)
+- ``metrics.py``    the official metric (``etc-evaluate <name>``, ``EVALUATE``)
+
+:mod:`.common` holds what the datasets share (base task, ``etc-predict`` runner, span decoding).
+A new dataset is a new package here: :mod:`etc_fairseq.commands` finds its subcommands and
+:mod:`etc_fairseq.register` registers its task and criterion.
+
+Submodules are not imported here, so ``etc-prepare`` does not import fairseq's task machinery.
+"""
