@@ -10,7 +10,8 @@ import pytest
 
 from etc_fairseq.cli.prepare import main as cli_main
 from etc_fairseq.prepare import sample_data
-from etc_fairseq.prepare.binarize import BinarizeError, binarize, load_dictionary, load_split
+from etc_fairseq.data.indexed import load_dictionary, load_split
+from etc_fairseq.prepare.binarize import BinarizeError, binarize
 from etc_fairseq.prepare.documents import (
     DocumentFilter,
     choose_valid_indices,

@@ -1,5 +1,6 @@
 """Datasets and data planning for ETC training (fairseq-free where possible).
 
+- :mod:`.indexed`             reading fairseq binarized data: ``load_dictionary``, ``load_split``
 - :mod:`.pretraining_corpus`  ``PretrainingCorpus``: the sentence/document corpus ``etc-prepare pretrain``
                               writes, and word-start masks for whole-word masking
 - :mod:`.packing`             pure functions: split long documents, pack short ones, and the packed

@@ -124,14 +124,14 @@ class PretrainingCorpus:
 
     def __init__(self, bin_dir: PathLike, split: str, dictionary=None):
         """Prefer :meth:`load`. Args: as :meth:`load`."""
-        from etc_fairseq.prepare.binarize import load_dictionary, load_split
+        from etc_fairseq.data.indexed import dictionary_path, load_dictionary, load_split
 
         self.bin_dir = Path(bin_dir)
         self.split = split
         self.meta = read_meta(self.bin_dir)
         self.tokenizer = self.meta["tokenizer"]
         self.tokenizer_files = {k: (self.bin_dir / v).resolve() for k, v in self.meta.get("tokenizer_files", {}).items()}
-        self.dictionary = dictionary if dictionary is not None else load_dictionary(self.bin_dir / "dict.txt")
+        self.dictionary = dictionary if dictionary is not None else load_dictionary(dictionary_path(self.bin_dir))
         from etc_fairseq.fairseq_compat import verify_indexed_dataset
 
         verify_indexed_dataset(self.bin_dir / split)  # truncated/corrupt .bin/.idx: a clear error now, not mid-epoch

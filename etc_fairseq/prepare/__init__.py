@@ -10,7 +10,8 @@ preparation are meant to reuse them):
 - :mod:`.sources`         any mix of dumps and text files as one filtered document stream (``iter_documents``)
 - :mod:`.sample_data`     ``fetch_wikipedia_sample``: the real Wikipedia sample shipped in the gensim wheel
 - :mod:`.spm`             deterministic sentencepiece training, encoding document files to pieces
-- :mod:`.binarize`        fairseq-preprocess (``--only-source``) into a directory, atomically; loading splits
+- :mod:`.binarize`        fairseq-preprocess (``--only-source``) into a directory, atomically (read back with
+                          :mod:`etc_fairseq.data.indexed`)
 - :mod:`.mlm`             ``prepare_mlm``: the masked-LM pipeline (``etc-prepare mlm``)
 - :mod:`.classification`  ``prepare_article_classification``: a CONSTRUCTED passage -> article task
 - :mod:`.sentences`       ``split_sentences``: the sentence splitter (sentencex) behind ``etc-prepare pretrain``

@@ -23,8 +23,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from etc_fairseq.data.indexed import load_split
+
 from .atomic import atomic_directory
-from .binarize import binarize, load_split
+from .binarize import binarize
 from .documents import DocumentFilter, DocumentWriter, InputFormatError, PathLike, choose_valid_indices, read_text_documents
 from .sources import SourceStats, iter_documents
 from .spm import EncodeStats, copy_model, encode_document_file, load_spm, train_spm
@@ -320,7 +322,7 @@ def prepare_mlm(
         workers=workers,
         in_process=in_process,
     )
-    from .binarize import load_dictionary
+    from etc_fairseq.data.indexed import load_dictionary
 
     dictionary = load_dictionary(bin_dir / "dict.txt")
     for s in SPLITS:

@@ -39,9 +39,10 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
+from etc_fairseq.data.indexed import load_dictionary, load_split
 from etc_fairseq.data.pretraining_corpus import FORMAT, META_FILE
 
-from .binarize import binarize, load_dictionary, load_split
+from .binarize import binarize
 from .documents import Document, DocumentFilter, InputFormatError, PathLike
 from .mlm import prepare_output_dir, staged_output_dir, spool_and_split, write_json_atomic
 from .sentences import split_sentences

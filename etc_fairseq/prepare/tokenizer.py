@@ -45,14 +45,16 @@ class WordPieceTokenizer:
     Attributes:
         kind: ``spm`` or ``gpt2``.
         dictionary: the fairseq ``Dictionary``.
+        dict_path: the ``dict.txt`` it was loaded from (what converters copy next to the data), or None.
         stats: running :class:`TokenizerStats`.
     """
 
-    def __init__(self, kind: str, dictionary, sp=None, bpe=None):
+    def __init__(self, kind: str, dictionary, sp=None, bpe=None, dict_path: Optional[PathLike] = None):
         if kind not in ("spm", "gpt2"):
             raise ValueError(f"tokenizer kind must be spm or gpt2, got {kind!r}")
         self.kind = kind
         self.dictionary = dictionary
+        self.dict_path = None if dict_path is None else Path(dict_path)
         self._sp = sp
         self._bpe = bpe
         self.stats = TokenizerStats()
@@ -73,7 +75,7 @@ class WordPieceTokenizer:
             FileNotFoundError / InputFormatError: missing or unreadable files (message names them);
             ValueError: neither or both tokenizers given.
         """
-        from etc_fairseq.prepare.binarize import load_dictionary
+        from etc_fairseq.data.indexed import load_dictionary
 
         if (spm_model is None) == (gpt2_encoder_json is None and gpt2_vocab_bpe is None):
             raise ValueError("give either --spm-model or --gpt2-encoder-json and --gpt2-vocab-bpe (not both)")
@@ -81,16 +83,18 @@ class WordPieceTokenizer:
         if spm_model is not None:
             from etc_fairseq.prepare.spm import load_spm
 
-            return cls("spm", dictionary, sp=load_spm(spm_model))
+            return cls("spm", dictionary, sp=load_spm(spm_model), dict_path=srcdict)
         if gpt2_encoder_json is None or gpt2_vocab_bpe is None:
             raise ValueError("GPT-2 BPE needs both --gpt2-encoder-json and --gpt2-vocab-bpe")
         from etc_fairseq.prepare.gpt2 import load_gpt2_bpe
 
-        return cls("gpt2", dictionary, bpe=load_gpt2_bpe(gpt2_encoder_json, gpt2_vocab_bpe))
+        return cls("gpt2", dictionary, bpe=load_gpt2_bpe(gpt2_encoder_json, gpt2_vocab_bpe), dict_path=srcdict)
 
     @classmethod
     def from_pretrain_dir(cls, bin_dir: PathLike) -> "WordPieceTokenizer":
         """The tokenizer of an ``etc-prepare pretrain`` output (``DIR/bin``: ``pretrain.json`` + ``dict.txt``)."""
+        from etc_fairseq.data.indexed import dictionary_path
+
         bin_dir = Path(bin_dir)
         info_path = bin_dir / "pretrain.json"
         try:
@@ -102,9 +106,9 @@ class WordPieceTokenizer:
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             raise InputFormatError(f"{info_path}: not a valid pretrain.json ({e!r})") from None
         if kind == "spm":
-            return cls.from_files(bin_dir / "dict.txt", spm_model=files["spm_model"])
+            return cls.from_files(dictionary_path(bin_dir), spm_model=files["spm_model"])
         return cls.from_files(
-            bin_dir / "dict.txt", gpt2_encoder_json=files.get("gpt2_encoder_json"), gpt2_vocab_bpe=files.get("gpt2_vocab_bpe")
+            dictionary_path(bin_dir), gpt2_encoder_json=files.get("gpt2_encoder_json"), gpt2_vocab_bpe=files.get("gpt2_vocab_bpe")
         )
 
     @staticmethod

@@ -19,6 +19,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
+from etc_fairseq.data.indexed import load_data_dictionary
 from etc_fairseq.data.packing import PackingStats, plan_examples
 from etc_fairseq.data.pretraining_corpus import PretrainingCorpus
 from etc_fairseq.data.pretraining_dataset import PretrainingDataset, plan_fixed_block_examples
@@ -55,10 +56,7 @@ class EtcPretrainingTask(FairseqTask):
 
     @classmethod
     def setup_task(cls, cfg: EtcPretrainingConfig, **kwargs):
-        paths = utils.split_paths(cfg.data)
-        if not paths:
-            raise ValueError("etc_pretraining needs the data directory (the bin/ of `etc-prepare pretrain`)")
-        dictionary = Dictionary.load(f"{paths[0]}/dict.txt")
+        dictionary = load_data_dictionary(cfg.data, "etc_pretraining reads the bin/ of `etc-prepare pretrain`")
         logger.info(f"dictionary: {len(dictionary)} types (+ <mask>)")
         return cls(cfg, dictionary)
 

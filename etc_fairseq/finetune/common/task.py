@@ -18,6 +18,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask
 from omegaconf import II
 
+from etc_fairseq.data.indexed import load_data_dictionary
 from etc_fairseq.data.structured import FieldSpec, StructuredDataset
 
 logger = logging.getLogger(__name__)
@@ -51,10 +52,7 @@ class EtcStructuredTask(FairseqTask):
 
     @classmethod
     def setup_task(cls, cfg: EtcStructuredTaskConfig, **kwargs):
-        paths = utils.split_paths(cfg.data)
-        if not paths:
-            raise ValueError(f"{cls.__name__} needs the data directory written by etc-prepare")
-        dictionary = Dictionary.load(f"{paths[0]}/dict.txt")
+        dictionary = load_data_dictionary(cfg.data, f"{cls.__name__} reads the directory written by etc-prepare")
         logger.info(f"dictionary: {len(dictionary)} types (+ <mask>)")
         return cls(cfg, dictionary)
 
