@@ -333,10 +333,10 @@ def test_decode_example_rules():
 
 
 def _dataset(path, split):
-    from etc_fairseq.finetune.hotpotqa.convert import hotpotqa_fields
+    from etc_fairseq.finetune.hotpotqa.schema import target_fields
     from etc_fairseq.finetune.hotpotqa.task import HotpotqaDataset
 
-    return HotpotqaDataset(path, split, hotpotqa_fields(), pad_idx=1)
+    return HotpotqaDataset(path, split, target_fields(), pad_idx=1)
 
 
 def test_prepared_layout_on_real_text(prepared, records, tokenizer):
@@ -412,7 +412,7 @@ def test_prepare_truncation_counts_and_flat(files, records, tokenizer, pretrain_
 
     out = tmp_path / "trunc"
     summary = prepare_hotpotqa([("train", files / "train.json"), ("valid", files / "dev.json")], out, tokenizer,
-                               pretrain_data / "dict.txt", max_long_len=300, max_global_len=40)
+                               max_long_len=300, max_global_len=40)
     for split, n_rec in (("train", 5), ("valid", 4)):
         c = summary[split]
         ds = _dataset(out, split)
@@ -428,7 +428,7 @@ def test_prepare_truncation_counts_and_flat(files, records, tokenizer, pretrain_
     assert summary["train"]["examples_skipped_answer_not_found"] == summary["train"]["answers_not_found"]
 
     flat = tmp_path / "flat"
-    prepare_hotpotqa([("valid", files / "dev.json")], flat, tokenizer, pretrain_data / "dict.txt", flat_structure=True)
+    prepare_hotpotqa([("valid", files / "dev.json")], flat, tokenizer, flat_structure=True)
     ds_flat = _dataset(flat, "valid")  # kept alive: items are views into its memory map
     item = ds_flat[0]
     assert 5 not in item["global_types"].tolist()  # no CONTEXT tokens
@@ -647,7 +647,7 @@ def test_side_records_random_access_pickling_and_bad_line(prepared, tmp_path):
     import pickle
     import shutil
 
-    from etc_fairseq.finetune.hotpotqa.task import SideRecords
+    from etc_fairseq.data.structured import SideRecords
 
     side = SideRecords(prepared / "valid.side.jsonl")
     lines = (prepared / "valid.side.jsonl").read_text(encoding="utf-8").splitlines()
@@ -658,5 +658,5 @@ def test_side_records_random_access_pickling_and_bad_line(prepared, tmp_path):
     bad = tmp_path / "valid.side.jsonl"
     shutil.copyfile(prepared / "valid.side.jsonl", bad)
     bad.write_text("\n".join(lines[:2] + ['{"id": "broken"'] + lines[3:]) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"valid.side.jsonl: line 3: not a valid side record"):
+    with pytest.raises(ValueError, match=r"valid.side.jsonl: line 3: not valid JSON"):
         SideRecords(bad)[2]

@@ -19,6 +19,7 @@ import torch
 from etc_fairseq.finetune.nq import metrics as ev
 from etc_fairseq.finetune.nq import decode as inf
 from etc_fairseq.finetune.nq import convert as prep
+from etc_fairseq.finetune.nq import schema
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.structure.global_tokens import GlobalTokenType as T
 
@@ -174,7 +175,7 @@ def test_full_gz_and_simplified_read_the_same(nq_examples, tmp_path):
     full = write_split(tmp_path, nq_examples, "dev.jsonl.gz", "dev", "full", gz=True)
     simple = write_split(tmp_path, nq_examples, "dev-simplified.jsonl", "dev", "simplified", gz=False)
     assert full.read_bytes()[:2] == b"\x1f\x8b"
-    a, b = list(prep.read_nq_file(full)), list(prep.read_nq_file(simple))
+    a, b = list(schema.read_nq_file(full)), list(schema.read_nq_file(simple))
     assert [x.example_id for x in a] == [1000, 1001, 1002]
     for x, y, e in zip(a, b, nq_examples):
         assert x.words == y.words == [t for t, _ in e["toks"]]
@@ -188,7 +189,7 @@ def test_full_gz_and_simplified_read_the_same(nq_examples, tmp_path):
             html = " ".join(x.words).encode("utf-8")
             assert html[la.start_byte:la.end_byte].decode("utf-8") == " ".join(x.words[la.start_token:la.end_token])
             assert y.annotations[0].long_answer.start_byte == -1
-    assert prep.decode_gold(prep.encode_gold(a[0].annotations))[3].long_answer.start_token == nq_examples[0]["cands"][2][0]
+    assert schema.decode_gold(schema.encode_gold(a[0].annotations))[3].long_answer.start_token == nq_examples[0]["cands"][2][0]
 
 
 @pytest.mark.parametrize(
@@ -206,7 +207,7 @@ def test_bad_record_names_file_line_and_field(nq_examples, tmp_path, mutate, fie
     mutate(recs[1])
     path = write_jsonl(tmp_path / "bad.jsonl", recs)
     with pytest.raises(InputFormatError) as ei:
-        list(prep.read_nq_file(path))
+        list(schema.read_nq_file(path))
     msg = str(ei.value)
     assert f"{path}:2" in msg and f"field {field!r}" in msg and "1001" in msg, msg
 
@@ -215,10 +216,10 @@ def test_bad_json_line(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_text('{"example_id": 1}\n{not json\n')
     with pytest.raises(InputFormatError, match=re.escape(f"{path}:1")):
-        list(prep.read_nq_file(path))
+        list(schema.read_nq_file(path))
     path.write_text("{not json\n")
     with pytest.raises(InputFormatError, match=re.escape(f"{path}:1: not valid JSON")):
-        list(prep.read_nq_file(path))
+        list(schema.read_nq_file(path))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -240,7 +241,7 @@ def test_window_starts_exact():
 
 def test_alignment_and_global_layout(nq_examples, spm_tok):
     e = nq_examples[0]
-    ex = prep.parse_nq_record(record(e["id"], e["question"], e["toks"], e["cands"], e["train"], "simplified"), "t:1")
+    ex = schema.parse_nq_record(record(e["id"], e["question"], e["toks"], e["cands"], e["train"], "simplified"), "t:1")
     enc = prep.encode_example(spm_tok, ex, max_question_pieces=64)
     # every non-HTML word, tokenized alone, in order; HTML words have no pieces
     expect_ids, expect_words = [], []
@@ -271,7 +272,7 @@ def test_alignment_and_global_layout(nq_examples, spm_tok):
     assert arrays["candidates"] == [list(c[:2]) + [int(c[2])] for c in e["cands"]]
     # gold: long = paragraph 1 (its first and last word), short = words f1+2 .. f1+4
     targets, why = prep.window_targets(enc, ex.annotations[0], 0, n, q + 2)
-    assert why == "ok" and targets[4] == prep.TYPE_SHORT
+    assert why == "ok" and targets[4] == schema.TYPE_SHORT
     lw = arrays["long_word"]
     s1, e1, _ = e["cands"][1]
     assert lw[targets[0]] == s1 + 1 and lw[targets[1]] == e1 - 2
@@ -293,14 +294,14 @@ def test_prepare_exact_windows_over_a_long_document(nq_examples, spm_tok, pretra
 
     train = write_split(tmp_path, nq_examples, "train.jsonl", "train", "full", gz=False)
     out = tmp_path / "prep"
-    stats = prep.prepare_nq({"train": [train]}, out, spm_tok, pretrain_data / "dict.txt",
+    stats = prep.prepare_nq({"train": [train]}, out, spm_tok,
                             max_long_len=96, max_global_len=48, doc_stride=32)
-    ds = StructuredDataset(out, "train", prep.nq_target_fields(), pad_idx=spm_tok.dictionary.pad())
+    ds = StructuredDataset(out, "train", schema.target_fields(), pad_idx=spm_tok.dictionary.pad())
     side = read_side(out, "train")
     assert len(ds) == stats["train"].windows == len(side) == read_meta(out, "train")["windows"]
     row = 0
     for k, e in enumerate(nq_examples):
-        ex = prep.parse_nq_record(record(e["id"], e["question"], e["toks"], e["cands"], e["train"], "full"), "t")
+        ex = schema.parse_nq_record(record(e["id"], e["question"], e["toks"], e["cands"], e["train"], "full"), "t")
         enc = prep.encode_example(spm_tok, ex, 64)
         wl = 96 - len(enc.question_ids) - 3
         starts = prep.window_starts(len(enc.doc_ids), wl, 32)
@@ -316,7 +317,7 @@ def test_prepare_exact_windows_over_a_long_document(nq_examples, spm_tok, pretra
             t = item["nq_targets"].tolist()
             targets, _ = prep.window_targets(enc, ex.annotations[0], ws, we, off)
             assert t == targets
-            if t[4] != prep.TYPE_NULL:  # gold inside this window: the long answer's words are all in it
+            if t[4] != schema.TYPE_NULL:  # gold inside this window: the long answer's words are all in it
                 la = ex.annotations[0].long_answer
                 lw = item["long_word"]
                 assert lw[t[0]] == la.start_token + 1 and lw[t[1]] == la.end_token - 2
@@ -333,7 +334,7 @@ def test_prepare_bad_record_leaves_nothing(nq_examples, spm_tok, pretrain_data, 
     bad = write_jsonl(tmp_path / "dev.jsonl", recs)
     out = tmp_path / "out"
     with pytest.raises(InputFormatError) as ei:
-        prep.prepare_nq({"train": [good], "valid": [bad]}, out, spm_tok, pretrain_data / "dict.txt",
+        prep.prepare_nq({"train": [good], "valid": [bad]}, out, spm_tok,
                         max_long_len=96, max_global_len=48, doc_stride=32)
     assert f"{bad}:3" in str(ei.value) and "annotations[4].short_answers[0].end_token" in str(ei.value)
     assert not out.exists() and not list(tmp_path.glob(".out*"))
@@ -345,10 +346,10 @@ def test_prepare_bad_record_leaves_nothing(nq_examples, spm_tok, pretrain_data, 
 
 
 def S(s, e, sb=-1, eb=-1):
-    return prep.NqSpan(s, e, sb, eb)
+    return schema.NqSpan(s, e, sb, eb)
 
 
-NULL = prep.NqSpan()
+NULL = schema.NqSpan()
 
 
 def G(long=NULL, shorts=(), yn="none"):
@@ -554,8 +555,8 @@ def test_aggregate_over_windows():
 def test_validation_meter_matches_etc_evaluate_and_flags_missing_windows():
     from etc_fairseq.finetune.nq.criterion import NqOfficialMeter
 
-    gold = prep.encode_gold([prep.NqAnnotation(S(3, 9), [S(4, 5)]), prep.NqAnnotation(S(3, 9), [])] + [prep.NqAnnotation(NULL, [])] * 3)
-    null_gold = prep.encode_gold([prep.NqAnnotation(NULL, [])] * 5)
+    gold = schema.encode_gold([schema.NqAnnotation(S(3, 9), [S(4, 5)]), schema.NqAnnotation(S(3, 9), [])] + [schema.NqAnnotation(NULL, [])] * 3)
+    null_gold = schema.encode_gold([schema.NqAnnotation(NULL, [])] * 5)
     w = [inf.WindowPrediction((3, 9), 2.0, (4, 5), 1.0), inf.WindowPrediction((20, 30), 2.0, (21, 22), 3.0),
          inf.WindowPrediction((3, 9), 0.5, (4, 5), 0.2)]
     windows = [((0, 0, 2), w[0], gold), ((0, 1, 2), w[1], gold), ((1, 0, 1), w[2], null_gold)]

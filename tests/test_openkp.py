@@ -39,15 +39,8 @@ from etc_fairseq.models.openkp import (
     top_distinct_ngrams,
 )
 from etc_fairseq.prepare.documents import InputFormatError
-from etc_fairseq.finetune.openkp.convert import (
-    GOLD_NOT_IN_DOCUMENT,
-    VdomNode,
-    enumerate_ngram_ids,
-    gold_phrase_ids,
-    layout_document,
-    parse_record,
-    word_nodes,
-)
+from etc_fairseq.finetune.openkp.convert import enumerate_ngram_ids, gold_phrase_ids, layout_document, word_nodes
+from etc_fairseq.finetune.openkp.schema import GOLD_NOT_IN_DOCUMENT, VdomNode, parse_record
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -383,7 +376,7 @@ def test_prepare_layout_on_constructed_pages(openkp_files, tokenizer, pretrain_d
 
     _, valid, pages = openkp_files
     out = tmp_path / "prep"
-    stats = prepare_openkp({"valid": valid}, out, tokenizer, pretrain_data / "dict.txt", max_long=4096, max_global=512)["valid"]
+    stats = prepare_openkp({"valid": valid}, out, tokenizer, max_long=4096, max_global=512)["valid"]
     assert stats.examples == 4 and stats.truncated_by_long == stats.truncated_by_global == 0
     ds = StructuredDataset(out, "valid", EtcOpenKPTask.TARGET_FIELDS, pad_idx=tokenizer.dictionary.pad())
     side = read_side(out, "valid")
@@ -405,14 +398,14 @@ def test_prepare_layout_on_constructed_pages(openkp_files, tokenizer, pretrain_d
         assert phrases[gold[1]] == normalize_phrase(page["KeyPhrases"][1])
         assert gold[2:] == ([GOLD_NOT_IN_DOCUMENT] if len(page["KeyPhrases"]) == 3 else [])
     # truncation: the long length binds for one limit, the global length for the other; counted in meta
-    tight = prepare_openkp({"valid": valid}, tmp_path / "tight", tokenizer, pretrain_data / "dict.txt", max_long=30, max_global=512)["valid"]
+    tight = prepare_openkp({"valid": valid}, tmp_path / "tight", tokenizer, max_long=30, max_global=512)["valid"]
     assert tight.truncated_by_long == 4 and read_meta(tmp_path / "tight", "valid")["truncated_by_long"] == 4
-    few = prepare_openkp({"valid": valid}, tmp_path / "few", tokenizer, pretrain_data / "dict.txt", max_long=4096, max_global=2)["valid"]
+    few = prepare_openkp({"valid": valid}, tmp_path / "few", tokenizer, max_long=4096, max_global=2)["valid"]
     assert few.truncated_by_global == 4 and few.nodes_dropped == sum(len(json.loads(p["VDOM"])) - 2 for p in pages[12:])
     # the official evaluation file has no KeyPhrases: accepted as --test, with no gold ids
     test_file = tmp_path / "eval.jsonl"
     test_file.write_text("".join(json.dumps({k: v for k, v in p.items() if k != "KeyPhrases"}) + "\n" for p in pages[12:]))
-    prepare_openkp({"test": test_file}, tmp_path / "eval", tokenizer, pretrain_data / "dict.txt")
+    prepare_openkp({"test": test_file}, tmp_path / "eval", tokenizer)
     ds_eval = StructuredDataset(tmp_path / "eval", "test", EtcOpenKPTask.TARGET_FIELDS, pad_idx=1)
     assert [ds_eval[i]["gold_phrases"].tolist() for i in range(4)] == [[-1]] * 4
     assert "gold" not in read_side(tmp_path / "eval", "test")[0]
@@ -432,7 +425,7 @@ def test_no_visual_features_ablation_and_max_loss_criterion(openkp_files, tokeni
     from etc_fairseq.finetune.openkp.task import EtcOpenKPConfig, EtcOpenKPTask
 
     _, valid, _ = openkp_files
-    prepare_openkp({"valid": valid}, tmp_path / "d", tokenizer, pretrain_data / "dict.txt")
+    prepare_openkp({"valid": valid}, tmp_path / "d", tokenizer)
     losses = {}
     for no_visual in (False, True):
         task = EtcOpenKPTask(EtcOpenKPConfig(data=str(tmp_path / "d"), no_visual_features=no_visual),

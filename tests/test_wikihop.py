@@ -21,14 +21,13 @@ import torch
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.finetune.wikihop.convert import (
     LayoutOptions,
-    WikiHopRecord,
     build_example,
     candidate_pattern,
     find_mentions,
     max_heap_truncation,
     query_words,
-    read_wikihop,
 )
+from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, read_wikihop
 from etc_fairseq.structure.global_tokens import GlobalTokenType as T
 
 REPO = Path(__file__).resolve().parents[1]
@@ -333,7 +332,8 @@ def test_predict_file_evaluate_round_trip(tmp_path, capsys):
 
 
 def test_candidate_logits_and_loss():
-    from etc_fairseq.finetune.wikihop.criterion import candidate_logits, loss_and_counts
+    from etc_fairseq.finetune.wikihop.criterion import loss_and_counts
+    from etc_fairseq.finetune.wikihop.decode import candidate_logits
 
     head = torch.tensor([[1.0, 5.0, 2.0, 9.0], [3.0, 0.0, 7.0, 7.0], [0.0, 1.0, 0.0, 0.0]])
     types = torch.tensor([

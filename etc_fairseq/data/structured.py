@@ -30,9 +30,10 @@ same files (:class:`FieldReader`).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -152,7 +153,7 @@ class StructuredWriter:
             if self._side is None:
                 if self.num_examples:
                     raise ValueError("side data must be given for every example or none")
-                self._side = open(self.out_dir / f"{self.split}.side.jsonl", "w", encoding="utf-8")
+                self._side = open(side_path(self.out_dir, self.split), "w", encoding="utf-8")
             self._side.write(json.dumps(side, ensure_ascii=False) + "\n")
         elif self._side is not None:
             raise ValueError(f"example {self.num_examples}: side data missing (earlier examples had it)")
@@ -222,19 +223,67 @@ def read_meta(data_dir: PathLike, split: str) -> dict:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
+def side_path(data_dir: PathLike, split: str) -> Path:
+    """Where a split's side records are: ``DIR/{split}.side.jsonl``."""
+    return Path(data_dir) / f"{split}.side.jsonl"
+
+
+class SideRecords:
+    """The side records of a split (``{split}.side.jsonl``, one JSON object per example), with random access
+    by byte offsets so that they are not all held in memory. A bad line is a ValueError naming the file and
+    line, raised when that line is read.
+
+    Safe to pickle into data-loader workers: the file is (re)opened per process.
+    """
+
+    def __init__(self, path: PathLike):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"{self.path}: no such side file (re-run etc-prepare for this split)")
+        offsets = [0]
+        with open(self.path, "rb") as f:
+            for line in f:
+                offsets.append(offsets[-1] + len(line))
+        self.offsets = np.asarray(offsets, dtype=np.int64)  # [n + 1]
+        self._fh = None
+        self._pid = None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> dict:
+        if not 0 <= i < len(self):
+            raise IndexError(f"{self.path}: record {i} out of range ({len(self)} records)")
+        if self._fh is None or self._pid != os.getpid():
+            self._fh = open(self.path, "rb")
+            self._pid = os.getpid()
+        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+        self._fh.seek(start)
+        return self._decode(self._fh.read(end - start), i + 1)
+
+    def __iter__(self) -> Iterator[dict]:
+        with open(self.path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                yield self._decode(raw, lineno)
+
+    def _decode(self, raw: bytes, lineno: int) -> dict:
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{self.path}: line {lineno}: not UTF-8 ({e.reason} at byte {e.start + 1})") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{self.path}: line {lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_fh"] = None
+        state["_pid"] = None
+        return state
+
+
 def read_side(data_dir: PathLike, split: str) -> List[dict]:
-    """All side records of a split (one dict per example), or FileNotFoundError naming the file."""
-    path = Path(data_dir) / f"{split}.side.jsonl"
-    records = []
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                records.append(json.loads(raw.decode("utf-8")))
-            except UnicodeDecodeError as e:
-                raise ValueError(f"{path}: line {lineno}: not UTF-8 ({e.reason} at byte {e.start + 1})") from None
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: line {lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
-    return records
+    """All side records of a split (one dict per example), read and checked now."""
+    return list(SideRecords(side_path(data_dir, split)))
 
 
 class StructuredDataset(FairseqDataset):

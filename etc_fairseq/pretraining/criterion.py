@@ -22,15 +22,14 @@ are the CPC sentences of the same worker's batch only. Logged sums and counts ar
 Losses are logged in base 2 (fairseq's convention); accuracies in percent.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
-import math
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
-from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
+from etc_fairseq.criterion_metrics import NATS_TO_BITS, Ratio, log_mean_loss, log_ratios
 from etc_fairseq.tracing import static_graph
 
 
@@ -126,25 +125,14 @@ class CpcMlmCriterion(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        def total(key):
-            return sum(float(log.get(key, 0)) for log in logging_outputs)
-
-        sample_size = total("sample_size")
-        metrics.log_scalar("loss", total("loss") / max(sample_size, 1) / math.log(2), sample_size, round=3)
-        for key in ("mlm_loss_sum", "mlm_count", "mlm_correct", "cpc_loss_sum", "cpc_count", "cpc_correct", "cpc_batches"):
-            metrics.log_scalar_sum("_" + key, total(key))
-
-        def ratio(num, den, scale):
-            def fn(meters):
-                d = meters["_" + den].sum
-                return round(scale * meters["_" + num].sum / d, 3) if d > 0 else float("nan")
-            return fn
-
-        metrics.log_derived("mlm_loss", ratio("mlm_loss_sum", "mlm_count", 1 / math.log(2)))
-        metrics.log_derived("mlm_accuracy", ratio("mlm_correct", "mlm_count", 100.0))
-        metrics.log_derived("cpc_loss", ratio("cpc_loss_sum", "cpc_count", 1 / math.log(2)))
-        metrics.log_derived("cpc_accuracy", ratio("cpc_correct", "cpc_count", 100.0))
-        metrics.log_derived("cpc_candidates", ratio("cpc_count", "cpc_batches", 1.0))
+        log_mean_loss(logging_outputs)
+        log_ratios(logging_outputs, {
+            "mlm_loss": Ratio("mlm_loss_sum", "mlm_count", NATS_TO_BITS),
+            "mlm_accuracy": Ratio("mlm_correct", "mlm_count", 100.0),
+            "cpc_loss": Ratio("cpc_loss_sum", "cpc_count", NATS_TO_BITS),
+            "cpc_accuracy": Ratio("cpc_correct", "cpc_count", 100.0),
+            "cpc_candidates": Ratio("cpc_count", "cpc_batches"),
+        })
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -27,7 +27,7 @@ tokens; a sentence (or a paragraph whose title does not fit) that does not fit i
 ones are still tried. Counts (examples truncated, sentences / paragraphs dropped, gold supporting facts
 lost) are logged and stored in ``{split}.meta.json``.
 
-Labels (:data:`HOTPOTQA_FIELDS`): ``sp_label`` int8 [global_len] (1 = gold supporting sentence, 0 = other
+Labels (:func:`~etc_fairseq.finetune.hotpotqa.schema.target_fields`): ``sp_label`` int8 [global_len] (1 = gold supporting sentence, 0 = other
 sentence, -1 = not a sentence token or no gold), ``answer_type`` int8 [1] (0 span, 1 yes, 2 no, -1 unknown),
 ``answer_span`` int32 [2] (first / last long position of the gold answer, -1 if none). The answer span is the
 first occurrence (word-level match under SQuAD normalisation) in a supporting sentence, else in the title of a
@@ -42,10 +42,7 @@ so that predictions map back to ``(title, sentence index)`` and to answer text (
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import shutil
-import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -54,110 +51,21 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.common.convert import (
+    add_output_arguments,
+    add_split_arguments,
+    check_split_names,
+    prepared_directory,
+    write_split,
+    write_summary,
+)
+from etc_fairseq.finetune.hotpotqa.schema import AnswerType, HotpotRecord, answer_type_of, read_hotpotqa, target_fields
 from etc_fairseq.text import normalize_answer
-from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
 
 logger = logging.getLogger(__name__)
 
-ANSWER_TYPES = ("span", "yes", "no")
-
-
-def hotpotqa_fields():
-    """The task fields written besides the core ones (:class:`~etc_fairseq.data.structured.FieldSpec` list)."""
-    from etc_fairseq.data.structured import FieldSpec
-
-    return [
-        FieldSpec("sp_label", dtype="int8", pad=-1, role="target", length="global", required=True),
-        FieldSpec("answer_type", dtype="int8", pad=-1, role="target", length="own", required=True),
-        FieldSpec("answer_span", dtype="int32", pad=-1, role="target", length="own", required=True),
-    ]
-
-
 STRUCTURE_FIELD_NAMES = ("long_segment", "global_parent", "long_context", "global_context")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# records
-# ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class HotpotRecord:
-    """One official record, validated. ``answer`` / ``supporting_facts`` / ``type`` are None in test files."""
-
-    id: str
-    question: str
-    context: List[Tuple[str, List[str]]]
-    answer: Optional[str] = None
-    supporting_facts: Optional[List[Tuple[str, int]]] = None
-    type: Optional[str] = None
-
-
-def parse_record(rec, index: int, path) -> HotpotRecord:
-    """Validate one JSON record; InputFormatError names the file, the record (``_id`` or index) and field."""
-    if not isinstance(rec, dict):
-        raise InputFormatError(f"{path}: record {index}: expected an object, got {type(rec).__name__}")
-    _id = rec.get("_id")
-    if not isinstance(_id, str) or not _id:
-        raise InputFormatError(f"{path}: record {index}: field '_id' must be a non-empty string, got {_id!r}")
-    where = f"{path}: record {index} (_id {_id})"
-    question = rec.get("question")
-    if not isinstance(question, str):
-        raise InputFormatError(f"{where}: field 'question' must be a string, got {type(question).__name__}")
-    ctx = rec.get("context")
-    if not isinstance(ctx, list):
-        raise InputFormatError(f"{where}: field 'context' must be a list of [title, [sentences]], got {type(ctx).__name__}")
-    context = []
-    for p, par in enumerate(ctx):
-        if (
-            not isinstance(par, (list, tuple))
-            or len(par) != 2
-            or not isinstance(par[0], str)
-            or not isinstance(par[1], list)
-            or not all(isinstance(s, str) for s in par[1])
-        ):
-            raise InputFormatError(f"{where}: field 'context[{p}]' must be [title, [sentence strings]], got {str(par)[:80]}")
-        context.append((par[0], list(par[1])))
-    answer = rec.get("answer")
-    if answer is not None and not isinstance(answer, str):
-        raise InputFormatError(f"{where}: field 'answer' must be a string, got {type(answer).__name__}")
-    sf = rec.get("supporting_facts")
-    facts = None
-    if sf is not None:
-        if not isinstance(sf, list) or not all(
-            isinstance(f, (list, tuple)) and len(f) == 2 and isinstance(f[0], str) and isinstance(f[1], int)
-            and not isinstance(f[1], bool) for f in sf
-        ):
-            raise InputFormatError(f"{where}: field 'supporting_facts' must be a list of [title, sentence_index]")
-        facts = [(f[0], int(f[1])) for f in sf]
-    rtype = rec.get("type")
-    if rtype is not None and not isinstance(rtype, str):
-        raise InputFormatError(f"{where}: field 'type' must be a string, got {type(rtype).__name__}")
-    return HotpotRecord(_id, question, context, answer, facts, rtype)
-
-
-def read_hotpotqa(path) -> List[HotpotRecord]:
-    """Read and validate an official HotpotQA JSON file (a list of records)."""
-    path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputFormatError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(data, list):
-        raise InputFormatError(f"{path}: expected a JSON list of HotpotQA records, got {type(data).__name__}")
-    return [parse_record(rec, i, path) for i, rec in enumerate(data)]
-
-
-def answer_type_of(answer: Optional[str]) -> int:
-    """0 span, 1 yes, 2 no, -1 no answer given (test files)."""
-    if answer is None:
-        return -1
-    a = answer.strip().lower()
-    return 1 if a == "yes" else 2 if a == "no" else 0
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -347,7 +255,7 @@ class SplitCounts:
     sp_facts_not_in_context: int = 0
     answers_not_found: int = 0
     examples_skipped_answer_not_found: int = 0
-    answer_types: Dict[str, int] = field(default_factory=lambda: {"span": 0, "yes": 0, "no": 0, "none": 0})
+    answer_types: Dict[str, int] = field(default_factory=lambda: {**{t.label: 0 for t in AnswerType}, "none": 0})
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -417,11 +325,11 @@ def convert_record(
 
     # answer
     a_type = answer_type_of(rec.answer)
-    counts.answer_types["none" if a_type < 0 else ANSWER_TYPES[a_type]] += 1
+    counts.answer_types["none" if a_type < 0 else AnswerType(a_type).label] += 1
     span = (-1, -1)
     match = None
     found = True
-    if a_type == 0:
+    if a_type == AnswerType.SPAN:
         sp_units = [i for i, u in enumerate(lay.units) if u.sentence >= 0 and (rec.context[u.paragraph][0], u.sentence) in gold_facts]
         sp_pars = {lay.units[i].paragraph for i in sp_units}
         title_units = [i for i, u in enumerate(lay.units) if u.sentence < 0 and u.paragraph in sp_pars]
@@ -470,7 +378,6 @@ def prepare_hotpotqa(
     splits: Sequence[Tuple[str, Path]],
     out_dir: Path,
     tokenizer,
-    dict_path: Path,
     max_long_len: int = 4096,
     max_global_len: int = 256,
     flat_structure: bool = False,
@@ -484,45 +391,36 @@ def prepare_hotpotqa(
     Args:
         splits: ``[(split name, official JSON file), ...]`` (names unique).
         out_dir: the output directory.
-        tokenizer: a :class:`~etc_fairseq.prepare.tokenizer.WordPieceTokenizer`.
-        dict_path: its ``dict.txt`` (copied to ``out_dir/dict.txt``).
+        tokenizer: a :class:`~etc_fairseq.prepare.tokenizer.WordPieceTokenizer` (its ``dict.txt`` is
+            copied to ``out_dir/dict.txt``).
         keep_unfound_train: keep ``train`` examples whose span answer is not found (dropped by default).
         max_examples: convert only the first N records of each file.
     Returns:
         ``{split: counts dict}``.
     """
-    from etc_fairseq.data.structured import CORE_FIELDS, StructuredWriter
-    from etc_fairseq.prepare.atomic import atomic_directory
+    from etc_fairseq.data.structured import CORE_FIELDS
 
-    names = [s for s, _ in splits]
-    if not splits:
-        raise ValueError("give at least one input split (--train/--valid/--test or --input FILE --split NAME)")
-    if len(set(names)) != len(names):
-        raise ValueError(f"split names must be unique, got {names}")
-    for s in names:
-        if not s or "/" in s or "." in s:
-            raise ValueError(f"bad split name {s!r} (no dots or slashes)")
+    check_split_names([s for s, _ in splits], "--train / --valid / --test or --input FILE --split NAME")
     specs = [CORE_FIELDS[n] for n in ("long_tokens", "global_tokens", "global_types") + STRUCTURE_FIELD_NAMES]
-    specs += hotpotqa_fields()
+    specs += target_fields()
     summary: Dict[str, dict] = {}
-    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
-        shutil.copyfile(dict_path, tmp / "dict.txt")
+    with prepared_directory(out_dir, tokenizer, overwrite) as tmp:
         for split, path in splits:
-            t0 = time.monotonic()
             records = read_hotpotqa(path)
             if max_examples is not None:
                 records = records[:max_examples]
             counts = SplitCounts(records=len(records))
-            writer = StructuredWriter(tmp, split, specs)
-            for i, rec in enumerate(records):
-                arrays, side, found = convert_record(rec, tokenizer, max_long_len, max_global_len, flat_structure, counts)
-                if not found and split == "train" and not keep_unfound_train:
-                    counts.examples_skipped_answer_not_found += 1
-                else:
-                    writer.add(arrays, side=side)
+
+            def examples():
+                for rec in records:
+                    arrays, side, found = convert_record(rec, tokenizer, max_long_len, max_global_len, flat_structure, counts)
+                    if not found and split == "train" and not keep_unfound_train:
+                        counts.examples_skipped_answer_not_found += 1
+                        continue
                     counts.examples += 1
-                if log_every and (i + 1) % log_every == 0:
-                    logger.info(f"{split}: {i + 1}/{len(records)} records ({time.monotonic() - t0:.0f} s)")
+                    yield arrays, side
+
+            writer = write_split(tmp, split, specs, examples(), log_every)
             if counts.examples == 0:
                 raise ValueError(f"{path}: no examples left for split {split!r} ({counts.records} records)")
             info = counts.as_dict()
@@ -539,16 +437,8 @@ def prepare_hotpotqa(
                 f"{counts.sp_facts_not_in_context}; span answers not found {counts.answers_not_found} (skipped "
                 f"{counts.examples_skipped_answer_not_found}); answer types {counts.answer_types}"
             )
-        info = {
-            "dataset": "hotpotqa",
-            "flat_structure": flat_structure,
-            "max_long_len": max_long_len,
-            "max_global_len": max_global_len,
-            "tokenizer": tokenizer.kind,
-            "tokenizer_stats": str(tokenizer.stats),
-            "splits": summary,
-        }
-        (tmp / "prepare.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+        write_summary(tmp, "hotpotqa", tokenizer, summary, flat_structure=flat_structure,
+                      max_long_len=max_long_len, max_global_len=max_global_len)
     return summary
 
 
@@ -560,10 +450,9 @@ def prepare_hotpotqa(
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
-    g = p.add_argument_group("input (official HotpotQA JSON files)")
-    g.add_argument("--train", type=Path, default=None, metavar="FILE", help="e.g. hotpot_train_v1.1.json -> split 'train'")
-    g.add_argument("--valid", type=Path, default=None, metavar="FILE", help="e.g. hotpot_dev_distractor_v1.json -> split 'valid'")
-    g.add_argument("--test", type=Path, default=None, metavar="FILE", help="a file without answers -> split 'test'")
+    g = add_split_arguments(p, "input (official HotpotQA JSON files)", {
+        "train": "e.g. hotpot_train_v1.1.json -> split 'train'", "valid": "e.g. hotpot_dev_distractor_v1.json -> split 'valid'",
+        "test": "a file without answers -> split 'test'"})
     g.add_argument("--input", type=Path, action="append", default=[], metavar="FILE",
                    help="more files, each paired with the --split NAME at the same position (repeatable)")
     g.add_argument("--split", action="append", default=[], metavar="NAME", help="split name of the matching --input")
@@ -575,10 +464,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the paper's flat-structure ablation: no paragraph/title hierarchy, no context cut")
     g.add_argument("--keep-unfound-train", action="store_true",
                    help="keep train examples whose span answer is not in the (kept) text (default: drop and count)")
-    g = p.add_argument_group("output")
-    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
-    g.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    g.add_argument("--log-every", type=int, default=1000, metavar="N", help="progress line every N records")
+    add_output_arguments(p)
     WordPieceTokenizer.add_arguments(p)
 
 
@@ -595,9 +481,8 @@ def _run(args: argparse.Namespace) -> int:
 
     splits = _splits_from_args(args)
     tokenizer = WordPieceTokenizer.from_args(args)
-    dict_path = args.srcdict if args.pretrain_dir is None else Path(args.pretrain_dir) / "dict.txt"
     summary = prepare_hotpotqa(
-        splits, args.out, tokenizer, dict_path,
+        splits, args.out, tokenizer,
         max_long_len=args.max_long_len, max_global_len=args.max_global_len, flat_structure=args.flat_structure,
         keep_unfound_train=args.keep_unfound_train, max_examples=args.max_examples, overwrite=args.overwrite,
         log_every=args.log_every,

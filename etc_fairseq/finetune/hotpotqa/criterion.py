@@ -19,18 +19,21 @@ keeps every record, this is the official score of the whole file at that thresho
 best on dev is chosen with ``etc-predict hotpotqa --tune-sp-threshold``.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
-import math
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
-from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from etc_fairseq.finetune.hotpotqa.metrics import example_scores
+from etc_fairseq.criterion_metrics import NATS_TO_BITS, Ratio, log_mean_loss, log_ratios
+from etc_fairseq.finetune.hotpotqa.decode import apply_heads, batch_scores, decode_example
+from etc_fairseq.finetune.hotpotqa.metrics import HEADLINE_KEYS, example_scores, logged_name
+from etc_fairseq.finetune.hotpotqa.schema import AnswerType
 
-METRICS = (("ans_em", "em"), ("ans_f1", "f1"), ("sp_em", "sp_em"), ("sp_f1", "sp_f1"), ("joint_em", "joint_em"), ("joint_f1", "joint_f1"))
+#: logged name -> official metric key
+METRICS = {logged_name(key): key for key in HEADLINE_KEYS}
+LOSSES = ("sp", "type", "span")
 
 
 @dataclass
@@ -70,7 +73,7 @@ def hotpotqa_losses(sp_logits, type_logits, start_logits, end_logits, long_paddi
     type_count = int(type_mask.sum())
     type_loss = F.cross_entropy(type_logits.float()[type_mask], a_type[type_mask], reduction="mean") if type_count else zero
     span = target["answer_span"]  # [B, 2]
-    span_mask = a_type.eq(0) & span[:, 0].ge(0)  # [B]
+    span_mask = a_type.eq(int(AnswerType.SPAN)) & span[:, 0].ge(0)  # [B]
     span_count = int(span_mask.sum())
     if span_count:
         neg = torch.finfo(torch.float32).min
@@ -94,12 +97,10 @@ class EtcHotpotqaCriterion(FairseqCriterion):
         self.max_answer_len = int(max_answer_len)
 
     def forward(self, model, sample, reduce=True):
-        from etc_fairseq.finetune.hotpotqa.decode import batch_scores, decode_example
-
         features, extra = self.task.forward_features(model, sample)  # [B, L, D], [B, G, D]
-        sp_logits, type_logits, start, end = self.task.heads_from_features(model, features, extra)
-        long_pad = sample["net_input"]["src_tokens"].eq(self.padding_idx)  # [B, L]
-        parts = hotpotqa_losses(sp_logits, type_logits, start, end, long_pad, sample["target"])
+        heads = apply_heads(model, features, extra)  # once: the losses and the metrics' decoding share them
+        long_pad = extra["long_padding_mask"]  # [B, L]
+        parts = hotpotqa_losses(*heads, long_pad, sample["target"])
         loss = self.sp_weight * parts["sp_loss"] + self.type_weight * parts["type_loss"] + self.span_weight * parts["span_loss"]
 
         log = {
@@ -108,49 +109,33 @@ class EtcHotpotqaCriterion(FairseqCriterion):
             "nsentences": sample["nsentences"],
             "ntokens": sample["ntokens"],
         }
-        for k in ("sp", "type", "span"):
+        for k in LOSSES:
             n = parts[f"{k}_count"]
             log[f"{k}_loss_sum"] = float(parts[f"{k}_loss"].detach()) * n
             log[f"{k}_count"] = n
-        sums = {name: 0.0 for name, _ in METRICS}
+        sums = {name: 0.0 for name in METRICS}
         n_gold = 0
         with torch.no_grad():
-            scores = batch_scores(self.task, model, sample, features.detach(), {"global_features": extra["global_features"].detach()})
+            scores = batch_scores(heads.detach(), long_pad, extra["global_padding_mask"])
         for side, (sp_probs, t_logits, s_logp, e_logp) in zip(sample["side"], scores):
             if side["answer"] is None or side["supporting_facts"] is None:
                 continue
             answer, sp, _ = decode_example(side, sp_probs, t_logits, s_logp, e_logp, self.sp_threshold, self.max_answer_len)
             m = example_scores(answer, sp, side["answer"], side["supporting_facts"])
-            for name, key in METRICS:
+            for name, key in METRICS.items():
                 sums[name] += m[key]
             n_gold += 1
         log["gold_count"] = n_gold
-        for name, _ in METRICS:
+        for name in METRICS:
             log[f"{name}_sum"] = sums[name]
         return loss, 1, log
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        def total(key):
-            return sum(float(log.get(key, 0)) for log in logging_outputs)
-
-        sample_size = total("sample_size")
-        metrics.log_scalar("loss", total("loss") / max(sample_size, 1) / math.log(2), sample_size, round=3)
-        keys = ["sp_loss_sum", "sp_count", "type_loss_sum", "type_count", "span_loss_sum", "span_count", "gold_count"]
-        keys += [f"{name}_sum" for name, _ in METRICS]
-        for key in keys:
-            metrics.log_scalar_sum("_" + key, total(key))
-
-        def ratio(num, den, scale):
-            def fn(meters):
-                d = meters["_" + den].sum
-                return round(scale * meters["_" + num].sum / d, 3) if d > 0 else float("nan")
-            return fn
-
-        for k in ("sp", "type", "span"):
-            metrics.log_derived(f"{k}_loss", ratio(f"{k}_loss_sum", f"{k}_count", 1 / math.log(2)))
-        for name, _ in METRICS:
-            metrics.log_derived(name, ratio(f"{name}_sum", "gold_count", 100.0))
+        log_mean_loss(logging_outputs)
+        ratios = {f"{k}_loss": Ratio(f"{k}_loss_sum", f"{k}_count", NATS_TO_BITS) for k in LOSSES}
+        ratios.update({name: Ratio(f"{name}_sum", "gold_count", 100.0) for name in METRICS})
+        log_ratios(logging_outputs, ratios)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -1,5 +1,11 @@
-"""``etc-predict hotpotqa``: a fine-tuned ``etc_hotpotqa`` checkpoint -> the official prediction file
-``{"answer": {id: text}, "sp": {id: [[title, sentence_index], ...]}}``.
+"""HotpotQA decoding: the three heads on the encoder outputs (:func:`apply_heads`, run once per batch by both
+the ``etc_hotpotqa`` criterion and ``etc-predict hotpotqa``), their outputs as per-example arrays
+(:func:`batch_scores`), and one example's prediction (:func:`decode_example`). ``etc-predict hotpotqa``
+writes the official prediction file ``{"answer": {id: text}, "sp": {id: [[title, sentence_index], ...]}}``.
+
+Heads (``model.task_heads``, registered by the task): :data:`SP_HEAD` (one logit per global token, read at
+the SENTENCE tokens), :data:`TYPE_HEAD` (:class:`~etc_fairseq.finetune.hotpotqa.schema.AnswerType` logits
+from the global CLS), :data:`SPAN_HEAD` (start / end logits per long token).
 
 Decoding (paper appendix C, :func:`decode_example`):
 
@@ -19,17 +25,44 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Sequence, Tuple
 
 import numpy as np
+import torch
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.spans import best_span, select_above_threshold
+from etc_fairseq.finetune.hotpotqa.metrics import HEADLINE_KEYS
+from etc_fairseq.finetune.hotpotqa.schema import AnswerType, SideUnit as U
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLDS = tuple(round(x, 1) for x in np.linspace(0.0, 1.0, 11))
-ANSWER_WORDS = {1: "yes", 2: "no"}
+
+#: names of the heads in ``model.task_heads``
+SP_HEAD, TYPE_HEAD, SPAN_HEAD = "hotpotqa_sp", "hotpotqa_type", "hotpotqa_span"
+
+
+class HeadOutputs(NamedTuple):
+    """The heads' outputs on one batch; padding positions are not masked."""
+
+    sp_logits: torch.Tensor  # float [B, G]
+    type_logits: torch.Tensor  # float [B, len(AnswerType)]
+    start_logits: torch.Tensor  # float [B, L]
+    end_logits: torch.Tensor  # float [B, L]
+
+    def detach(self) -> "HeadOutputs":
+        return HeadOutputs(*(t.detach() for t in self))
+
+
+def apply_heads(model, features, extra) -> HeadOutputs:
+    """The three heads on encoder outputs: ``features`` float [B, L, D], ``extra["global_features"]`` float
+    [B, G, D]."""
+    g = extra["global_features"]
+    sp_logits = model.task_heads[SP_HEAD](g).squeeze(-1)  # [B, G]
+    type_logits = model.task_heads[TYPE_HEAD](g[:, 0])  # [B, 3]: from the global CLS
+    span = model.task_heads[SPAN_HEAD](features)  # [B, L, 2]
+    return HeadOutputs(sp_logits, type_logits, span[..., 0], span[..., 1])
 
 
 def decode_example(
@@ -53,25 +86,28 @@ def decode_example(
     Returns:
         ``(answer text, [[title, sentence index], ...], fallback used)``.
     """
-    units = side["units"]  # [[paragraph, sentence, global, long_start, long_end], ...]
-    sent_units = [i for i, u in enumerate(units) if u[1] >= 0]
-    chosen = [sent_units[j] for j in select_above_threshold([float(sp_probs[units[i][2]]) for i in sent_units], threshold)]
-    sp = [[side["titles"][units[i][0]], int(units[i][1])] for i in chosen]
-    answer_type = int(np.argmax(type_logits))
-    if answer_type in ANSWER_WORDS:
-        return ANSWER_WORDS[answer_type], sp, False
+    units = side["units"]  # [[paragraph, sentence, global, long_start, long_end], ...] (SideUnit)
+    sent_units = [i for i, u in enumerate(units) if u[U.SENTENCE] >= 0]
+    sent_probs = [float(sp_probs[units[i][U.GLOBAL_INDEX]]) for i in sent_units]
+    chosen = [sent_units[j] for j in select_above_threshold(sent_probs, threshold)]
+    sp = [[side["titles"][units[i][U.PARAGRAPH]], int(units[i][U.SENTENCE])] for i in chosen]
+    answer_type = AnswerType(int(np.argmax(type_logits)))
+    if answer_type != AnswerType.SPAN:
+        return answer_type.label, sp, False
     fallback = not chosen
     if fallback:
         allowed = list(range(len(units)))
     else:
-        paragraphs = {units[i][0] for i in chosen}
-        allowed = sorted(set(chosen) | {i for i, u in enumerate(units) if u[1] < 0 and u[0] in paragraphs})
-    best = best_span(start_logp, end_logp, [(units[i][3], units[i][4]) for i in allowed], max_answer_len)
+        paragraphs = {units[i][U.PARAGRAPH] for i in chosen}
+        titles = {i for i, u in enumerate(units) if u[U.SENTENCE] < 0 and u[U.PARAGRAPH] in paragraphs}
+        allowed = sorted(set(chosen) | titles)
+    ranges = [(units[i][U.LONG_START], units[i][U.LONG_END]) for i in allowed]
+    best = best_span(start_logp, end_logp, ranges, max_answer_len)
     if best is None:
         return "", sp, fallback
     _, s, e = best
     for i in allowed:
-        lo, hi = units[i][3], units[i][4]
+        lo, hi = units[i][U.LONG_START], units[i][U.LONG_END]
         if lo <= s < hi:
             wop = side["word_of_piece"][i]
             words = side["words"][i]
@@ -79,31 +115,28 @@ def decode_example(
     raise AssertionError("decoded span outside every allowed unit")
 
 
-def batch_scores(task, model, sample, features, extra):
-    """Run the heads on a batch's encoder outputs and turn them into per-example numpy arrays.
+def batch_scores(heads: HeadOutputs, long_padding_mask, global_padding_mask):
+    """The heads' outputs on a batch as per-example numpy arrays.
 
     Args:
-        features: float [B, L, D] long features; ``extra["global_features"]`` float [B, G, D].
-
+        heads: from :func:`apply_heads`.
+        long_padding_mask: bool [B, L], global_padding_mask: bool [B, G] (True = padding; the model
+            returns both in ``extra``).
     Returns:
         list (one per example) of ``(sp_probs float32 [G], type_logits float32 [3], start_logp float32 [L],
         end_logp float32 [L])``, cut to the example's own lengths.
     """
-    import torch
-
-    sp_logits, type_logits, start, end = task.heads_from_features(model, features, extra)
-    pad = task.dictionary.pad()
-    long_pad = sample["net_input"]["src_tokens"].eq(pad)  # [B, L]
-    start_logp = torch.log_softmax(start.float().masked_fill(long_pad, float("-inf")), dim=-1)  # [B, L]
-    end_logp = torch.log_softmax(end.float().masked_fill(long_pad, float("-inf")), dim=-1)  # [B, L]
-    sp_probs = torch.sigmoid(sp_logits.float())  # [B, G]
-    long_len = (~long_pad).sum(-1).tolist()
-    global_len = sample["net_input"]["global_tokens"].ne(pad).sum(-1).tolist()
+    neg = float("-inf")
+    start_logp = torch.log_softmax(heads.start_logits.float().masked_fill(long_padding_mask, neg), dim=-1)  # [B, L]
+    end_logp = torch.log_softmax(heads.end_logits.float().masked_fill(long_padding_mask, neg), dim=-1)  # [B, L]
+    sp_probs = torch.sigmoid(heads.sp_logits.float())  # [B, G]
+    long_len = (~long_padding_mask).sum(-1).tolist()
+    global_len = (~global_padding_mask).sum(-1).tolist()
     out = []
     for b in range(sp_probs.size(0)):
         out.append((
             sp_probs[b, : global_len[b]].cpu().numpy(),
-            type_logits[b].float().cpu().numpy(),
+            heads.type_logits[b].float().cpu().numpy(),
             start_logp[b, : long_len[b]].cpu().numpy(),
             end_logp[b, : long_len[b]].cpu().numpy(),
         ))
@@ -156,14 +189,15 @@ def _run(args: argparse.Namespace) -> int:
     from etc_fairseq.prepare.atomic import atomic_file
 
     model, task, cfg = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
-    if not hasattr(task, "heads_from_features"):
-        raise ValueError(f"{args.path}: not an etc_hotpotqa checkpoint (task {type(task).__name__})")
+    if SP_HEAD not in model.task_heads:
+        raise ValueError(f"{args.path}: not an etc_hotpotqa checkpoint (no {SP_HEAD!r} head; task {type(task).__name__})")
     threshold = args.sp_threshold
     if threshold is None:
         threshold = float(getattr(getattr(cfg, "criterion", None), "sp_threshold", 0.5) or 0.5)
     outputs: List[Tuple[dict, tuple]] = []
     for sample, features, extra in iterate_outputs(model, task, args.split, args.batch_size, args.device):
-        scores = batch_scores(task, model, sample, features, extra)
+        heads = apply_heads(model, features, extra)
+        scores = batch_scores(heads, extra["long_padding_mask"], extra["global_padding_mask"])
         outputs.extend(zip(sample["side"], scores))
     report: Dict[str, object] = {"split": args.split, "examples": len(outputs)}
     if args.tune_sp_threshold:
@@ -171,7 +205,7 @@ def _run(args: argparse.Namespace) -> int:
         for t in args.thresholds:
             preds, fallbacks = predictions_at(outputs, t, args.max_answer_len)
             m = side_metrics(preds, [s for s, _ in outputs])
-            table.append({"threshold": t, "fallbacks": fallbacks, **{k: m[k] for k in ("em", "f1", "sp_em", "sp_f1", "joint_em", "joint_f1")}})
+            table.append({"threshold": t, "fallbacks": fallbacks, **{k: m[k] for k in HEADLINE_KEYS}})
             print(f"sp threshold {t:.2f}: " + format_metrics(table[-1]))
         # ties: better sp F1, then answer F1, then the threshold nearest 0.5
         best = max(table, key=lambda r: (r["joint_f1"], r["sp_f1"], r["f1"], -abs(r["threshold"] - 0.5)))

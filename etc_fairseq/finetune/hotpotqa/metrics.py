@@ -50,6 +50,15 @@ METRIC_KEYS = (
     "joint_em", "joint_f1", "joint_prec", "joint_recall",
 )
 
+#: the six numbers HotpotQA results are reported with (answer, supporting facts, joint; EM and F1)
+HEADLINE_KEYS = ("em", "f1", "sp_em", "sp_f1", "joint_em", "joint_f1")
+
+
+def logged_name(key: str) -> str:
+    """The name training logs use for a :data:`HEADLINE_KEYS` key (``em`` -> ``ans_em``)."""
+    return key if "_" in key else f"ans_{key}"
+
+
 _SPECIAL_ANSWERS = ("yes", "no", "noanswer")
 
 

@@ -19,63 +19,19 @@ gold answer and supporting facts) to the batch as ``sample["side"]`` (a list of 
 predictions back to ``(title, sentence index)`` and answer text.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
-import json
 import logging
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import List
 
-import numpy as np
 from fairseq.tasks import register_task
 
-from etc_fairseq.data.structured import StructuredDataset
-from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
-from etc_fairseq.finetune.hotpotqa.convert import hotpotqa_fields
+from etc_fairseq.data.structured import SideRecords, StructuredDataset, side_path
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
+from etc_fairseq.finetune.hotpotqa.decode import SP_HEAD, SPAN_HEAD, TYPE_HEAD
+from etc_fairseq.finetune.hotpotqa.schema import AnswerType, target_fields
+from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
 
 logger = logging.getLogger(__name__)
-
-NUM_ANSWER_TYPES = 3  # span, yes, no
-
-
-class SideRecords:
-    """Random access to the lines of a ``{split}.side.jsonl`` without holding them in memory (byte offsets).
-
-    Safe to pickle into data-loader workers: the file is (re)opened per process.
-    """
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise FileNotFoundError(f"{self.path}: missing (HotpotQA data needs its side records; re-run etc-prepare hotpotqa)")
-        offsets = [0]
-        with open(self.path, "rb") as f:
-            for line in f:
-                offsets.append(offsets[-1] + len(line))
-        self.offsets = np.asarray(offsets, dtype=np.int64)  # [n + 1]
-        self._fh = None
-        self._pid = None
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, i: int) -> dict:
-        if self._fh is None or self._pid != os.getpid():
-            self._fh = open(self.path, "rb")
-            self._pid = os.getpid()
-        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
-        self._fh.seek(start)
-        try:
-            return json.loads(self._fh.read(end - start).decode("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{self.path}: line {i + 1}: not a valid side record ({e})") from None
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_fh"] = None
-        state["_pid"] = None
-        return state
 
 
 class HotpotqaDataset(StructuredDataset):
@@ -83,9 +39,9 @@ class HotpotqaDataset(StructuredDataset):
 
     def __init__(self, data_dir, split, *args, **kwargs):
         super().__init__(data_dir, split, *args, **kwargs)
-        self.side = SideRecords(Path(data_dir) / f"{split}.side.jsonl")
+        self.side = SideRecords(side_path(data_dir, split))
         if len(self.side) != len(self):
-            raise ValueError(f"{data_dir}/{split}.side.jsonl: {len(self.side)} records, meta says {len(self)} examples")
+            raise ValueError(f"{self.side.path}: {len(self.side)} records, meta says {len(self)} examples")
 
     def __getitem__(self, index: int):
         item = super().__getitem__(index)
@@ -108,7 +64,7 @@ class EtcHotpotqaConfig(EtcStructuredTaskConfig):
 class EtcHotpotqaTask(EtcStructuredTask):
     """HotpotQA: supporting facts, answer type, answer span (see the module docstring)."""
 
-    TARGET_FIELDS = tuple(hotpotqa_fields())
+    TARGET_FIELDS = tuple(target_fields())
 
     DATASET_CLASS = HotpotqaDataset
 
@@ -117,29 +73,10 @@ class EtcHotpotqaTask(EtcStructuredTask):
 
     def build_heads(self, model) -> None:
         dim = model.cfg.encoder_embed_dim
-        model.register_task_head("hotpotqa_sp", TokenLogits(dim, 1))
+        model.register_task_head(SP_HEAD, TokenLogits(dim, 1))
         model.register_task_head(
-            "hotpotqa_type",
-            PooledClassifier(dim, NUM_ANSWER_TYPES, activation_fn=model.cfg.pooler_activation_fn,
+            TYPE_HEAD,
+            PooledClassifier(dim, len(AnswerType), activation_fn=model.cfg.pooler_activation_fn,
                              dropout=model.cfg.pooler_dropout),
         )
-        model.register_task_head("hotpotqa_span", TokenLogits(dim, 2))
-
-    def head_outputs(self, model, sample):
-        """Run the encoder and the three heads.
-
-        Returns:
-            ``(sp_logits float [B, G], type_logits float [B, 3], start_logits float [B, L],
-            end_logits float [B, L])``; padding positions are not masked here.
-        """
-        features, extra = self.forward_features(model, sample)  # [B, L, D], extra["global_features"] [B, G, D]
-        return self.heads_from_features(model, features, extra)
-
-    def heads_from_features(self, model, features, extra):
-        """The three heads on encoder outputs (features float [B, L, D], extra["global_features"] float
-        [B, G, D]); returns what :meth:`head_outputs` returns."""
-        g = extra["global_features"]
-        sp_logits = model.task_heads["hotpotqa_sp"](g).squeeze(-1)  # [B, G]
-        type_logits = model.task_heads["hotpotqa_type"](g[:, 0])  # [B, 3]
-        span = model.task_heads["hotpotqa_span"](features)  # [B, L, 2]
-        return sp_logits, type_logits, span[..., 0], span[..., 1]
+        model.register_task_head(SPAN_HEAD, TokenLogits(dim, 2))

@@ -26,267 +26,53 @@ to the PARAGRAPH token of the top-level candidate covering it (-1 outside candid
 
 Stored fields per window (besides the core ones): ``long_word`` int32 [long_len] (document word of each long
 position, -1 for CLS/question/SEP), ``nq_targets`` int64 [5] (long start, long end, short start, short end
-as long positions, 0 = CLS = none; answer type, :data:`ANSWER_TYPES`), ``candidates`` int32 [C, 3] (every
-long-answer candidate overlapping the window: start_token, end_token, top_level), ``gold`` int64 [n] (all
-annotations, :func:`encode_gold`), ``window_info`` int64 [3] (example index in the split, window index, number of
+as long positions, 0 = CLS = none; answer type, :data:`~etc_fairseq.finetune.nq.schema.ANSWER_TYPES`),
+``candidates`` int32 [C, 3] (every long-answer candidate overlapping the window: start_token, end_token, top_level), ``gold`` int64 [n] (all
+annotations, :func:`~etc_fairseq.finetune.nq.schema.encode_gold`), ``window_info`` int64 [3] (example index in the split, window index, number of
 windows of the example). Side jsonl: ``example_id``, ``window``,
 ``num_windows``, ``first_word``/``end_word`` (the window's word range).
 """
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import logging
 import random
-import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.prepare.documents import InputFormatError
+from etc_fairseq.finetune.common.convert import (
+    add_output_arguments,
+    add_split_arguments,
+    check_split_names,
+    prepared_directory,
+    splits_from_args,
+    write_split,
+    write_summary,
+)
+from etc_fairseq.finetune.nq.schema import (
+    ANSWER_TYPES,
+    TYPE_LONG,
+    TYPE_NO,
+    TYPE_NULL,
+    TYPE_SHORT,
+    TYPE_YES,
+    NqAnnotation,
+    NqExample,
+    encode_gold,
+    field_specs,
+    read_nq_file,
+)
 from etc_fairseq.prepare.tokenizer import piece_span_of_words
 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
 
-#: answer type classes predicted from the long CLS token (paper appendix C order)
-ANSWER_TYPES = ("null", "yes", "no", "short", "long")
-TYPE_NULL, TYPE_YES, TYPE_NO, TYPE_SHORT, TYPE_LONG = range(5)
-#: yes_no_answer values, as stored in the ``gold`` field
-YES_NO_VALUES = ("NONE", "YES", "NO")
-
 #: the paper's sliding-window strides and global input lengths per long input length (appendix C, sec. 4)
 PAPER_STRIDES = {512: 128, 4096: 2048, 8192: 4096}
 PAPER_GLOBAL_LENS = {512: 128, 4096: 230, 8192: 460}
-
-
-# ---------------------------------------------------------------------------------------------------------
-# reading the official files
-# ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class NqSpan:
-    """``[start_token, end_token)`` plus byte offsets (-1 where absent); all -1 = null."""
-
-    start_token: int = -1
-    end_token: int = -1
-    start_byte: int = -1
-    end_byte: int = -1
-
-    @property
-    def is_null(self) -> bool:
-        return self.start_token < 0 and self.end_token < 0 and self.start_byte < 0 and self.end_byte < 0
-
-
-@dataclass
-class NqAnnotation:
-    """One annotator's answer: a long span (null or a candidate), short spans, yes/no (NONE/YES/NO)."""
-
-    long_answer: NqSpan
-    short_answers: List[NqSpan]
-    yes_no_answer: str = "NONE"
-    candidate_index: int = -1
-
-
-@dataclass
-class NqExample:
-    """One NQ record. ``words`` are the document tokens (HTML included), ``is_html`` their flags;
-    ``candidates`` ``(start_token, end_token, top_level)``; ``source`` is ``file:line`` for messages."""
-
-    example_id: Any
-    question: str
-    words: List[str]
-    is_html: List[bool]
-    candidates: List[Tuple[int, int, bool]]
-    annotations: List[NqAnnotation]
-    source: str = ""
-
-
-def open_maybe_gzip(path: PathLike):
-    """Open ``path`` for reading bytes, gunzipping if it starts with the gzip magic bytes (lines are
-    decoded one by one, so that a non-UTF-8 line is reported with its number)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such NQ file")
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    if magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")
-    return open(path, "rb")
-
-
-def is_html_token_text(token: str) -> bool:
-    """The simplified form has no HTML flags: a token is HTML iff it looks like a tag ``<...>``."""
-    return len(token) >= 3 and token[0] == "<" and token[-1] == ">"
-
-
-class _Record:
-    """Typed access to one JSON record with errors naming file, line and field."""
-
-    def __init__(self, obj: Any, where: str):
-        self.obj = obj
-        self.where = where
-
-    def fail(self, field_name: str, expected: str, got: Any = None) -> InputFormatError:
-        shown = json.dumps(got)[:80] if got is not None else "nothing"
-        return InputFormatError(f"{self.where}: field {field_name!r}: expected {expected}, got {shown}")
-
-    def get(self, container: Any, key: Union[str, int], path: str, kind, expected: str, default=...):
-        if isinstance(key, str):
-            if not isinstance(container, dict) or key not in container:
-                if default is not ...:
-                    return default
-                raise self.fail(path, expected)
-            value = container[key]
-        else:
-            value = container[key]
-        if kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif kind is bool:
-            ok = isinstance(value, bool) or value in (0, 1)
-        else:
-            ok = isinstance(value, kind)
-        if not ok:
-            raise self.fail(path, expected, value)
-        return value
-
-    def span(self, d: Any, path: str, num_words: Optional[int]) -> NqSpan:
-        if not isinstance(d, dict):
-            raise self.fail(path, "an object with start_token/end_token", d)
-        s = self.get(d, "start_token", f"{path}.start_token", int, "an integer")
-        e = self.get(d, "end_token", f"{path}.end_token", int, "an integer")
-        sb = self.get(d, "start_byte", f"{path}.start_byte", int, "an integer", default=-1)
-        eb = self.get(d, "end_byte", f"{path}.end_byte", int, "an integer", default=-1)
-        if (s < 0) != (e < 0):
-            raise self.fail(path, "start_token and end_token both -1 (null) or both >= 0", d)
-        if s >= 0 and (s >= e or (num_words is not None and e > num_words)):
-            raise self.fail(path, f"0 <= start_token < end_token <= {num_words} document tokens", d)
-        return NqSpan(s, e, sb, eb)
-
-
-def parse_nq_record(obj: Any, where: str, with_document: bool = True) -> NqExample:
-    """One parsed JSON object -> :class:`NqExample` (either form), validating every field used.
-
-    Args:
-        obj: the decoded JSON line.
-        where: ``file:line`` for error messages.
-        with_document: also read the document tokens (False: annotations only, for evaluation).
-    Raises:
-        InputFormatError naming ``where`` and the field.
-    """
-    r = _Record(obj, where)
-    if not isinstance(obj, dict):
-        raise r.fail("(record)", "a JSON object", obj)
-    if "example_id" not in obj or not isinstance(obj["example_id"], (int, str)) or isinstance(obj["example_id"], bool):
-        raise r.fail("example_id", "an integer or string", obj.get("example_id"))
-    r.where = f"{where} (example_id {obj['example_id']})"
-    words: List[str] = []
-    is_html: List[bool] = []
-    num_words: Optional[int] = None
-    if with_document:
-        question = r.get(obj, "question_text", "question_text", str, "a string")
-        if "document_tokens" in obj:
-            toks = r.get(obj, "document_tokens", "document_tokens", list, "a list of token objects")
-            for i, t in enumerate(toks):
-                if not isinstance(t, dict):
-                    raise r.fail(f"document_tokens[{i}]", "an object {token, html_token, ...}", t)
-                words.append(r.get(t, "token", f"document_tokens[{i}].token", str, "a string"))
-                is_html.append(bool(r.get(t, "html_token", f"document_tokens[{i}].html_token", bool, "true or false")))
-        elif "document_text" in obj:
-            text = r.get(obj, "document_text", "document_text", str, "a string")
-            words = text.split(" ") if text else []
-            is_html = [is_html_token_text(w) for w in words]
-        else:
-            raise r.fail("document_tokens", "document_tokens (full form) or document_text (simplified form)")
-        num_words = len(words)
-    else:
-        question = obj.get("question_text", "")
-    candidates: List[Tuple[int, int, bool]] = []
-    if with_document:
-        cands = r.get(obj, "long_answer_candidates", "long_answer_candidates", list, "a list of spans")
-        for i, c in enumerate(cands):
-            sp = r.span(c, f"long_answer_candidates[{i}]", num_words)
-            if sp.is_null:
-                raise r.fail(f"long_answer_candidates[{i}]", "a non-null span", c)
-            top = r.get(c, "top_level", f"long_answer_candidates[{i}].top_level", bool, "true or false", default=True)
-            candidates.append((sp.start_token, sp.end_token, bool(top)))
-    annotations: List[NqAnnotation] = []
-    anns = r.get(obj, "annotations", "annotations", list, "a list of annotations")
-    for i, a in enumerate(anns):
-        if not isinstance(a, dict):
-            raise r.fail(f"annotations[{i}]", "an object", a)
-        la = r.get(a, "long_answer", f"annotations[{i}].long_answer", dict, "an object")
-        long_span = r.span(la, f"annotations[{i}].long_answer", num_words)
-        cand = r.get(la, "candidate_index", f"annotations[{i}].long_answer.candidate_index", int, "an integer", default=-1)
-        if with_document and not long_span.is_null and not (0 <= cand < len(candidates)):
-            raise r.fail(f"annotations[{i}].long_answer.candidate_index", f"an index into the {len(candidates)} candidates", cand)
-        sa = r.get(a, "short_answers", f"annotations[{i}].short_answers", list, "a list of spans")
-        shorts = [r.span(s, f"annotations[{i}].short_answers[{j}]", num_words) for j, s in enumerate(sa)]
-        yn = r.get(a, "yes_no_answer", f"annotations[{i}].yes_no_answer", str, "NONE, YES or NO", default="NONE")
-        if yn.upper() not in YES_NO_VALUES:
-            raise r.fail(f"annotations[{i}].yes_no_answer", "NONE, YES or NO", yn)
-        annotations.append(NqAnnotation(long_span, shorts, yn.upper(), cand))
-    return NqExample(obj["example_id"], question, words, is_html, candidates, annotations, where)
-
-
-def read_nq_file(path: PathLike, with_document: bool = True) -> Iterator[NqExample]:
-    """Yield the examples of one NQ jsonl file (gzipped or not, full or simplified form).
-
-    Raises:
-        FileNotFoundError / InputFormatError naming the file, line and field.
-    """
-    n_records = 0
-    with open_maybe_gzip(path) as f:
-        for line_no, raw in enumerate(f, 1):
-            where = f"{path}:{line_no}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputFormatError(f"{where}: not UTF-8 ({e.reason} at byte {e.start + 1})") from None
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputFormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
-            yield parse_nq_record(obj, where, with_document=with_document)
-            n_records += 1
-    if n_records == 0:
-        raise InputFormatError(f"{path}: no NQ records (the file is empty or has only blank lines)")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# gold encoding (the ``gold`` field, decoded by the criterion's official metric)
-# ---------------------------------------------------------------------------------------------------------
-
-
-def encode_gold(annotations: Sequence[NqAnnotation]) -> List[int]:
-    """Annotations -> flat ints: ``[n_ann, then per annotation: long_start, long_end, yes_no (index in
-    YES_NO_VALUES), n_short, s_1, e_1, ...]`` (token offsets; -1 = null)."""
-    out = [len(annotations)]
-    for a in annotations:
-        out += [a.long_answer.start_token, a.long_answer.end_token, YES_NO_VALUES.index(a.yes_no_answer), len(a.short_answers)]
-        for s in a.short_answers:
-            out += [s.start_token, s.end_token]
-    return out
-
-
-def decode_gold(values: Sequence[int]) -> List[NqAnnotation]:
-    """Inverse of :func:`encode_gold` (trailing padding, if any, is ignored)."""
-    values = [int(v) for v in values]
-    n, k, out = values[0], 1, []
-    for _ in range(n):
-        ls, le, yn, ns = values[k : k + 4]
-        k += 4
-        shorts = [NqSpan(values[k + 2 * j], values[k + 2 * j + 1]) for j in range(ns)]
-        k += 2 * ns
-        out.append(NqAnnotation(NqSpan(ls, le), shorts, YES_NO_VALUES[yn]))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -450,26 +236,6 @@ def build_window(
 # ---------------------------------------------------------------------------------------------------------
 
 
-def nq_target_fields():
-    """The task's stored fields besides the core ones (see the module docstring); ``etc_nq`` declares these."""
-    from etc_fairseq.data.structured import FieldSpec
-
-    return [
-        FieldSpec("long_word", dtype="int32", pad=-1, role="target", length="long", required=True),
-        FieldSpec("nq_targets", dtype="int64", pad=0, role="target", length="own", required=True),
-        FieldSpec("candidates", dtype="int32", pad=-1, role="target", length="own", required=True),
-        FieldSpec("gold", dtype="int64", pad=-1, role="target", length="own", required=True),
-        FieldSpec("window_info", dtype="int64", pad=-1, role="target", length="own", required=True),
-    ]
-
-
-def nq_field_specs():
-    """Every stored field: core long/global tokens, types, ``long_segment``, and :func:`nq_target_fields`."""
-    from etc_fairseq.data.structured import CORE_FIELDS
-
-    return [CORE_FIELDS[k] for k in ("long_tokens", "global_tokens", "global_types", "long_segment")] + nq_target_fields()
-
-
 @dataclass
 class NqSplitStats:
     examples: int = 0
@@ -482,10 +248,10 @@ class NqSplitStats:
     target_types: Dict[str, int] = field(default_factory=lambda: {t: 0 for t in ANSWER_TYPES})
 
 
-def prepare_nq_split(
+def split_windows(
     files: Sequence[PathLike],
-    writer,
     tok,
+    st: NqSplitStats,
     *,
     max_long_len: int,
     max_global_len: int,
@@ -494,17 +260,14 @@ def prepare_nq_split(
     fixed_block_len: int,
     null_window_keep: float,
     rng: random.Random,
-    log_every: int = 1000,
-) -> NqSplitStats:
-    """Convert NQ files into windows written with ``writer`` (a StructuredWriter). Returns the counts."""
+) -> Iterator[Tuple[Dict[str, object], dict]]:
+    """The windows of NQ files as ``(arrays, side record)`` pairs, counting into ``st``."""
     import numpy as np
 
     from etc_fairseq.structure.global_tokens import special_global_token_id
 
     d = tok.dictionary
     cls_id, sep_id, special = d.bos(), d.eos(), special_global_token_id(d)
-    st = NqSplitStats()
-    t0 = time.monotonic()
     for path in files:
         for ex in read_nq_file(path):
             enc = encode_example(tok, ex, max_question_pieces)
@@ -533,26 +296,22 @@ def prepare_nq_split(
                 )
                 first_word = enc.doc_word[ws] if we > ws else -1
                 end_word = enc.doc_word[we - 1] + 1 if we > ws else -1
-                writer.add(
-                    {k2: np.asarray(v) for k2, v in arrays.items()},
-                    side=dict(example_id=ex.example_id, window=k, num_windows=len(starts),
-                              first_word=first_word, end_word=end_word),
-                )
                 st.windows += 1
                 st.target_types[ANSWER_TYPES[targets[4]]] += 1
+                yield (
+                    {k2: np.asarray(v) for k2, v in arrays.items()},
+                    dict(example_id=ex.example_id, window=k, num_windows=len(starts),
+                         first_word=first_word, end_word=end_word),
+                )
             if ann is not None and not ann.long_answer.is_null and not found:
                 st.gold_not_in_any_window += 1
             st.examples += 1
-            if st.examples % log_every == 0:
-                logger.info(f"{writer.split}: {st.examples} examples -> {st.windows} windows ({time.monotonic() - t0:.0f} s)")
-    return st
 
 
 def prepare_nq(
     splits: Dict[str, Sequence[PathLike]],
     out_dir: PathLike,
     tok,
-    dict_path: PathLike,
     *,
     max_long_len: int = 4096,
     max_global_len: Optional[int] = None,
@@ -562,17 +321,15 @@ def prepare_nq(
     null_window_keep: float = 1.0,
     seed: int = 1,
     overwrite: bool = False,
+    log_every: int = 1000,
 ) -> Dict[str, NqSplitStats]:
     """Write every split (``{"train": [files], "valid": [files], ...}``) into ``out_dir`` atomically, with a
-    copy of ``dict_path`` (the ``dict.txt`` the tokenizer ``tok`` encodes onto).
+    copy of the ``dict.txt`` the tokenizer ``tok`` encodes onto.
 
     ``doc_stride`` / ``max_global_len`` default to the paper's values for long lengths 512/4096/8192
     (:data:`PAPER_STRIDES`, :data:`PAPER_GLOBAL_LENS`); other lengths need them given.
     ``null_window_keep`` (train split only): keep each window without an answer with this probability.
     """
-    from etc_fairseq.data.structured import StructuredWriter
-    from etc_fairseq.prepare.atomic import atomic_directory
-
     if doc_stride is None:
         if max_long_len not in PAPER_STRIDES:
             raise ValueError(f"--doc-stride is required for --max-long-len {max_long_len} (paper values: {PAPER_STRIDES})")
@@ -583,8 +340,7 @@ def prepare_nq(
         max_global_len = PAPER_GLOBAL_LENS[max_long_len]
     if not 0.0 < null_window_keep <= 1.0:
         raise ValueError(f"--null-window-keep must be in (0, 1], got {null_window_keep}")
-    if not splits:
-        raise ValueError("give at least one of --train / --valid / --test")
+    check_split_names(list(splits))
     for files in splits.values():
         for f in files:
             if not Path(f).is_file():
@@ -593,13 +349,13 @@ def prepare_nq(
     stats: Dict[str, NqSplitStats] = {}
     config = dict(max_long_len=max_long_len, max_global_len=max_global_len, doc_stride=doc_stride,
                   max_question_pieces=max_question_pieces, fixed_block_len=fixed_block_len)
-    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
-        shutil.copy(dict_path, tmp / "dict.txt")
+    with prepared_directory(out_dir, tok, overwrite) as tmp:
         for split, files in splits.items():
-            writer = StructuredWriter(tmp, split, nq_field_specs())
-            st = prepare_nq_split(
-                files, writer, tok, null_window_keep=null_window_keep if split == "train" else 1.0, rng=rng, **config
+            st = NqSplitStats()
+            windows = split_windows(
+                files, tok, st, null_window_keep=null_window_keep if split == "train" else 1.0, rng=rng, **config
             )
+            writer = write_split(tmp, split, field_specs(), windows, log_every)
             counts = {k: v for k, v in vars(st).items()}
             writer.finalize(source_files=[str(f) for f in files], config=config, **counts)
             logger.info(
@@ -610,17 +366,16 @@ def prepare_nq(
                 f"long answers in no window"
             )
             stats[split] = st
-        (tmp / "nq.json").write_text(json.dumps(dict(config, tokenizer=str(tok.stats)), indent=1) + "\n", encoding="utf-8")
+        write_summary(tmp, "nq", tok, {split: vars(st) for split, st in stats.items()}, **config)
     return stats
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
-    g = p.add_argument_group("input (official NQ jsonl, full or simplified form, .gz or plain)")
-    g.add_argument("--train", nargs="+", type=Path, default=None, metavar="FILE", help="training files")
-    g.add_argument("--valid", nargs="+", type=Path, default=None, metavar="FILE", help="validation files (the 5-way annotated dev set)")
-    g.add_argument("--test", nargs="+", type=Path, default=None, metavar="FILE", help="test files")
+    add_split_arguments(p, "input (official NQ jsonl, full or simplified form, .gz or plain)", {
+        "train": "training files", "valid": "validation files (the 5-way annotated dev set)", "test": "test files"},
+        many=True)
     WordPieceTokenizer.add_arguments(p)
     g = p.add_argument_group("layout")
     g.add_argument("--max-long-len", type=int, default=4096, help="long input length (default 4096)")
@@ -634,25 +389,19 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fixed-block-len", type=int, default=97, help="long tokens per fixed block (paper: 97)")
     g.add_argument("--null-window-keep", type=float, default=1.0,
                    help="train split: keep windows without an answer with this probability (default 1: all)")
-    g = p.add_argument_group("output")
-    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory (atomic)")
-    g.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    g = add_output_arguments(p)
     g.add_argument("--seed", type=int, default=1, help="seed for --null-window-keep (default 1)")
 
 
 def _run(args: argparse.Namespace) -> int:
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
-    splits = {name: getattr(args, name) for name in ("train", "valid", "test") if getattr(args, name)}
-    if not splits:
-        raise ValueError("give at least one of --train / --valid / --test")
+    splits = splits_from_args(args)
     tok = WordPieceTokenizer.from_args(args)
-    dict_path = args.pretrain_dir / "dict.txt" if args.pretrain_dir is not None else args.srcdict
     stats = prepare_nq(
         splits,
         args.out,
         tok,
-        dict_path,
         max_long_len=args.max_long_len,
         max_global_len=args.max_global_len,
         doc_stride=args.doc_stride,
@@ -661,6 +410,7 @@ def _run(args: argparse.Namespace) -> int:
         null_window_keep=args.null_window_keep,
         seed=args.seed,
         overwrite=args.overwrite,
+        log_every=args.log_every,
     )
     for split, st in stats.items():
         print(f"{split}: {st.examples} examples -> {st.windows} windows, targets {st.target_types}")

@@ -16,7 +16,6 @@ per-window diagnostic, not an official metric.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import Dict, List
 
@@ -26,6 +25,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import meters
 
+from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios
 from etc_fairseq.finetune.nq.decode import ExamplePrediction, batch_window_predictions, head_logits
 
 logger = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class NqOfficialMeter(meters.Meter):
     def compute(self) -> Dict[str, float]:
         if self._cache is None:
             from etc_fairseq.finetune.nq.metrics import NqLabel, label_from_annotation, nq_metrics
-            from etc_fairseq.finetune.nq.convert import NqSpan, decode_gold
+            from etc_fairseq.finetune.nq.schema import NqSpan, decode_gold
 
             gold, pred = {}, {}
             for ex, p in self.examples.items():
@@ -157,17 +157,10 @@ class EtcNqCriterion(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        sample_size = sum(log.get("sample_size", 0) for log in logging_outputs)
-        denom = max(sample_size, 1) * math.log(2)
         for key in ("loss", "long_loss", "short_loss", "type_loss"):
-            total = sum(float(log.get(key, 0)) for log in logging_outputs)
-            metrics.log_scalar(key, total / denom, sample_size, round=3)
-        metrics.log_scalar("_type_correct", sum(log.get("type_correct", 0) for log in logging_outputs))
-        metrics.log_scalar("_windows", sample_size)
-        metrics.log_derived(
-            "window_type_acc",
-            lambda m: round(100.0 * m["_type_correct"].sum / m["_windows"].sum, 2) if m["_windows"].sum > 0 else 0.0,
-        )
+            log_mean_loss(logging_outputs, key)
+        # sample_size = windows
+        log_ratios(logging_outputs, {"window_type_acc": Ratio("type_correct", "sample_size", 100.0, digits=2, empty=0.0)})
         windows = [w for log in logging_outputs for w in log.get("nq_windows", [])]
         if not windows:
             return

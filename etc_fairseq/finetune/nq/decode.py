@@ -28,11 +28,10 @@ from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 import torch
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.nq.schema import TYPE_LONG, TYPE_NO, TYPE_NULL, TYPE_SHORT, TYPE_YES
 
 logger = logging.getLogger(__name__)
 
-#: answer type order of the type head (as :data:`etc_fairseq.finetune.nq.convert.ANSWER_TYPES`)
-TYPE_NULL, TYPE_YES, TYPE_NO, TYPE_SHORT, TYPE_LONG = range(5)
 NULL_SCORE = -1e4
 
 

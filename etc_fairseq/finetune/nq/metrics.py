@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.prepare.documents import InputFormatError
-from etc_fairseq.finetune.nq.convert import NqAnnotation, NqSpan, read_nq_file
+from etc_fairseq.finetune.nq.schema import NqAnnotation, NqSpan, read_nq_file
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ window of a document per example.
 Heads (``model.task_heads``): ``nq_long_span`` and ``nq_short_span`` (TokenLogits, 2 outputs: start and end
 logit per long token) and ``nq_answer_type`` (PooledClassifier on the long CLS: null/yes/no/short/long).
 
-Targets (``sample["target"]``, see :mod:`etc_fairseq.finetune.nq.convert`): ``nq_targets`` int64 [B, 5],
+Targets (``sample["target"]``, see :mod:`etc_fairseq.finetune.nq.schema`): ``nq_targets`` int64 [B, 5],
 ``long_word`` int64 [B, L], ``candidates`` int64 [B, C, 3], ``gold`` int64 [B, n] (all annotations, for the
 official metric), ``window_info`` int64 [B, 3] (example index, window index, number of windows).
 """
@@ -14,11 +14,8 @@ from dataclasses import dataclass, field
 from fairseq.tasks import register_task
 
 from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
-from etc_fairseq.finetune.nq.convert import nq_target_fields
+from etc_fairseq.finetune.nq.schema import ANSWER_TYPES, target_fields
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
-
-NUM_ANSWER_TYPES = 5
-
 
 @dataclass
 class EtcNqConfig(EtcStructuredTaskConfig):
@@ -36,7 +33,7 @@ class EtcNqConfig(EtcStructuredTaskConfig):
 class EtcNqTask(EtcStructuredTask):
     """Natural Questions: long and short answer spans plus answer type, per window."""
 
-    TARGET_FIELDS = tuple(nq_target_fields())
+    TARGET_FIELDS = tuple(target_fields())
 
     def build_heads(self, model) -> None:
         dim = model.cfg.encoder_embed_dim
@@ -44,5 +41,5 @@ class EtcNqTask(EtcStructuredTask):
         model.register_task_head("nq_short_span", TokenLogits(dim, 2))
         model.register_task_head(
             "nq_answer_type",
-            PooledClassifier(dim, NUM_ANSWER_TYPES, activation_fn=model.cfg.pooler_activation_fn, dropout=model.cfg.pooler_dropout),
+            PooledClassifier(dim, len(ANSWER_TYPES), activation_fn=model.cfg.pooler_activation_fn, dropout=model.cfg.pooler_dropout),
         )

@@ -35,10 +35,7 @@ repeated urls; both are counted.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -46,118 +43,29 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.finetune.openkp.metrics import clean_phrases, dedup, parse_keyphrases
-from etc_fairseq.prepare.documents import InputFormatError, open_text
+from etc_fairseq.finetune.common.convert import (
+    add_output_arguments,
+    add_split_arguments,
+    check_split_names,
+    prepared_directory,
+    splits_from_args,
+    write_split,
+    write_summary,
+)
+from etc_fairseq.finetune.openkp.metrics import clean_phrases, dedup
+from etc_fairseq.finetune.openkp.schema import (
+    DEFAULT_MAX_GLOBAL_LEN,
+    DEFAULT_MAX_LONG_LEN,
+    GOLD_NOT_IN_DOCUMENT,
+    MAX_NGRAM,
+    NUM_VISUAL_FEATURES,
+    VdomNode,
+    field_specs,
+    iter_records,
+)
+from etc_fairseq.prepare.documents import InputFormatError
 
 logger = logging.getLogger(__name__)
-
-#: floats per VDOM node (10 for the node, 10 for its parent)
-NUM_VISUAL_FEATURES = 20
-#: longest keyphrase candidate (n-grams of 1..5 words)
-MAX_NGRAM = 5
-#: gold_phrases value of a gold keyphrase that does not occur in the kept words
-GOLD_NOT_IN_DOCUMENT = -2
-
-DEFAULT_MAX_LONG_LEN = 4096
-DEFAULT_MAX_GLOBAL_LEN = 512
-
-
-@dataclass
-class VdomNode:
-    """One VDOM node: words ``[start, end)`` of the page text and its 20 raw features."""
-
-    start: int
-    end: int
-    features: List[float]
-
-
-@dataclass
-class OpenKPRecord:
-    url: str
-    words: List[str]
-    nodes: List[VdomNode]
-    keyphrases: Optional[list]  # None when the file has no KeyPhrases
-
-
-def parse_record(item: object, where: str, require_keyphrases: bool) -> OpenKPRecord:
-    """Validate one decoded jsonl object.
-
-    Args:
-        item: the decoded JSON value of one line.
-        where: ``file:line`` for messages (the url is appended once known).
-        require_keyphrases: the ``KeyPhrases`` field must be present (train/valid files).
-    Raises:
-        InputFormatError: naming file, line, url and field, and what was expected.
-    """
-    if not isinstance(item, dict):
-        raise InputFormatError(f"{where}: expected a JSON object, got {type(item).__name__}")
-    url = item.get("url")
-    if not isinstance(url, str) or not url:
-        raise InputFormatError(f"{where}: field 'url' missing or not a non-empty string")
-    where = f"{where} (url {url!r})"
-    text = item.get("text")
-    if not isinstance(text, str):
-        raise InputFormatError(f"{where}: field 'text' missing or not a string")
-    words = text.split()
-    if "VDOM" not in item:
-        raise InputFormatError(f"{where}: field 'VDOM' missing")
-    vdom = item["VDOM"]
-    if isinstance(vdom, str):
-        try:
-            vdom = json.loads(vdom)
-        except json.JSONDecodeError as e:
-            raise InputFormatError(f"{where}: field 'VDOM' is not a valid JSON string ({e})") from None
-    if not isinstance(vdom, list):
-        raise InputFormatError(f"{where}: field 'VDOM' must be a JSON list of nodes, got {type(vdom).__name__}")
-    nodes = []
-    for i, node in enumerate(vdom):
-        nw = f"{where}: field 'VDOM' node {i}"
-        if not isinstance(node, dict):
-            raise InputFormatError(f"{nw}: expected an object, got {type(node).__name__}")
-        for key in ("start_idx", "end_idx", "feature"):
-            if key not in node:
-                raise InputFormatError(f"{nw}: field '{key}' missing")
-        start, end = node["start_idx"], node["end_idx"]
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
-            raise InputFormatError(f"{nw}: 'start_idx'/'end_idx' must be integers, got {start!r}, {end!r}")
-        if not 0 <= start <= end <= len(words):
-            raise InputFormatError(
-                f"{nw}: word range start_idx={start}, end_idx={end} out of bounds (need 0 <= start_idx <= "
-                f"end_idx <= {len(words)}, the number of words in 'text')"
-            )
-        feats = node["feature"]
-        if (
-            not isinstance(feats, list)
-            or len(feats) != NUM_VISUAL_FEATURES
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in feats)
-        ):
-            got = f"{len(feats)} values" if isinstance(feats, list) else type(feats).__name__
-            raise InputFormatError(f"{nw}: field 'feature' must be a list of {NUM_VISUAL_FEATURES} numbers, got {got}")
-        if not all(np.isfinite(feats)):
-            raise InputFormatError(f"{nw}: field 'feature' has a non-finite value")
-        nodes.append(VdomNode(start, end, [float(v) for v in feats]))
-    keyphrases = None
-    if "KeyPhrases" in item:
-        keyphrases = parse_keyphrases(item["KeyPhrases"], where)
-    elif require_keyphrases:
-        raise InputFormatError(f"{where}: field 'KeyPhrases' missing (needed for training and validation files)")
-    return OpenKPRecord(url, words, nodes, keyphrases)
-
-
-def iter_records(path: Path, require_keyphrases: bool) -> Iterator[Tuple[str, OpenKPRecord]]:
-    """Yield (``file:line``, record) for every non-blank line of an OpenKP jsonl (gzip/bz2 allowed)."""
-    path = Path(path)
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputFormatError(f"{where}: not valid JSON ({e})") from None
-            yield where, parse_record(item, where, require_keyphrases)
-
 
 # ----------------------------------------------------------------------------------------------------------
 # pure functions
@@ -289,19 +197,6 @@ def gold_phrase_ids(keyphrases: Sequence, phrases: Sequence[str]) -> Tuple[List[
 # ----------------------------------------------------------------------------------------------------------
 
 
-def field_specs():
-    """The stored task fields (besides the core ones); the task's TARGET_FIELDS are the same."""
-    from etc_fairseq.data.structured import CORE_FIELDS, FieldSpec
-
-    return [
-        CORE_FIELDS["long_segment"],
-        FieldSpec("word_of_piece", dtype="int32", pad=-1, role="target", length="long", required=True),
-        FieldSpec("ngram_ids", dtype="int32", pad=-1, role="target", length="own", required=True),
-        FieldSpec("gold_phrases", dtype="int32", pad=-1, role="target", length="own", required=True),
-        FieldSpec("node_features", dtype="float64", pad=0.0, role="net_input", length="global", required=True),
-    ]
-
-
 @dataclass
 class SplitStats:
     records: int = 0
@@ -334,19 +229,15 @@ class SplitStats:
         )
 
 
-def convert_split(path: Path, writer, tokenizer, *, split: str, max_long: int, max_global: int,
-                  skip_without_keyphrase: bool, require_keyphrases: bool, log_every: int = 1000) -> SplitStats:
-    """Convert one OpenKP jsonl into ``writer`` (a :class:`~etc_fairseq.data.structured.StructuredWriter`)."""
+def split_examples(path: Path, tokenizer, stats: SplitStats, *, max_long: int, max_global: int,
+                   skip_without_keyphrase: bool, require_keyphrases: bool) -> Iterator[Tuple[Dict[str, np.ndarray], dict]]:
+    """The examples of one OpenKP jsonl as ``(arrays, side record)`` pairs, counting into ``stats``."""
     from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
 
-    stats = SplitStats()
     seen_urls = set()
     node_id = global_token_id(tokenizer.dictionary, GlobalTokenType.VDOM_NODE)
-    t0 = time.monotonic()
     for where, rec in iter_records(path, require_keyphrases):
         stats.records += 1
-        if stats.records % log_every == 0:
-            logger.info(f"{path} ({split}): {stats.records} records, {stats.examples} examples ({time.monotonic() - t0:.0f} s)")
         if rec.url in seen_urls:
             stats.skipped_duplicate_url += 1
             continue
@@ -394,54 +285,49 @@ def convert_split(path: Path, writer, tokenizer, *, split: str, max_long: int, m
         side = {"url": rec.url, "words": words}
         if rec.keyphrases is not None:
             side["gold"] = dedup(clean_phrases(rec.keyphrases))
-        writer.add(arrays, side=side)
-    logger.info(f"{path} ({split}): {stats.line()}")
-    return stats
+        yield arrays, side
 
 
-def prepare_openkp(inputs: Dict[str, Path], out_dir: Path, tokenizer, dict_path: Path, *, max_long: int = DEFAULT_MAX_LONG_LEN,
-                   max_global: int = DEFAULT_MAX_GLOBAL_LEN, overwrite: bool = False) -> Dict[str, SplitStats]:
+def prepare_openkp(inputs: Dict[str, Path], out_dir: Path, tokenizer, *, max_long: int = DEFAULT_MAX_LONG_LEN,
+                   max_global: int = DEFAULT_MAX_GLOBAL_LEN, overwrite: bool = False,
+                   log_every: int = 1000) -> Dict[str, SplitStats]:
     """Convert each ``split -> file`` of ``inputs`` into ``out_dir`` (written atomically).
 
     ``train`` skips examples without a keyphrase in the kept text; ``train``/``valid`` require KeyPhrases,
     ``test`` (the official evaluation file) does not.
     """
-    from etc_fairseq.data.structured import StructuredWriter
-    from etc_fairseq.prepare.atomic import atomic_directory
-
+    check_split_names(list(inputs))
     if max_long < 1 or max_global < 1:
         raise ValueError(f"--max-long-len and --max-global-len must be >= 1, got {max_long}, {max_global}")
     for split, path in inputs.items():
         if not Path(path).is_file():
             raise InputFormatError(f"{path}: no such file (--{split})")
     results = {}
-    with atomic_directory(out_dir, overwrite) as tmp:
-        shutil.copyfile(dict_path, tmp / "dict.txt")
+    options = dict(max_long_len=max_long, max_global_len=max_global, max_ngram=MAX_NGRAM)
+    with prepared_directory(out_dir, tokenizer, overwrite) as tmp:
         for split, path in inputs.items():
-            writer = StructuredWriter(tmp, split, field_specs())
-            stats = convert_split(
-                Path(path), writer, tokenizer, split=split, max_long=max_long, max_global=max_global,
+            stats = SplitStats()
+            examples = split_examples(
+                Path(path), tokenizer, stats, max_long=max_long, max_global=max_global,
                 skip_without_keyphrase=(split == "train"), require_keyphrases=(split != "test"),
             )
+            writer = write_split(tmp, split, field_specs(), examples, log_every)
+            logger.info(f"{path} ({split}): {stats.line()}")
             if stats.examples == 0:
                 raise InputFormatError(f"{path}: no usable example ({stats.line()})")
             counts = {k: v for k, v in stats.__dict__.items()}
-            writer.finalize(source=str(path), max_long_len=max_long, max_global_len=max_global, max_ngram=MAX_NGRAM,
-                            tokenizer=str(tokenizer.stats), **counts)
+            writer.finalize(source=str(path), tokenizer=str(tokenizer.stats), **options, **counts)
             results[split] = stats
+        write_summary(tmp, "openkp", tokenizer, {split: vars(st) for split, st in results.items()}, **options)
     return results
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
-    g = p.add_argument_group("input (official OpenKP jsonl, gzip allowed)")
-    g.add_argument("--train", type=Path, default=None, metavar="FILE", help="OpenKPTrain.jsonl")
-    g.add_argument("--valid", type=Path, default=None, metavar="FILE", help="OpenKPDev.jsonl")
-    g.add_argument("--test", type=Path, default=None, metavar="FILE", help="OpenKPEvalPublic.jsonl (no KeyPhrases)")
-    g = p.add_argument_group("output")
-    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
-    g.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    add_split_arguments(p, "input (official OpenKP jsonl, gzip allowed)", {
+        "train": "OpenKPTrain.jsonl", "valid": "OpenKPDev.jsonl", "test": "OpenKPEvalPublic.jsonl (no KeyPhrases)"})
+    g = add_output_arguments(p)
     g.add_argument("--max-long-len", type=int, default=DEFAULT_MAX_LONG_LEN, help=f"long tokens (default {DEFAULT_MAX_LONG_LEN})")
     g.add_argument("--max-global-len", type=int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global tokens = VDOM nodes (default {DEFAULT_MAX_GLOBAL_LEN})")
     WordPieceTokenizer.add_arguments(p)
@@ -450,13 +336,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
-    inputs = {s: getattr(args, s) for s in ("train", "valid", "test") if getattr(args, s) is not None}
-    if not inputs:
-        raise ValueError("give at least one of --train, --valid, --test")
+    inputs = splits_from_args(args)
     tokenizer = WordPieceTokenizer.from_args(args)
-    dict_path = args.pretrain_dir / "dict.txt" if args.pretrain_dir is not None else args.srcdict
-    results = prepare_openkp(inputs, args.out, tokenizer, dict_path, max_long=args.max_long_len,
-                             max_global=args.max_global_len, overwrite=args.overwrite)
+    results = prepare_openkp(inputs, args.out, tokenizer, max_long=args.max_long_len,
+                             max_global=args.max_global_len, overwrite=args.overwrite, log_every=args.log_every)
     for split, stats in results.items():
         print(f"{split}: {stats.line()}")
     print(f"tokenizer: {tokenizer.stats}")
@@ -470,7 +353,7 @@ PREPARE = Subcommand(
     description="Convert the official OpenKP jsonl files (url, text, VDOM, KeyPhrases) for the etc_openkp task: "
     "long input = all word pieces, global input = one token per VDOM node, raw visual features per node, "
     "n-gram ids for keyphrase candidates (1-5 words). Truncates at whole words to whichever of "
-    "--max-long-len / --max-global-len binds first (counted). Writes DIR/dict.txt and DIR/{split}.* atomically.",
+    "--max-long-len / --max-global-len binds first (counted). Writes DIR/dict.txt, DIR/{split}.* and DIR/prepare.json atomically.",
     add_arguments=_add_arguments,
     run=_run,
 )

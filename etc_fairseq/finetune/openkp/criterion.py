@@ -9,13 +9,13 @@ also those cut off by truncation. Per-document values are logged as sums and div
 :meth:`reduce_metrics`, so the printed figures are exact averages over the whole split.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
-import math
 from dataclasses import dataclass, field
 
 from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
+from etc_fairseq.criterion_metrics import log_mean_loss, total
 from etc_fairseq.finetune.openkp.metrics import KS, f1
 from etc_fairseq.models.openkp import hits_at, keyphrase_loss, keyphrase_targets, ngram_valid_mask, top_distinct_batch
 
@@ -69,16 +69,12 @@ class EtcOpenKPCriterion(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        def total(key):
-            return sum(float(log.get(key, 0)) for log in logging_outputs)
-
-        sample_size = total("sample_size")
-        metrics.log_scalar("loss", total("loss") / max(sample_size, 1) / math.log(2), sample_size, round=3)
-        n_docs = total("kp_docs")
-        if n_docs > 0:
+        log_mean_loss(logging_outputs)
+        n_docs = total(logging_outputs, "kp_docs")
+        if n_docs > 0:  # validation only: per-document means over the documents seen
             for k in KS:
                 for name, label in (("p", "P"), ("r", "R"), ("f1", "F1")):
-                    metrics.log_scalar(f"{label}@{k}", total(f"kp_{name}_{k}") / n_docs, n_docs, round=4)
+                    metrics.log_scalar(f"{label}@{k}", total(logging_outputs, f"kp_{name}_{k}") / n_docs, n_docs, round=4)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -23,18 +23,16 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Dict, List, Mapping, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.openkp.schema import Phrase, parse_keyphrases
 from etc_fairseq.prepare.documents import InputFormatError
 
 logger = logging.getLogger(__name__)
 
 #: the cut-offs of the official metric
 KS: Tuple[int, ...] = (1, 3, 5)
-
-Phrase = Union[Sequence[str], str]
-
 
 def normalize_phrase(words: Phrase) -> str:
     """``["Doctor", "Appointment"]`` -> ``"doctor appointment"`` (each word lower-cased, joined with one
@@ -142,24 +140,6 @@ def evaluate(predictions: Mapping[str, Sequence[Phrase]], gold: Mapping[str, Seq
 # ----------------------------------------------------------------------------------------------------------
 # files
 # ----------------------------------------------------------------------------------------------------------
-
-
-def parse_keyphrases(value, where: str) -> List[Phrase]:
-    """The ``KeyPhrases`` field: a list of word lists (or strings); also accepted as a JSON string holding
-    such a list (as in the OpenKP README's example). ``where`` names file/line/url for errors."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise InputFormatError(f"{where}: field 'KeyPhrases' is a string but not JSON ({e})") from None
-    if not isinstance(value, list):
-        raise InputFormatError(f"{where}: field 'KeyPhrases' must be a list of word lists, got {type(value).__name__}")
-    for p in value:
-        if isinstance(p, str):
-            continue
-        if not isinstance(p, list) or not all(isinstance(w, str) for w in p):
-            raise InputFormatError(f"{where}: field 'KeyPhrases' must be a list of word lists, got element {p!r}")
-    return value
 
 
 def load_keyphrase_file(path: Path, what: str) -> Dict[str, List[Phrase]]:

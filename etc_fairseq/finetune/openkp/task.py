@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from fairseq.tasks import register_task
 
 from etc_fairseq.models.openkp import KeyphraseHead, VisualFeatureEmbedding
-from etc_fairseq.finetune.openkp.convert import DEFAULT_MAX_GLOBAL_LEN, MAX_NGRAM, field_specs
+from etc_fairseq.finetune.openkp.schema import DEFAULT_MAX_GLOBAL_LEN, MAX_NGRAM, target_fields
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 
 
@@ -26,7 +26,7 @@ class EtcOpenKPConfig(EtcStructuredTaskConfig):
 class EtcOpenKPTask(EtcStructuredTask):
     """OpenKP: long = word pieces, global = VDOM nodes, one softmax over all 1..5-grams of words."""
 
-    TARGET_FIELDS = [f for f in field_specs() if f.name != "long_segment"]
+    TARGET_FIELDS = tuple(target_fields())
     cfg: EtcOpenKPConfig
 
     def build_heads(self, model) -> None:

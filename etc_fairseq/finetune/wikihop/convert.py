@@ -37,7 +37,7 @@ kept text.
 Output (atomically): ``DIR/dict.txt`` and, per split, the fields of
 :mod:`etc_fairseq.data.structured` plus the targets ``answer_index`` (index of the first candidate equal to
 the answer, -1 without an answer) and ``candidate_correct`` (``[C]``, 1 where the candidate matches the
-answer under the official definition, :func:`etc_fairseq.finetune.wikihop.metrics.is_correct`), and the side
+answer under the official definition, :func:`etc_fairseq.finetune.wikihop.schema.is_correct`), and the side
 file ``{split}.side.jsonl`` (``id``, ``candidates``, ``answer``) for ``etc-predict wikihop``.
 """
 from __future__ import annotations
@@ -45,11 +45,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import heapq
-import json
 import logging
 import re
-import shutil
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +55,16 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.finetune.wikihop.metrics import is_correct
-from etc_fairseq.prepare.documents import InputFormatError
+from etc_fairseq.finetune.common.convert import (
+    add_output_arguments,
+    add_split_arguments,
+    check_split_names,
+    prepared_directory,
+    splits_from_args,
+    write_split,
+    write_summary,
+)
+from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, field_specs, is_correct, read_wikihop
 
 logger = logging.getLogger(__name__)
 
@@ -68,83 +73,6 @@ PathLike = Union[str, Path]
 DEFAULT_MAX_LONG_LEN = 4096
 DEFAULT_MAX_GLOBAL_LEN = 430
 DEFAULT_MAX_LINKS_PER_TOKEN = 4
-
-
-# ---------------------------------------------------------------------------------------------------------
-# reading
-# ---------------------------------------------------------------------------------------------------------
-@dataclass
-class WikiHopRecord:
-    """One QAngaroo WikiHop instance (``answer`` is None in test files)."""
-
-    id: str
-    query: str
-    candidates: List[str]
-    supports: List[str]
-    answer: Optional[str]
-
-
-def _check_str_list(path, i, rid, name, value, allow_empty_items: bool) -> List[str]:
-    where = f"{path}: record {i} (id {rid!r}): field {name!r}"
-    if not isinstance(value, list):
-        raise InputFormatError(f"{where}: expected a list of strings, got {type(value).__name__}")
-    for j, item in enumerate(value):
-        if not isinstance(item, str):
-            raise InputFormatError(f"{where}: item {j}: expected a string, got {type(item).__name__}")
-        if not allow_empty_items and not item.strip():
-            raise InputFormatError(f"{where}: item {j}: expected a non-empty string, got {item!r}")
-    return value
-
-
-def read_wikihop(path: PathLike) -> List[WikiHopRecord]:
-    """Read and validate an official WikiHop JSON file.
-
-    Raises:
-        FileNotFoundError: no such file.
-        InputFormatError: invalid JSON or a bad record; the message names the file, the record (index and
-            id) and the field, and says what was expected (e.g. an answer that is not among the candidates).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such WikiHop file")
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except json.JSONDecodeError as e:
-        raise InputFormatError(f"{path}: not valid JSON ({e})") from None
-    except UnicodeDecodeError as e:
-        raise InputFormatError(f"{path}: not UTF-8 text ({e})") from None
-    if not isinstance(data, list):
-        raise InputFormatError(f"{path}: expected a JSON list of WikiHop records, got {type(data).__name__}")
-    out: List[WikiHopRecord] = []
-    seen = set()
-    for i, rec in enumerate(data):
-        if not isinstance(rec, dict):
-            raise InputFormatError(f"{path}: record {i}: expected a JSON object, got {type(rec).__name__}")
-        rid = rec.get("id")
-        if not isinstance(rid, str) or not rid:
-            raise InputFormatError(f"{path}: record {i}: field 'id': expected a non-empty string, got {rid!r}")
-        if rid in seen:
-            raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'id': duplicate id")
-        seen.add(rid)
-        query = rec.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'query': expected a non-empty string, got {query!r}")
-        candidates = _check_str_list(path, i, rid, "candidates", rec.get("candidates"), allow_empty_items=False)
-        if not candidates:
-            raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'candidates': expected at least one candidate")
-        supports = _check_str_list(path, i, rid, "supports", rec.get("supports"), allow_empty_items=True)
-        answer = rec.get("answer")
-        if answer is not None:
-            if not isinstance(answer, str):
-                raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'answer': expected a string, got {type(answer).__name__}")
-            if not any(is_correct(c, answer) for c in candidates):
-                raise InputFormatError(
-                    f"{path}: record {i} (id {rid!r}): field 'answer': {answer!r} is not among the candidates "
-                    f"({len(candidates)} candidates, compared lower-cased and stripped)"
-                )
-        out.append(WikiHopRecord(rid, query, list(candidates), list(supports), answer))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -251,29 +179,6 @@ def max_heap_truncation(
 # ---------------------------------------------------------------------------------------------------------
 # one example
 # ---------------------------------------------------------------------------------------------------------
-def _field_specs(flat: bool):
-    """The fields written per example (narrow dtypes: global indices < 2**15, token ids < 2**31)."""
-    from etc_fairseq.data.structured import CORE_FIELDS, FieldSpec
-
-    names = {
-        "long_tokens": "int32",
-        "global_tokens": "int32",
-        "global_types": "int8",
-        "long_segment": "int16",
-        "global_parent": "int16",
-        "long_context": "int16",
-        "global_context": "int16",
-    }
-    if not flat:
-        names["long_links"] = "int16"
-    specs = [dataclasses.replace(CORE_FIELDS[n], dtype=d) for n, d in names.items()]
-    specs += [
-        FieldSpec("answer_index", dtype="int16", pad=-1, role="target", length="own"),
-        FieldSpec("candidate_correct", dtype="int8", pad=0, role="target", length="own"),
-    ]
-    return specs
-
-
 @dataclass
 class LayoutOptions:
     max_long_len: int = DEFAULT_MAX_LONG_LEN
@@ -451,7 +356,6 @@ def prepare_wikihop(
     splits: Dict[str, PathLike],
     out_dir: PathLike,
     tokenizer,
-    dict_path: PathLike,
     opts: LayoutOptions,
     overwrite: bool = False,
     log_every: int = 1000,
@@ -459,51 +363,39 @@ def prepare_wikihop(
     """Prepare every split (``{split name: WikiHop JSON}``) into ``out_dir`` atomically.
 
     Returns:
-        ``{split: counts}`` (also in each ``{split}.meta.json`` and logged).
+        ``{split: counts}`` (also in each ``{split}.meta.json`` and the summary, and logged).
     """
-    from etc_fairseq.data.structured import StructuredWriter
-    from etc_fairseq.prepare.atomic import atomic_directory
-
-    if not splits:
-        raise ValueError("give at least one of --train / --valid / --test")
+    check_split_names(list(splits))
     if opts.max_links_per_token < 1:
         raise ValueError(f"--max-links-per-token must be >= 1, got {opts.max_links_per_token}")
     records = {name: read_wikihop(path) for name, path in splits.items()}  # validate everything first
     summary: Dict[str, Dict[str, int]] = {}
-    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
-        shutil.copyfile(dict_path, tmp / "dict.txt")
+    layout = {**dataclasses.asdict(opts), "tokenizer": tokenizer.kind}
+    with prepared_directory(out_dir, tokenizer, overwrite) as tmp:
         for name, recs in records.items():
-            writer = StructuredWriter(tmp, name, _field_specs(opts.flat_structure))
             counts: Counter = Counter()
-            t0 = time.monotonic()
-            for i, rec in enumerate(recs):
-                arrays = build_example(rec, tokenizer, opts, counts)
-                writer.add(arrays, side={"id": rec.id, "candidates": rec.candidates, "answer": rec.answer})
-                counts["records"] += 1
-                if (i + 1) % log_every == 0:
-                    logger.info(f"{name}: {i + 1}/{len(recs)} records ({time.monotonic() - t0:.1f} s)")
+
+            def examples():
+                for rec in recs:
+                    arrays = build_example(rec, tokenizer, opts, counts)
+                    counts["records"] += 1
+                    yield arrays, {"id": rec.id, "candidates": rec.candidates, "answer": rec.answer}
+
+            writer = write_split(tmp, name, field_specs(opts.flat_structure), examples(), log_every)
             result = {k: int(counts[k]) for k in COUNT_KEYS}
-            writer.finalize(
-                source=str(splits[name]),
-                counts=result,
-                layout={**dataclasses.asdict(opts), "tokenizer": tokenizer.kind},
-            )
+            writer.finalize(source=str(splits[name]), counts=result, layout=layout)
             logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))
             summary[name] = result
+        write_summary(tmp, "wikihop", tokenizer, summary, **dataclasses.asdict(opts))
     return summary
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
-    g = p.add_argument_group("input (official QAngaroo WikiHop JSON)")
-    g.add_argument("--train", type=Path, default=None, metavar="FILE", help="train.json")
-    g.add_argument("--valid", type=Path, default=None, metavar="FILE", help="dev.json")
-    g.add_argument("--test", type=Path, default=None, metavar="FILE", help="a test file (answers may be absent)")
-    g = p.add_argument_group("output")
-    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
-    g.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    g.add_argument("--log-every", type=int, default=1000, metavar="N", help="progress line every N records")
+    add_split_arguments(p, "input (official QAngaroo WikiHop JSON)", {
+        "train": "train.json", "valid": "dev.json", "test": "a test file (answers may be absent)"})
+    add_output_arguments(p)
     g = p.add_argument_group("layout")
     g.add_argument("--max-long-len", type=int, default=DEFAULT_MAX_LONG_LEN, help=f"long input length (default {DEFAULT_MAX_LONG_LEN})")
     g.add_argument("--max-global-len", type=int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global input length (default {DEFAULT_MAX_GLOBAL_LEN})")
@@ -522,11 +414,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
-    splits = {name: getattr(args, name) for name in ("train", "valid", "test") if getattr(args, name) is not None}
+    splits = splits_from_args(args)
     tokenizer = WordPieceTokenizer.from_args(args)
-    dict_path = args.pretrain_dir / "dict.txt" if args.pretrain_dir is not None else args.srcdict
     opts = LayoutOptions(args.max_long_len, args.max_global_len, args.max_links_per_token, args.flat_structure)
-    summary = prepare_wikihop(splits, args.out, tokenizer, dict_path, opts, overwrite=args.overwrite, log_every=args.log_every)
+    summary = prepare_wikihop(splits, args.out, tokenizer, opts, overwrite=args.overwrite, log_every=args.log_every)
     for name, counts in summary.items():
         print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     print(f"tokenizer: {tokenizer.stats}")
@@ -542,7 +433,7 @@ PREPARE = Subcommand(
     "token per query piece, and per support a CONTEXT token and one SENTENCE token per sentence. l2l is cut "
     "at support boundaries, supports are unordered, candidates are linked to their string-matched mentions. "
     "Too long instances lose the last sentence of the support with the most sentences, repeatedly (counted). "
-    "Writes DIR/dict.txt and DIR/{split}.* (see etc_fairseq/data/structured.py).",
+    "Writes DIR/dict.txt, DIR/{split}.* (see etc_fairseq/data/structured.py) and DIR/prepare.json.",
     add_arguments=_add_arguments,
     run=_run,
 )

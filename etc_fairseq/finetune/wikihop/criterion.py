@@ -6,23 +6,21 @@ unlabelled test split add nothing). In a static graph (XLA, ``torch.compile``) t
 the loss is the mean over the labelled examples and ``sample_size`` is 1 (the same update on one worker; over
 several workers or ``--update-freq`` steps, the mean of the per-batch means).
 Accuracy: the top candidate is correct when its ``candidate_correct``
-flag (computed by ``etc-prepare wikihop`` with :func:`etc_fairseq.finetune.wikihop.metrics.is_correct`) is 1;
-the sums are logged and :func:`etc_fairseq.finetune.wikihop.metrics.accuracy_from_counts` derives the percent,
-so training logs and ``fairseq-validate`` print the same number ``etc-evaluate wikihop`` computes.
+flag (computed by ``etc-prepare wikihop`` with :func:`etc_fairseq.finetune.wikihop.schema.is_correct`) is 1;
+the sums are logged and their ratio in percent is derived as
+:func:`etc_fairseq.finetune.wikihop.metrics.accuracy_from_counts` computes it, so training logs and ``fairseq-validate`` print the same number ``etc-evaluate wikihop`` computes.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
-import math
 from dataclasses import dataclass
-from typing import Tuple
 
 import torch
 import torch.nn.functional as F
-from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from etc_fairseq.finetune.wikihop.metrics import accuracy_from_counts
-from etc_fairseq.structure.global_tokens import GlobalTokenType
+from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios
+from etc_fairseq.finetune.wikihop.decode import candidate_scores
+from etc_fairseq.finetune.wikihop.metrics import ACCURACY_SCALE
 from etc_fairseq.tracing import static_graph
 
 
@@ -31,35 +29,11 @@ class EtcWikiHopCriterionConfig(FairseqDataclass):
     pass
 
 
-def candidate_logits(head_logits: torch.Tensor, global_types: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Gather the candidates' logits, in candidate order.
-
-    Args:
-        head_logits: float [B, G], one logit per global token.
-        global_types: int64 [B, G] (:class:`GlobalTokenType`; padding rows may hold anything but CANDIDATE).
-    Returns:
-        (logits float32 [B, C_max] with -inf past each example's candidates, mask bool [B, C_max]);
-        column ``k`` is the example's ``k``-th CANDIDATE global token, whatever its position. ``C_max`` is the
-        most candidates in the batch, or ``G`` in a static graph (:func:`etc_fairseq.tracing.static_graph`).
-    """
-    is_cand = global_types.eq(int(GlobalTokenType.CANDIDATE))  # [B, G]
-    n_cand = is_cand.sum(dim=1)  # [B]
-    if static_graph(global_types):  # no host read: C_max = G (the extra columns are masked)
-        c_max = max(global_types.size(1), 1)
-    else:
-        c_max = max(int(n_cand.max()) if n_cand.numel() else 0, 1)
-    # stable sort puts the candidate positions first, in order
-    order = torch.sort((~is_cand).to(torch.int8), dim=1, stable=True).indices[:, :c_max]  # [B, C_max]
-    mask = torch.arange(c_max, device=global_types.device).unsqueeze(0) < n_cand.unsqueeze(1)  # [B, C_max]
-    logits = torch.gather(head_logits.float(), 1, order)  # [B, C_max]
-    return logits.masked_fill(~mask, float("-inf")), mask
-
-
 def loss_and_counts(logits: torch.Tensor, answer_index: torch.Tensor, candidate_correct: torch.Tensor):
     """Summed CE and accuracy counts.
 
     Args:
-        logits: float [B, C] from :func:`candidate_logits`.
+        logits: float [B, C] from :func:`~etc_fairseq.finetune.wikihop.decode.candidate_logits`.
         answer_index: int64 [B] (-1 = no answer: excluded).
         candidate_correct: int64 [B, C'] with C' <= C (0-padded).
     Returns:
@@ -84,11 +58,8 @@ class EtcWikiHopCriterion(FairseqCriterion):
         super().__init__(task)
 
     def forward(self, model, sample, reduce=True):
-        from etc_fairseq.finetune.wikihop.task import CANDIDATE_HEAD
-
         _, extra = self.task.forward_features(model, sample)
-        head_logits = model.task_heads[CANDIDATE_HEAD](extra["global_features"]).squeeze(-1)  # [B, G]
-        logits, _ = candidate_logits(head_logits, sample["net_input"]["global_types"])
+        logits, _ = candidate_scores(model, extra, sample["net_input"]["global_types"])  # [B, C_max]
         target = sample["target"]
         loss, n_correct, n_labelled = loss_and_counts(
             logits, target["answer_index"][:, 0], target["candidate_correct"]
@@ -111,17 +82,8 @@ class EtcWikiHopCriterion(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        def total(key):
-            return sum(float(log.get(key, 0)) for log in logging_outputs)
-
-        sample_size = total("sample_size")
-        metrics.log_scalar("loss", total("loss") / max(sample_size, 1) / math.log(2), sample_size, round=3)
-        metrics.log_scalar_sum("_ncorrect", total("ncorrect"))
-        metrics.log_scalar_sum("_nlabelled", total("nlabelled"))
-        metrics.log_derived(
-            "accuracy",
-            lambda meters: round(accuracy_from_counts(meters["_ncorrect"].sum, meters["_nlabelled"].sum), 3),
-        )
+        log_mean_loss(logging_outputs)
+        log_ratios(logging_outputs, {"accuracy": Ratio("ncorrect", "nlabelled", ACCURACY_SCALE)})
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

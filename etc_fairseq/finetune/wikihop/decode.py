@@ -1,32 +1,66 @@
-"""``etc-predict wikihop``: the official WikiHop prediction file ``{id: candidate}`` from a fine-tuned
-``etc_wikihop`` checkpoint and a split prepared by ``etc-prepare wikihop`` (paper appendix C: the
-candidate whose global token has the highest logit)."""
+"""WikiHop decoding: the candidate head on the global features, its logits gathered at the CANDIDATE global
+tokens (:func:`candidate_scores`, used by the ``etc_wikihop`` criterion and by ``etc-predict wikihop``), and
+``etc-predict wikihop``: the official prediction file ``{id: candidate}`` from a fine-tuned ``etc_wikihop``
+checkpoint and a split prepared by ``etc-prepare wikihop`` (paper appendix C: the candidate whose global
+token has the highest logit)."""
 from __future__ import annotations
 
 import argparse
 import json
 import logging
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
+import torch
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
+from etc_fairseq.structure.global_tokens import GlobalTokenType
+from etc_fairseq.tracing import static_graph
 
 logger = logging.getLogger(__name__)
+
+#: name of the candidate-scoring head in ``model.task_heads`` (one logit per global token)
+CANDIDATE_HEAD = "wikihop_candidates"
+
+
+def candidate_logits(head_logits: torch.Tensor, global_types: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Gather the candidates' logits, in candidate order.
+
+    Args:
+        head_logits: float [B, G], one logit per global token.
+        global_types: int64 [B, G] (:class:`GlobalTokenType`; padding rows may hold anything but CANDIDATE).
+    Returns:
+        (logits float32 [B, C_max] with -inf past each example's candidates, mask bool [B, C_max]);
+        column ``k`` is the example's ``k``-th CANDIDATE global token, whatever its position. ``C_max`` is the
+        most candidates in the batch, or ``G`` in a static graph (:func:`etc_fairseq.tracing.static_graph`).
+    """
+    is_cand = global_types.eq(int(GlobalTokenType.CANDIDATE))  # [B, G]
+    n_cand = is_cand.sum(dim=1)  # [B]
+    if static_graph(global_types):  # no host read: C_max = G (the extra columns are masked)
+        c_max = max(global_types.size(1), 1)
+    else:
+        c_max = max(int(n_cand.max()) if n_cand.numel() else 0, 1)
+    # stable sort puts the candidate positions first, in order
+    order = torch.sort((~is_cand).to(torch.int8), dim=1, stable=True).indices[:, :c_max]  # [B, C_max]
+    mask = torch.arange(c_max, device=global_types.device).unsqueeze(0) < n_cand.unsqueeze(1)  # [B, C_max]
+    logits = torch.gather(head_logits.float(), 1, order)  # [B, C_max]
+    return logits.masked_fill(~mask, float("-inf")), mask
+
+
+def candidate_scores(model, extra, global_types: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Apply the candidate head to ``extra["global_features"]`` float [B, G, D] and gather the candidates:
+    returns what :func:`candidate_logits` returns (logits float32 [B, C_max], mask bool [B, C_max])."""
+    head_logits = model.task_heads[CANDIDATE_HEAD](extra["global_features"]).squeeze(-1)  # [B, G]
+    return candidate_logits(head_logits, global_types)
 
 
 def predict_candidates(model, task, split: str, side: List[dict], batch_size: int, device: str) -> Dict[str, str]:
     """``{id: best candidate}`` for every example of ``split`` (``side``: its side records)."""
-    from etc_fairseq.finetune.wikihop.criterion import candidate_logits
-    from etc_fairseq.finetune.wikihop.task import CANDIDATE_HEAD
-
     if CANDIDATE_HEAD not in model.task_heads:
         raise ValueError(f"the checkpoint has no {CANDIDATE_HEAD!r} head: not an etc_wikihop model")
-    head = model.task_heads[CANDIDATE_HEAD]
     out: Dict[str, str] = {}
     for sample, _, extra in iterate_outputs(model, task, split, batch_size, device):
-        head_logits = head(extra["global_features"]).squeeze(-1)  # [B, G]
-        logits, _ = candidate_logits(head_logits, sample["net_input"]["global_types"])  # [B, C_max]
+        logits, _ = candidate_scores(model, extra, sample["net_input"]["global_types"])  # [B, C_max]
         best = logits.argmax(dim=-1).tolist()  # [B]
         for row, k in zip(sample["id"].tolist(), best):
             rec = side[row]

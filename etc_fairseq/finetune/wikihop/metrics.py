@@ -3,8 +3,8 @@ candidate, lower-cased and stripped of surrounding whitespace, equals the gold a
 way; accuracy is the share of correct examples over *all* gold examples (a missing prediction scores 0).
 
 Used by both the ``etc_wikihop`` criterion (through the per-candidate ``candidate_correct`` flags that
-``etc-prepare wikihop`` computes with :func:`is_correct`, and :func:`accuracy_from_counts`) and
-``etc-evaluate wikihop --predictions P --gold G``, where ``P`` is the official prediction format
+``etc-prepare wikihop`` computes with :func:`~etc_fairseq.finetune.wikihop.schema.is_correct`, and
+:func:`accuracy_from_counts`) and ``etc-evaluate wikihop --predictions P --gold G``, where ``P`` is the official prediction format
 ``{id: candidate}`` and ``G`` the official QAngaroo JSON (a list of ``{id, query, candidates, supports,
 answer}``).
 
@@ -16,27 +16,20 @@ import argparse
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.wikihop.schema import is_correct, read_wikihop
 from etc_fairseq.prepare.documents import InputFormatError
 
 
-def normalize_answer(text: str) -> str:
-    """The official normalisation: lower-case, strip surrounding whitespace."""
-    return text.lower().strip()
-
-
-def is_correct(prediction: Optional[str], answer: str) -> bool:
-    """Whether one prediction (``None`` = missing) matches the gold answer after :func:`normalize_answer`."""
-    if prediction is None:
-        return False
-    return normalize_answer(prediction) == normalize_answer(answer)
+#: accuracy is reported in percent
+ACCURACY_SCALE = 100.0
 
 
 def accuracy_from_counts(correct: float, total: float) -> float:
     """Accuracy in percent from sufficient statistics; NaN when there is no gold example."""
-    return 100.0 * correct / total if total > 0 else float("nan")
+    return ACCURACY_SCALE * correct / total if total > 0 else float("nan")
 
 
 @dataclass
@@ -84,8 +77,6 @@ def load_predictions(path: Path) -> Dict[str, str]:
 
 def load_gold(path: Path) -> list:
     """``(id, answer)`` pairs of an official QAngaroo WikiHop JSON file; every record needs an answer."""
-    from etc_fairseq.finetune.wikihop.convert import read_wikihop
-
     out = []
     for rec in read_wikihop(path):
         if rec.answer is None:

@@ -12,12 +12,10 @@ from dataclasses import dataclass, field
 
 from fairseq.tasks import register_task
 
-from etc_fairseq.data.structured import FieldSpec
-from etc_fairseq.encoder.heads import TokenLogits
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
-
-#: name of the candidate-scoring head in ``model.task_heads``
-CANDIDATE_HEAD = "wikihop_candidates"
+from etc_fairseq.finetune.wikihop.decode import CANDIDATE_HEAD
+from etc_fairseq.finetune.wikihop.schema import target_fields
+from etc_fairseq.encoder.heads import TokenLogits
 
 
 @dataclass
@@ -31,10 +29,7 @@ class EtcWikiHopConfig(EtcStructuredTaskConfig):
 class EtcWikiHopTask(EtcStructuredTask):
     """WikiHop: choose the answer among the candidates (one global token each)."""
 
-    TARGET_FIELDS = (
-        FieldSpec("answer_index", pad=-1, role="target", length="own", required=True),
-        FieldSpec("candidate_correct", pad=0, role="target", length="own", required=True),
-    )
+    TARGET_FIELDS = tuple(target_fields())
 
     def build_heads(self, model) -> None:
         model.register_task_head(CANDIDATE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))

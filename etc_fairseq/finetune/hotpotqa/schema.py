@@ -1,0 +1,131 @@
+"""HotpotQA's record schema, declared once for the converter, the task, decoding and the metric.
+
+- :class:`AnswerType`: span / yes / no (the answer-type head's classes and the ``answer_type`` target).
+- :class:`HotpotRecord` / :func:`read_hotpotqa`: the official JSON, validated with errors that name file,
+  record and field.
+- :func:`target_fields`: the stored targets: ``sp_label`` int8 [global_len] (1 = gold supporting sentence,
+  0 = other sentence, -1 = not a sentence token or no gold), ``answer_type`` int8 [1] (:class:`AnswerType`,
+  -1 unknown), ``answer_span`` int32 [2] (first / last long position of the gold answer, -1 if none).
+- :class:`SideUnit`: the positions of one entry of a side record's ``units`` list.
+"""
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from etc_fairseq.prepare.documents import InputFormatError
+
+
+class AnswerType(enum.IntEnum):
+    """The answer types, in the order of the answer-type head's outputs."""
+
+    SPAN = 0
+    YES = 1
+    NO = 2
+
+    @property
+    def label(self) -> str:
+        """``span`` / ``yes`` / ``no``; for YES and NO also the answer text."""
+        return self.name.lower()
+
+
+def answer_type_of(answer: Optional[str]) -> int:
+    """The :class:`AnswerType` of a gold answer ("yes" / "no", case-insensitive, else SPAN); -1 when no
+    answer is given (test files)."""
+    if answer is None:
+        return -1
+    a = answer.strip().lower()
+    return int(AnswerType.YES if a == AnswerType.YES.label else AnswerType.NO if a == AnswerType.NO.label else AnswerType.SPAN)
+
+
+def target_fields():
+    """The task fields written besides the core ones (:class:`~etc_fairseq.data.structured.FieldSpec` list)."""
+    from etc_fairseq.data.structured import FieldSpec
+
+    return [
+        FieldSpec("sp_label", dtype="int8", pad=-1, role="target", length="global", required=True),
+        FieldSpec("answer_type", dtype="int8", pad=-1, role="target", length="own", required=True),
+        FieldSpec("answer_span", dtype="int32", pad=-1, role="target", length="own", required=True),
+    ]
+
+
+class SideUnit:
+    """Positions in one entry of a side record's ``units``: ``[paragraph, sentence (-1 = title),
+    global_index, long_start, long_end]`` (the title or sentence's long tokens are ``[long_start, long_end)``)."""
+
+    PARAGRAPH, SENTENCE, GLOBAL_INDEX, LONG_START, LONG_END = range(5)
+
+
+
+
+@dataclass
+class HotpotRecord:
+    """One official record, validated. ``answer`` / ``supporting_facts`` / ``type`` are None in test files."""
+
+    id: str
+    question: str
+    context: List[Tuple[str, List[str]]]
+    answer: Optional[str] = None
+    supporting_facts: Optional[List[Tuple[str, int]]] = None
+    type: Optional[str] = None
+
+
+def parse_record(rec, index: int, path) -> HotpotRecord:
+    """Validate one JSON record; InputFormatError names the file, the record (``_id`` or index) and field."""
+    if not isinstance(rec, dict):
+        raise InputFormatError(f"{path}: record {index}: expected an object, got {type(rec).__name__}")
+    _id = rec.get("_id")
+    if not isinstance(_id, str) or not _id:
+        raise InputFormatError(f"{path}: record {index}: field '_id' must be a non-empty string, got {_id!r}")
+    where = f"{path}: record {index} (_id {_id})"
+    question = rec.get("question")
+    if not isinstance(question, str):
+        raise InputFormatError(f"{where}: field 'question' must be a string, got {type(question).__name__}")
+    ctx = rec.get("context")
+    if not isinstance(ctx, list):
+        raise InputFormatError(f"{where}: field 'context' must be a list of [title, [sentences]], got {type(ctx).__name__}")
+    context = []
+    for p, par in enumerate(ctx):
+        if (
+            not isinstance(par, (list, tuple))
+            or len(par) != 2
+            or not isinstance(par[0], str)
+            or not isinstance(par[1], list)
+            or not all(isinstance(s, str) for s in par[1])
+        ):
+            raise InputFormatError(f"{where}: field 'context[{p}]' must be [title, [sentence strings]], got {str(par)[:80]}")
+        context.append((par[0], list(par[1])))
+    answer = rec.get("answer")
+    if answer is not None and not isinstance(answer, str):
+        raise InputFormatError(f"{where}: field 'answer' must be a string, got {type(answer).__name__}")
+    sf = rec.get("supporting_facts")
+    facts = None
+    if sf is not None:
+        if not isinstance(sf, list) or not all(
+            isinstance(f, (list, tuple)) and len(f) == 2 and isinstance(f[0], str) and isinstance(f[1], int)
+            and not isinstance(f[1], bool) for f in sf
+        ):
+            raise InputFormatError(f"{where}: field 'supporting_facts' must be a list of [title, sentence_index]")
+        facts = [(f[0], int(f[1])) for f in sf]
+    rtype = rec.get("type")
+    if rtype is not None and not isinstance(rtype, str):
+        raise InputFormatError(f"{where}: field 'type' must be a string, got {type(rtype).__name__}")
+    return HotpotRecord(_id, question, context, answer, facts, rtype)
+
+
+def read_hotpotqa(path) -> List[HotpotRecord]:
+    """Read and validate an official HotpotQA JSON file (a list of records)."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputFormatError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, list):
+        raise InputFormatError(f"{path}: expected a JSON list of HotpotQA records, got {type(data).__name__}")
+    return [parse_record(rec, i, path) for i, rec in enumerate(data)]

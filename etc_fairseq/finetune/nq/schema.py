@@ -1,0 +1,276 @@
+"""Natural Questions records, the answer-type classes and the stored fields, declared once for the converter,
+the task, decoding, the criterion's official metric and ``etc-evaluate nq``.
+
+- :data:`ANSWER_TYPES` (``TYPE_*``): the classes of the answer-type head, in the paper's order.
+- :class:`NqExample` / :func:`read_nq_file`: the official jsonl (full or simplified, gzipped or not),
+  validated with errors that name file, line and field; :class:`NqAnnotation`, :class:`NqSpan`.
+- :func:`encode_gold` / :func:`decode_gold`: all annotations of an example as the flat ``gold`` field.
+- :func:`target_fields` (what the task loads) and :func:`field_specs` (everything written).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+
+from etc_fairseq.prepare.documents import InputFormatError
+
+PathLike = Union[str, Path]
+
+#: answer type classes predicted from the long CLS token (paper appendix C order)
+ANSWER_TYPES = ("null", "yes", "no", "short", "long")
+TYPE_NULL, TYPE_YES, TYPE_NO, TYPE_SHORT, TYPE_LONG = range(5)
+#: yes_no_answer values, as stored in the ``gold`` field
+YES_NO_VALUES = ("NONE", "YES", "NO")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reading the official files
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class NqSpan:
+    """``[start_token, end_token)`` plus byte offsets (-1 where absent); all -1 = null."""
+
+    start_token: int = -1
+    end_token: int = -1
+    start_byte: int = -1
+    end_byte: int = -1
+
+    @property
+    def is_null(self) -> bool:
+        return self.start_token < 0 and self.end_token < 0 and self.start_byte < 0 and self.end_byte < 0
+
+
+@dataclass
+class NqAnnotation:
+    """One annotator's answer: a long span (null or a candidate), short spans, yes/no (NONE/YES/NO)."""
+
+    long_answer: NqSpan
+    short_answers: List[NqSpan]
+    yes_no_answer: str = "NONE"
+    candidate_index: int = -1
+
+
+@dataclass
+class NqExample:
+    """One NQ record. ``words`` are the document tokens (HTML included), ``is_html`` their flags;
+    ``candidates`` ``(start_token, end_token, top_level)``; ``source`` is ``file:line`` for messages."""
+
+    example_id: Any
+    question: str
+    words: List[str]
+    is_html: List[bool]
+    candidates: List[Tuple[int, int, bool]]
+    annotations: List[NqAnnotation]
+    source: str = ""
+
+
+def open_maybe_gzip(path: PathLike):
+    """Open ``path`` for reading bytes, gunzipping if it starts with the gzip magic bytes (lines are
+    decoded one by one, so that a non-UTF-8 line is reported with its number)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such NQ file")
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def is_html_token_text(token: str) -> bool:
+    """The simplified form has no HTML flags: a token is HTML iff it looks like a tag ``<...>``."""
+    return len(token) >= 3 and token[0] == "<" and token[-1] == ">"
+
+
+class _Record:
+    """Typed access to one JSON record with errors naming file, line and field."""
+
+    def __init__(self, obj: Any, where: str):
+        self.obj = obj
+        self.where = where
+
+    def fail(self, field_name: str, expected: str, got: Any = None) -> InputFormatError:
+        shown = json.dumps(got)[:80] if got is not None else "nothing"
+        return InputFormatError(f"{self.where}: field {field_name!r}: expected {expected}, got {shown}")
+
+    def get(self, container: Any, key: Union[str, int], path: str, kind, expected: str, default=...):
+        if isinstance(key, str):
+            if not isinstance(container, dict) or key not in container:
+                if default is not ...:
+                    return default
+                raise self.fail(path, expected)
+            value = container[key]
+        else:
+            value = container[key]
+        if kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind is bool:
+            ok = isinstance(value, bool) or value in (0, 1)
+        else:
+            ok = isinstance(value, kind)
+        if not ok:
+            raise self.fail(path, expected, value)
+        return value
+
+    def span(self, d: Any, path: str, num_words: Optional[int]) -> NqSpan:
+        if not isinstance(d, dict):
+            raise self.fail(path, "an object with start_token/end_token", d)
+        s = self.get(d, "start_token", f"{path}.start_token", int, "an integer")
+        e = self.get(d, "end_token", f"{path}.end_token", int, "an integer")
+        sb = self.get(d, "start_byte", f"{path}.start_byte", int, "an integer", default=-1)
+        eb = self.get(d, "end_byte", f"{path}.end_byte", int, "an integer", default=-1)
+        if (s < 0) != (e < 0):
+            raise self.fail(path, "start_token and end_token both -1 (null) or both >= 0", d)
+        if s >= 0 and (s >= e or (num_words is not None and e > num_words)):
+            raise self.fail(path, f"0 <= start_token < end_token <= {num_words} document tokens", d)
+        return NqSpan(s, e, sb, eb)
+
+
+def parse_nq_record(obj: Any, where: str, with_document: bool = True) -> NqExample:
+    """One parsed JSON object -> :class:`NqExample` (either form), validating every field used.
+
+    Args:
+        obj: the decoded JSON line.
+        where: ``file:line`` for error messages.
+        with_document: also read the document tokens (False: annotations only, for evaluation).
+    Raises:
+        InputFormatError naming ``where`` and the field.
+    """
+    r = _Record(obj, where)
+    if not isinstance(obj, dict):
+        raise r.fail("(record)", "a JSON object", obj)
+    if "example_id" not in obj or not isinstance(obj["example_id"], (int, str)) or isinstance(obj["example_id"], bool):
+        raise r.fail("example_id", "an integer or string", obj.get("example_id"))
+    r.where = f"{where} (example_id {obj['example_id']})"
+    words: List[str] = []
+    is_html: List[bool] = []
+    num_words: Optional[int] = None
+    if with_document:
+        question = r.get(obj, "question_text", "question_text", str, "a string")
+        if "document_tokens" in obj:
+            toks = r.get(obj, "document_tokens", "document_tokens", list, "a list of token objects")
+            for i, t in enumerate(toks):
+                if not isinstance(t, dict):
+                    raise r.fail(f"document_tokens[{i}]", "an object {token, html_token, ...}", t)
+                words.append(r.get(t, "token", f"document_tokens[{i}].token", str, "a string"))
+                is_html.append(bool(r.get(t, "html_token", f"document_tokens[{i}].html_token", bool, "true or false")))
+        elif "document_text" in obj:
+            text = r.get(obj, "document_text", "document_text", str, "a string")
+            words = text.split(" ") if text else []
+            is_html = [is_html_token_text(w) for w in words]
+        else:
+            raise r.fail("document_tokens", "document_tokens (full form) or document_text (simplified form)")
+        num_words = len(words)
+    else:
+        question = obj.get("question_text", "")
+    candidates: List[Tuple[int, int, bool]] = []
+    if with_document:
+        cands = r.get(obj, "long_answer_candidates", "long_answer_candidates", list, "a list of spans")
+        for i, c in enumerate(cands):
+            sp = r.span(c, f"long_answer_candidates[{i}]", num_words)
+            if sp.is_null:
+                raise r.fail(f"long_answer_candidates[{i}]", "a non-null span", c)
+            top = r.get(c, "top_level", f"long_answer_candidates[{i}].top_level", bool, "true or false", default=True)
+            candidates.append((sp.start_token, sp.end_token, bool(top)))
+    annotations: List[NqAnnotation] = []
+    anns = r.get(obj, "annotations", "annotations", list, "a list of annotations")
+    for i, a in enumerate(anns):
+        if not isinstance(a, dict):
+            raise r.fail(f"annotations[{i}]", "an object", a)
+        la = r.get(a, "long_answer", f"annotations[{i}].long_answer", dict, "an object")
+        long_span = r.span(la, f"annotations[{i}].long_answer", num_words)
+        cand = r.get(la, "candidate_index", f"annotations[{i}].long_answer.candidate_index", int, "an integer", default=-1)
+        if with_document and not long_span.is_null and not (0 <= cand < len(candidates)):
+            raise r.fail(f"annotations[{i}].long_answer.candidate_index", f"an index into the {len(candidates)} candidates", cand)
+        sa = r.get(a, "short_answers", f"annotations[{i}].short_answers", list, "a list of spans")
+        shorts = [r.span(s, f"annotations[{i}].short_answers[{j}]", num_words) for j, s in enumerate(sa)]
+        yn = r.get(a, "yes_no_answer", f"annotations[{i}].yes_no_answer", str, "NONE, YES or NO", default="NONE")
+        if yn.upper() not in YES_NO_VALUES:
+            raise r.fail(f"annotations[{i}].yes_no_answer", "NONE, YES or NO", yn)
+        annotations.append(NqAnnotation(long_span, shorts, yn.upper(), cand))
+    return NqExample(obj["example_id"], question, words, is_html, candidates, annotations, where)
+
+
+def read_nq_file(path: PathLike, with_document: bool = True) -> Iterator[NqExample]:
+    """Yield the examples of one NQ jsonl file (gzipped or not, full or simplified form).
+
+    Raises:
+        FileNotFoundError / InputFormatError naming the file, line and field.
+    """
+    n_records = 0
+    with open_maybe_gzip(path) as f:
+        for line_no, raw in enumerate(f, 1):
+            where = f"{path}:{line_no}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputFormatError(f"{where}: not UTF-8 ({e.reason} at byte {e.start + 1})") from None
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputFormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+            yield parse_nq_record(obj, where, with_document=with_document)
+            n_records += 1
+    if n_records == 0:
+        raise InputFormatError(f"{path}: no NQ records (the file is empty or has only blank lines)")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# gold encoding (the ``gold`` field, decoded by the criterion's official metric)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def encode_gold(annotations: Sequence[NqAnnotation]) -> List[int]:
+    """Annotations -> flat ints: ``[n_ann, then per annotation: long_start, long_end, yes_no (index in
+    YES_NO_VALUES), n_short, s_1, e_1, ...]`` (token offsets; -1 = null)."""
+    out = [len(annotations)]
+    for a in annotations:
+        out += [a.long_answer.start_token, a.long_answer.end_token, YES_NO_VALUES.index(a.yes_no_answer), len(a.short_answers)]
+        for s in a.short_answers:
+            out += [s.start_token, s.end_token]
+    return out
+
+
+def decode_gold(values: Sequence[int]) -> List[NqAnnotation]:
+    """Inverse of :func:`encode_gold` (trailing padding, if any, is ignored)."""
+    values = [int(v) for v in values]
+    n, k, out = values[0], 1, []
+    for _ in range(n):
+        ls, le, yn, ns = values[k : k + 4]
+        k += 4
+        shorts = [NqSpan(values[k + 2 * j], values[k + 2 * j + 1]) for j in range(ns)]
+        k += 2 * ns
+        out.append(NqAnnotation(NqSpan(ls, le), shorts, YES_NO_VALUES[yn]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# stored fields
+# ---------------------------------------------------------------------------------------------------------
+
+
+def target_fields():
+    """The task's stored fields besides the core ones (see the module docstring); ``etc_nq`` declares these."""
+    from etc_fairseq.data.structured import FieldSpec
+
+    return [
+        FieldSpec("long_word", dtype="int32", pad=-1, role="target", length="long", required=True),
+        FieldSpec("nq_targets", dtype="int64", pad=0, role="target", length="own", required=True),
+        FieldSpec("candidates", dtype="int32", pad=-1, role="target", length="own", required=True),
+        FieldSpec("gold", dtype="int64", pad=-1, role="target", length="own", required=True),
+        FieldSpec("window_info", dtype="int64", pad=-1, role="target", length="own", required=True),
+    ]
+
+
+def field_specs():
+    """Every stored field: core long/global tokens, types, ``long_segment``, and :func:`target_fields`."""
+    from etc_fairseq.data.structured import CORE_FIELDS
+
+    return [CORE_FIELDS[k] for k in ("long_tokens", "global_tokens", "global_types", "long_segment")] + target_fields()
