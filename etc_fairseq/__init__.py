@@ -3,9 +3,11 @@
 Layers, lowest first; a module imports only from its own layer or lower ones (the one exception is
 fairseq's own pattern: ``models`` calls ``hub`` from ``EtcModel.from_pretrained``):
 
-1. leaves (standard library / torch only, no etc_fairseq imports above them):
+1. leaves (importing only each other; fairseq, where needed, only inside functions):
    ``commands`` (the ``etc-*`` subcommand record and registry), ``text`` (answer normalisation),
-   ``tokenization`` (the tokenizer of a lifted model's source), ``fairseq_compat`` (narrow fairseq fixes)
+   ``tokenization`` (the tokenizer of a lifted model's source), ``checkpoint_io`` (the one safe checkpoint
+   loader), ``criterion_metrics`` (what every ``reduce_metrics`` shares), ``fairseq_compat`` (narrow
+   fairseq fixes)
 2. ``attention``   the global-local attention kernel (blocked l2l) and its dense reference
 3. ``structure``   pure functions: structure ids -> 4 masks + 4 relative-label tensors; the one
                    relative-label vocabulary and the global-token types
@@ -15,8 +17,9 @@ fairseq's own pattern: ``models`` calls ``hub`` from ``EtcModel.from_pretrained`
 6. ``data``, ``prepare``   raw files -> binarized datasets (``etc-prepare``); corpus reading, packing,
                    MLM/CPC masking, the on-disk format of fine-tuning data
 7. ``pretraining`` the ``etc_pretraining`` task and ``cpc_mlm`` criterion;
-   ``finetune``    one package per dataset (``hotpotqa``, ``wikihop``, ``nq``, ``openkp``: convert, task,
-                   criterion, decode, metrics) and ``finetune.common`` (what they share)
+   ``finetune``    one package per dataset (``hotpotqa``, ``wikihop``, ``nq``, ``openkp``: schema, convert,
+                   task, criterion, decode, metrics) and ``finetune.common`` (what they share); inside a
+                   dataset: schema -> metrics -> decode -> task -> criterion, and schema -> convert
 8. ``lift``, ``official``, ``hub``, ``visualize``, ``register``, ``cli``   fairseq RoBERTa, Hugging Face
                    BERT/RoBERTa and Google's released ETC -> ETC checkpoints, the hub interface, pictures,
                    fairseq registration, and the ``etc-*`` commands

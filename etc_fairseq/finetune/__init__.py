@@ -2,6 +2,8 @@
 
 Each dataset package ``etc_fairseq/finetune/<name>/`` holds everything about that dataset:
 
+- ``schema.py``     its records (reading and validating the official files), answer types and stored
+                    fields, declared once
 - ``convert.py``    the official files -> prepared splits (``etc-prepare <name>``, ``PREPARE``)
 - ``task.py``       the fairseq task ``etc_<name>`` (heads, dataset)
 - ``criterion.py``  the fairseq criterion ``etc_<name>`` (losses, logged official metrics)
@@ -9,7 +11,8 @@ Each dataset package ``etc_fairseq/finetune/<name>/`` holds everything about tha
                     (``PREDICT``)
 - ``metrics.py``    the official metric (``etc-evaluate <name>``, ``EVALUATE``)
 
-:mod:`.common` holds what the datasets share (base task, ``etc-predict`` runner, span decoding).
+:mod:`.common` holds what the datasets share (converter pipeline, base task, ``etc-predict`` runner, span
+decoding).
 A new dataset is a new package here: :mod:`etc_fairseq.commands` finds its subcommands and
 :mod:`etc_fairseq.register` registers its task and criterion.
 
