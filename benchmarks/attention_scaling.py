@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Time and memory scaling of global-local attention on CPU (forward + backward).
 
 Implementations compared:
@@ -22,9 +21,9 @@ Configurations whose estimated memory exceeds ``--mem-budget-gb`` are skipped.
 
 Usage::
 
-    python benchmarks/attention_scaling.py                 # full run (several minutes)
-    python benchmarks/attention_scaling.py --quick         # 512 .. 2048 only
-    python benchmarks/attention_scaling.py --lengths 1024 4096 --repeats 5 --threads 2
+    python -m benchmarks.attention_scaling                 # full run (several minutes)
+    python -m benchmarks.attention_scaling --quick         # 512 .. 2048 only
+    python -m benchmarks.attention_scaling --lengths 1024 4096 --repeats 5 --threads 2
 """
 
 from __future__ import annotations
@@ -32,45 +31,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
-import subprocess
 import sys
 import time
 from typing import Dict, List, Optional
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks.harness import RESULTS_DIR, machine_info, median_time, reset_peak_rss, run_worker, status_kb, write_json
+from benchmarks.inputs import BATCH, HEAD_DIM, HEADS, NUM_LABELS, RADIUS, attention_inputs
 
-BATCH, HEADS, HEAD_DIM, RADIUS = 1, 12, 64, 84
-MAX_DISTANCE = 12  # relative positions clipped at +-12 -> 25 labels
-NUM_LABELS = 2 * MAX_DISTANCE + 1 + 6  # + 6 structure labels = 31
-BELONGS, NOT_BELONGS = 2 * MAX_DISTANCE + 1, 2 * MAX_DISTANCE + 2
 IMPLS = ("blocked", "dense_ref", "sdpa")
 IMPL_LABEL = {"blocked": "(a) blocked", "dense_ref": "(b) dense ref", "sdpa": "(c) sdpa"}
 DEFAULT_LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
 QUICK_LENGTHS = [512, 1024, 2048]
-
-
-# ----------------------------------------------------------------------------
-# memory helpers (Linux /proc)
-# ----------------------------------------------------------------------------
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def _reset_peak_rss() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def estimate_bytes(impl: str, long_len: int, global_len: int) -> int:
@@ -94,57 +65,12 @@ def estimate_bytes(impl: str, long_len: int, global_len: int) -> int:
 # ----------------------------------------------------------------------------
 
 
-def _make_inputs(long_len: int, global_len: int):
-    import torch
-
-    gen = torch.Generator().manual_seed(0)
-    B, H, D, L, G, r = BATCH, HEADS, HEAD_DIM, long_len, global_len, RADIUS
-
-    def leaf(*shape):
-        return torch.randn(*shape, generator=gen).requires_grad_(True)
-
-    real = torch.ones(B, L, dtype=torch.bool)
-    real[:, L - L // 32 :] = False  # trailing padding of the long input
-    pos = torch.arange(L)
-    key = pos.view(L, 1) + torch.arange(2 * r + 1).view(1, -1) - r  # [L, 2r+1]
-    key_ok = (key >= 0) & (key < L)
-    key_real = real[:, key.clamp(0, L - 1)] & key_ok  # [B, L, 2r+1]
-    l2l_mask = real[:, :, None] & key_real
-
-    def rel_label(offset):
-        clipped = offset.clamp(-MAX_DISTANCE, MAX_DISTANCE)
-        return torch.where(clipped >= 0, clipped, MAX_DISTANCE - clipped)
-
-    l2l_rel = rel_label(torch.arange(2 * r + 1) - r).expand(B, L, 2 * r + 1).contiguous()
-    segment = (pos * max(G, 1)) // L  # each global token summarises one segment
-    belongs = segment.view(L, 1) == torch.arange(G).view(1, G)  # [L, G]
-    l2g_rel = torch.where(belongs, BELONGS, NOT_BELONGS).expand(B, L, G).contiguous()
-    gpos = torch.arange(G)
-    g2g_rel = rel_label(gpos.view(1, G) - gpos.view(G, 1)).expand(B, G, G).contiguous()
-    g2l_rel = l2g_rel.transpose(1, 2).contiguous()
-    kw = dict(
-        local_radius=r,
-        l2l_mask=l2l_mask,
-        l2g_mask=real[:, :, None].expand(B, L, G).contiguous(),
-        g2g_mask=torch.ones(B, G, G, dtype=torch.bool),
-        g2l_mask=real[:, None, :].expand(B, G, L).contiguous(),
-        l2l_rel=l2l_rel, l2g_rel=l2g_rel, g2g_rel=g2g_rel, g2l_rel=g2l_rel,
-    )
-    tensors = dict(
-        long_q=leaf(B, H, L, D), long_k=leaf(B, H, L, D), long_v=leaf(B, H, L, D),
-        global_q=leaf(B, H, G, D), global_k=leaf(B, H, G, D), global_v=leaf(B, H, G, D),
-        long_rel_emb=leaf(NUM_LABELS, H, D), global_rel_emb=leaf(NUM_LABELS, H, D),
-    )
-    return tensors, kw
-
-
-def run_worker(impl: str, long_len: int, global_len: int, threads: int, repeats: int) -> Dict:
+def worker(impl: str, long_len: int, global_len: int, threads: int, repeats: int) -> Dict:
     import gc
 
     import torch
     import torch.nn.functional as F
 
-    sys.path.insert(0, REPO)
     from etc_fairseq.attention import dense_global_local_attention, global_local_attention
 
     torch.set_num_threads(threads)
@@ -159,7 +85,7 @@ def run_worker(impl: str, long_len: int, global_len: int, threads: int, repeats:
             q.grad = k.grad = v.grad = None
     else:
         fn = global_local_attention if impl == "blocked" else dense_global_local_attention
-        tensors, kw = _make_inputs(long_len, global_len)
+        tensors, kw = attention_inputs(long_len, global_len)
         names = ("long_q", "long_k", "long_v", "global_q", "global_k", "global_v")
         args = [tensors[n] for n in names]
         rel = dict(long_rel_emb=tensors["long_rel_emb"], global_rel_emb=tensors["global_rel_emb"])
@@ -171,20 +97,15 @@ def run_worker(impl: str, long_len: int, global_len: int, threads: int, repeats:
                 t.grad = None
 
     gc.collect()
-    base_rss_kb = _status_kb("VmRSS")
-    reset_ok = _reset_peak_rss()
-    base_hwm_kb = _status_kb("VmHWM") if not reset_ok else base_rss_kb
-    step()  # warm-up
-    times: List[float] = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    peak_kb = _status_kb("VmHWM")
+    base_rss_kb = status_kb("VmRSS")
+    reset_ok = reset_peak_rss()
+    base_hwm_kb = status_kb("VmHWM") if not reset_ok else base_rss_kb
+    timing = median_time(step, repeats)  # one warm-up pass, then the timed ones
+    peak_kb = status_kb("VmHWM")
     return dict(
-        time_ms=statistics.median(times) * 1000.0,
-        min_time_ms=min(times) * 1000.0,
-        times_ms=[t * 1000.0 for t in times],
+        time_ms=timing["time_s"] * 1000.0,
+        min_time_ms=min(timing["times_s"]) * 1000.0,
+        times_ms=[t * 1000.0 for t in timing["times_s"]],
         peak_mb=max(0, peak_kb - (base_rss_kb if reset_ok else base_hwm_kb)) / 1024.0,
         peak_method="VmHWM (reset via clear_refs) - VmRSS after inputs" if reset_ok
         else "VmHWM - VmHWM after inputs (peak could not be reset; underestimates)",
@@ -196,61 +117,13 @@ def run_worker(impl: str, long_len: int, global_len: int, threads: int, repeats:
 # ----------------------------------------------------------------------------
 
 
-def mem_total_gb() -> Optional[float]:
-    """The machine's memory (MemTotal of /proc/meminfo) in GiB, or None where it cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    return None
-
-
-def write_json(path: str, result: Dict) -> None:
-    """Write ``result`` to ``path`` (directories created) via a temporary file, so that an interrupted
-    run never leaves a half-written result behind."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, path)
-
-
-def machine_info(threads: int) -> Dict:
-    import torch
-
-    cpu = "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem_gb = mem_total_gb()
-    return dict(
-        torch=torch.__version__, python=platform.python_version(), threads=threads,
-        cpu_model=cpu, logical_cpus=os.cpu_count(), mem_total_gb=None if mem_gb is None else round(mem_gb, 1),
-        platform=platform.platform(),
-    )
-
-
 def global_len_for(setting: str, long_len: int) -> int:
     return 256 if setting == "fixed256" else min(long_len // 16, 512)
 
 
 def measure(impl, long_len, global_len, args) -> Dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, str(long_len), str(global_len),
-           "--threads", str(args.threads), "--repeats", str(args.repeats)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-    if proc.returncode != 0:
-        return dict(status=f"failed (rc={proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["status"] = "ok"
-    return result
+    return run_worker(__spec__.name, [impl, long_len, global_len, "--threads", args.threads, "--repeats", args.repeats],
+                      args.timeout)
 
 
 def fmt(x, spec="{:.0f}"):
@@ -263,7 +136,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--repeats", type=int, default=3, help="timed repeats (median), after 1 warm-up")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--mem-budget-gb", type=float, default=16.0, help="skip configs estimated above this")
-    p.add_argument("--out", default=os.path.join(REPO, "benchmarks", "results", "attention_scaling.json"))
+    p.add_argument("--out", default=os.path.join(RESULTS_DIR, "attention_scaling.json"))
     p.add_argument("--quick", action="store_true", help="only long_len 512..2048")
     p.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
     p.add_argument("--settings", nargs="+", default=["fixed256", "ratio16"], choices=["fixed256", "ratio16"],
@@ -274,7 +147,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     if args.worker:
         impl, long_len, global_len = args.worker[0], int(args.worker[1]), int(args.worker[2])
-        print(json.dumps(run_worker(impl, long_len, global_len, args.threads, args.repeats)))
+        print(json.dumps(worker(impl, long_len, global_len, args.threads, args.repeats)))
         return
 
     lengths = args.lengths or (QUICK_LENGTHS if args.quick else DEFAULT_LENGTHS)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Longest input whose full-model forward+backward fits a memory budget (CPU, fp32).
 
 Models (batch 1, train mode, ``checkpoint_activations`` on, vocabulary 30,522 as BERT's):
@@ -31,9 +30,9 @@ obtained.
 
 Usage::
 
-    python benchmarks/capacity.py --quick                      # development, a few minutes
-    python benchmarks/capacity.py --budget-gb 24               # the full search (long: hours on 2 cores)
-    python benchmarks/capacity.py --models etc --budget-gb 24 --layers 12 --start 65536 --max-len 65536
+    python -m benchmarks.capacity --quick                      # development, a few minutes
+    python -m benchmarks.capacity --budget-gb 24               # the full search (long: hours on 2 cores)
+    python -m benchmarks.capacity --models etc --budget-gb 24 --layers 12 --start 65536 --max-len 65536
 """
 
 from __future__ import annotations
@@ -41,18 +40,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time
 from typing import Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, REPO)
-
-from attention_scaling import _reset_peak_rss, _status_kb, machine_info, mem_total_gb, write_json  # noqa: E402
+from benchmarks.harness import (
+    REPO,
+    RESULTS_DIR,
+    command_line,
+    load_average,
+    machine_info,
+    mem_total_gb,
+    reset_peak_rss,
+    status_kb,
+    worker_command,
+    write_json,
+)
+from benchmarks.inputs import sentence_lengths
 
 VOCAB = 30522
 GLOBAL_LEN = 512
@@ -80,7 +85,6 @@ def build_etc(long_len: int, layers: int):
     from etc_fairseq.models import EtcModel, config_for_arch
     from etc_fairseq.structure.builders import segment_ids_from_lengths
     from etc_fairseq.structure.global_tokens import GlobalTokenType
-    from layer_vs_peers import sentence_lengths
 
     d = _dictionary()
     cfg = config_for_arch("etc_base", encoder_layers=layers, max_positions=long_len,
@@ -134,7 +138,7 @@ def build_roberta(long_len: int, layers: int):
 BUILDERS = dict(etc=build_etc, roberta=build_roberta)
 
 
-def run_worker(name: str, long_len: int, layers: int, threads: int, alloc_limit_gb: float = 0.0) -> Dict:
+def worker(name: str, long_len: int, layers: int, threads: int, alloc_limit_gb: float = 0.0) -> Dict:
     import gc
     import resource
 
@@ -148,14 +152,14 @@ def run_worker(name: str, long_len: int, layers: int, threads: int, alloc_limit_
     model, step, per_layer_floats = BUILDERS[name](long_len, layers)
     model.train()
     gc.collect()
-    base_kb = _status_kb("VmRSS")
-    reset_ok = _reset_peak_rss()
+    base_kb = status_kb("VmRSS")
+    reset_ok = reset_peak_rss()
     if not reset_ok:
-        base_kb = _status_kb("VmHWM")
+        base_kb = status_kb("VmHWM")
     t0 = time.perf_counter()
     step()
     seconds = time.perf_counter() - t0
-    peak_kb = _status_kb("VmHWM")
+    peak_kb = status_kb("VmHWM")
     growth_gb = max(0, peak_kb - base_kb) / 2**20
     baseline_gb = base_kb / 2**20
     extra_layers = FULL_LAYERS - layers
@@ -170,12 +174,11 @@ def run_worker(name: str, long_len: int, layers: int, threads: int, alloc_limit_
 
 
 def probe(name: str, long_len: int, args) -> Dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, str(long_len),
-           "--layers", str(args.layers), "--threads", str(args.threads),
-           "--alloc-limit-gb", str(args.alloc_limit_gb)]
+    cmd = worker_command(__spec__.name, [name, long_len, "--layers", args.layers, "--threads", args.threads,
+                                         "--alloc-limit-gb", args.alloc_limit_gb])
     started = time.time()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=REPO)
     except subprocess.TimeoutExpired:
         return dict(long_len=long_len, fits=False, status=f"timeout after {args.timeout:.0f}s")
     if proc.returncode != 0:
@@ -245,7 +248,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--worker", nargs=2, metavar=("MODEL", "LONG_LEN"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        print(json.dumps(run_worker(args.worker[0], int(args.worker[1]), args.layers or FULL_LAYERS, args.threads,
+        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.layers or FULL_LAYERS, args.threads,
                                     args.alloc_limit_gb or 0.0)))
         return
     args.budget_gb = args.budget_gb or (4.0 if args.quick else 24.0)
@@ -255,10 +258,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     args.layers = args.layers or (2 if args.quick else FULL_LAYERS)
     args.start = args.start or (4096 if args.quick else 8192)
     args.step = args.step or (4096 if args.quick else 2048)
-    args.out = args.out or os.path.join(HERE, "results", "capacity_quick.json" if args.quick else "capacity.json")
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO)] + sys.argv[1:])
+    args.out = args.out or os.path.join(RESULTS_DIR, "capacity_quick.json" if args.quick else "capacity.json")
+    command = command_line(__spec__.name)
     print(f"command: {command}", flush=True)
-    load_before = list(os.getloadavg())
+    load_before = load_average()
     started = time.time()
     results = [search(m, args) for m in args.models]
     lines = ["| model | longest long_len that fits | first that does not | budget GB | layers probed |",
@@ -277,7 +280,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                     alloc_limit_gb=args.alloc_limit_gb),
         machine=machine_info(args.threads),
         load_average_before=load_before,
-        load_average_after=list(os.getloadavg()),
+        load_average_after=load_average(),
         results=results,
         markdown_table=table,
         total_seconds=round(time.time() - started, 1),

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Training throughput through fairseq itself: ``fairseq-train`` words per second of ``etc_base`` at long
 length 4096 (global 256, ``etc_pretraining`` + ``cpc_mlm``) against ``roberta_base`` at 512
 (``masked_lm``), on the same data, in the same run (CPU, fp32).
@@ -18,8 +17,8 @@ RoBERTa's at 512.
 
 Usage::
 
-    python benchmarks/fairseq_throughput.py --quick        # 3 updates each
-    python benchmarks/fairseq_throughput.py --updates 20 --workdir /tmp/tp
+    python -m benchmarks.fairseq_throughput --quick        # 3 updates each
+    python -m benchmarks.fairseq_throughput --updates 20 --workdir /tmp/tp
 
 Writes ``benchmarks/results/fairseq_throughput.json``.
 """
@@ -38,12 +37,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, REPO)
 
-from attention_scaling import machine_info, write_json  # noqa: E402
+from benchmarks.harness import REPO, RESULTS_DIR, command_line, load_average, machine_info, write_json
 
 WPS = re.compile(r"\bwps=([0-9.]+)")
 WPB = re.compile(r"\bwpb=([0-9.]+)")
@@ -111,10 +106,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--max-docs", type=int, default=None)
     p.add_argument("--timeout", type=float, default=7200.0)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "fairseq_throughput.json"))
+    p.add_argument("--out", default=os.path.join(RESULTS_DIR, "fairseq_throughput.json"))
     args = p.parse_args(argv)
     updates = args.updates or (3 if args.quick else 10)
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO)] + sys.argv[1:])
+    command = command_line(__spec__.name)
     print(f"command: {command}", flush=True)
     import tempfile
 
@@ -123,7 +118,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     dump = Path(args.dump) if args.dump else fetch_wikipedia_sample(Path(os.environ.get("ETC_FAIRSEQ_CACHE", os.path.join(REPO, ".cache"))))
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="etc_tp_"))
     workdir.mkdir(parents=True, exist_ok=True)
-    load_before = list(os.getloadavg())
+    load_before = load_average()
     data = prepare(dump, workdir, args.vocab_size, args.max_docs)
     rows = []
     for name in ("etc", "roberta"):
@@ -148,7 +143,7 @@ def main(argv: Optional[List[str]] = None) -> None:
           f"(goal <= 1.25)")
     result = dict(description="fairseq-train throughput, etc_base@4096 vs roberta_base@512, same data",
                   command=command, updates=updates, machine=machine_info(args.threads),
-                  load_average_before=load_before, load_average_after=list(os.getloadavg()),
+                  load_average_before=load_before, load_average_after=load_average(),
                   results=rows, cost_ratio_etc_over_roberta=ratio, markdown_table=table)
     write_json(args.out, result)
     print(f"wrote {args.out}", file=sys.stderr)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """The GPU path of the attention (performance issue, goal 5): FlexAttention against the blocked
 kernel and dense SDPA, plus the exactness check of both against the dense reference.
 
@@ -20,8 +19,8 @@ absolute difference, and whether it is within ``--atol``).
 
 Usage::
 
-    python benchmarks/gpu_attention.py                      # CUDA: bf16 at 4096 and 16384
-    python benchmarks/gpu_attention.py --device cpu --quick # smoke run of the script on CPU
+    python -m benchmarks.gpu_attention                      # CUDA: bf16 at 4096 and 16384
+    python -m benchmarks.gpu_attention --device cpu --quick # smoke run of the script on CPU
 
 On CPU, torch's flex attention has no backward (torch 2.13): ``--device cpu`` times forward passes
 only, in float32, at small lengths, and checks forward exactness only. Those figures say nothing
@@ -31,22 +30,17 @@ about a GPU; the output file says which device produced it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shlex
 import statistics
 import sys
 import time
 from typing import Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, REPO)
 
-import attention_scaling as scaling  # noqa: E402
+from benchmarks import inputs as scaling
+from benchmarks.harness import RESULTS_DIR, command_line, machine_info, write_json
 
-GLOBAL_LEN = 256
+GLOBAL_LEN = scaling.GLOBAL_LEN
 IMPLS = ("flex", "blocked", "sdpa")
 #: compile the flex path (always on CUDA; on CPU only with ``--cpu-compile``)
 COMPILE_FLEX_ON_CPU = False
@@ -55,7 +49,7 @@ COMPILE_FLEX_ON_CPU = False
 def _inputs(long_len: int, global_len: int, device, dtype, grad: bool):
     """attention_scaling's inputs moved to ``device``; float tensors cast to ``dtype`` (leaves that
     require grad when ``grad``)."""
-    tensors, kw = scaling._make_inputs(long_len, global_len)
+    tensors, kw = scaling.attention_inputs(long_len, global_len)
     tensors = {k: v.detach().to(device=device, dtype=dtype).requires_grad_(grad) for k, v in tensors.items()}
     kw = {k: (v.to(device) if hasattr(v, "to") else v) for k, v in kw.items()}
     return tensors, kw
@@ -176,8 +170,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.quick:
         args.warmup, args.repeats, lengths = 1, 2, lengths[:1]
     backward = cuda  # flex attention has no CPU backward in torch 2.13
-    out_path = args.out or os.path.join(HERE, "results", "gpu_attention.json" if cuda else "gpu_attention_cpu_smoke.json")
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO)] + sys.argv[1:])
+    out_path = args.out or os.path.join(RESULTS_DIR, "gpu_attention.json" if cuda else "gpu_attention_cpu_smoke.json")
+    command = command_line(__spec__.name)
     print(f"command: {command}", flush=True)
     torch.manual_seed(0)
 
@@ -204,7 +198,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                      else f"| {r['long_len']} | {r['impl']} | {r['status']} | | |")
     table = "\n".join(lines)
     print(table)
-    device_name = torch.cuda.get_device_name(device) if cuda else scaling.machine_info(torch.get_num_threads())
+    device_name = torch.cuda.get_device_name(device) if cuda else machine_info(torch.get_num_threads())
     result = dict(
         description="flex vs blocked vs dense SDPA attention; exactness of flex and blocked vs the dense reference",
         command=command, device=str(device), device_name=device_name, torch=torch.__version__,
@@ -213,10 +207,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                     local_radius=scaling.RADIUS, labels=scaling.NUM_LABELS, warmup=args.warmup,
                     repeats=args.repeats, atol=args.atol),
     )
-    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    with open(out_path + ".tmp", "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(out_path + ".tmp", out_path)
+    write_json(out_path, result)
     print(f"wrote {out_path}", file=sys.stderr)
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """The alternatives the performance issue names for the attention kernel's inner steps, measured on
 the production kernel's own chunk shapes and codes, each checked for exactness against what the
 kernel does.
@@ -27,8 +26,8 @@ Steps compared (time summed over all chunks of the input; 2 CPU threads; median 
 
 Usage::
 
-    python benchmarks/kernel_alternatives.py                  # long_len 4096, 3 repeats
-    python benchmarks/kernel_alternatives.py --quick          # long_len 2048, 1 repeat
+    python -m benchmarks.kernel_alternatives                  # long_len 4096, 3 repeats
+    python -m benchmarks.kernel_alternatives --quick          # long_len 2048, 1 repeat
 
 Writes ``benchmarks/results/kernel_alternatives.json``.
 """
@@ -37,18 +36,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from typing import Callable, Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, REPO)
 
-from attention_scaling import _make_inputs, machine_info, write_json  # noqa: E402
-from kernel_efficiency import GLOBAL_LEN  # noqa: E402
-from kernel_efficiency import median_time as _timed  # noqa: E402
+from benchmarks.harness import RESULTS_DIR, command_line, load_average, machine_info, write_json
+from benchmarks.harness import median_time as _timed
+from benchmarks.inputs import GLOBAL_LEN, attention_inputs
 
 
 def median_time(fn: Callable[[], object], repeats: int) -> float:
@@ -57,7 +51,7 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
 
 
 def chunk_layout(long_len: int):
-    """The kernel's chunk layout for the long queries of ``_make_inputs(long_len, 256)``.
+    """The kernel's chunk layout for the long queries of ``attention_inputs(long_len, GLOBAL_LEN)``.
 
     Returns a dict: ``tensors``/``kw`` (the inputs), ``table`` float ``[B, H, n_pad, N + 2]`` (the
     kernel's per-query bias table), ``codes`` uint8 ``[B, n_chunks, Q, Q + 2r + G]``, ``chunk``, ``radius``.
@@ -69,7 +63,7 @@ def chunk_layout(long_len: int):
     from etc_fairseq.attention import blocked
     from etc_fairseq.attention.common import band_key_in_range
 
-    tensors, kw = _make_inputs(long_len, GLOBAL_LEN)
+    tensors, kw = attention_inputs(long_len, GLOBAL_LEN)
     q, rel = tensors["long_q"].detach(), tensors["long_rel_emb"].detach()
     r, chunk = kw["local_radius"], blocked.LONG_CHUNK
     n_labels = rel.shape[0]
@@ -248,16 +242,16 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--repeats", type=int, default=None, help="timed repeats (median); default 3, --quick 1")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="long_len 2048, 1 repeat")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "kernel_alternatives.json"))
+    p.add_argument("--out", default=os.path.join(RESULTS_DIR, "kernel_alternatives.json"))
     args = p.parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)
     repeats = args.repeats or (1 if args.quick else 3)
     lengths = args.lengths or ([2048] if args.quick else [4096])
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO)] + sys.argv[1:])
+    command = command_line(__spec__.name)
     print(f"command: {command}", flush=True)
-    load_before = list(os.getloadavg())
+    load_before = load_average()
     rows = [row for n in lengths for row in run(n, repeats)]
     lines = ["| long_len | step | variant | time ms | exact | the kernel's |", "|---:|---|---|---:|---|---|"]
     for x in rows:
@@ -268,7 +262,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     result = dict(description="attention kernel inner steps: the issue's alternatives on the kernel's chunk shapes",
                   command=command, config=dict(global_len=GLOBAL_LEN, repeats=repeats, threads=args.threads),
                   machine=machine_info(args.threads), load_average_before=load_before,
-                  load_average_after=list(os.getloadavg()), results=rows, markdown_table=table)
+                  load_average_after=load_average(), results=rows, markdown_table=table)
     write_json(args.out, result)
     print(f"wrote {args.out}", file=sys.stderr)
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """How close is the global-local attention kernel to the machine's matmul speed, and what does the
 blocking waste?
 
@@ -25,9 +24,9 @@ layout of ``attention_scaling.py``), forward+backward, float32, this script repo
 
 Usage::
 
-    python benchmarks/kernel_efficiency.py                 # long_len 2048, 4096, 8192
-    python benchmarks/kernel_efficiency.py --quick         # long_len 2048, 1 repeat
-    python benchmarks/kernel_efficiency.py --chunks 64 128 256 --lengths 4096
+    python -m benchmarks.kernel_efficiency                 # long_len 2048, 4096, 8192
+    python -m benchmarks.kernel_efficiency --quick         # long_len 2048, 1 repeat
+    python -m benchmarks.kernel_efficiency --chunks 64 128 256 --lengths 4096
 
 Writes ``benchmarks/results/kernel_efficiency.json``.
 """
@@ -36,20 +35,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import statistics
 import sys
-import time
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, REPO)
 
-from attention_scaling import HEAD_DIM, HEADS, RADIUS, _make_inputs, machine_info, write_json  # noqa: E402
+from benchmarks.harness import RESULTS_DIR, command_line, load_average, machine_info, median_time, write_json
+from benchmarks.inputs import GLOBAL_LEN, HEAD_DIM, HEADS, RADIUS, attention_inputs
 
-GLOBAL_LEN = 256
 HIDDEN = HEADS * HEAD_DIM
 
 
@@ -74,17 +66,6 @@ def autograd_gflop(long_len: int, global_len: int, r: int) -> float:
     n_long = -(-long_len // b) * b
     pairs = n_long * (3 * b + global_len) + global_len * (global_len + long_len)
     return 6 * pairs * HEADS * HEAD_DIM * 2 / 1e9
-
-
-def median_time(fn: Callable[[], None], repeats: int) -> Dict:
-    fn()  # warm-up
-    wall, cpu = [], []
-    for _ in range(repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return dict(time_s=statistics.median(wall), times_s=wall, cpu_s=statistics.median(cpu))
 
 
 def matmul_gflops(long_len: int, chunk: int, r: int, repeats: int) -> Dict:
@@ -124,7 +105,7 @@ def time_kernel(kind: str, long_len: int, chunk: int, repeats: int) -> Dict:
     import etc_fairseq.attention.blocked as blocked
     from etc_fairseq.attention import autograd_global_local_attention, global_local_attention
 
-    tensors, kw = _make_inputs(long_len, GLOBAL_LEN)
+    tensors, kw = attention_inputs(long_len, GLOBAL_LEN)
     names = ("long_q", "long_k", "long_v", "global_q", "global_k", "global_v")
     args = [tensors[n] for n in names]
     rel = dict(long_rel_emb=tensors["long_rel_emb"], global_rel_emb=tensors["global_rel_emb"])
@@ -152,7 +133,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--repeats", type=int, default=None, help="timed repeats (median); default 3, --quick 1")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="long_len 2048 only, 1 repeat")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "kernel_efficiency.json"))
+    p.add_argument("--out", default=os.path.join(RESULTS_DIR, "kernel_efficiency.json"))
     args = p.parse_args(argv)
     import torch
 
@@ -162,9 +143,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     repeats = args.repeats or (1 if args.quick else 3)
     lengths = args.lengths or ([2048] if args.quick else [2048, 4096, 8192])
     chunks = args.chunks or [blocked.LONG_CHUNK]
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO)] + sys.argv[1:])
+    command = command_line(__spec__.name)
     print(f"command: {command}", flush=True)
-    load_before = list(os.getloadavg())
+    load_before = load_average()
     rows = []
     r, g = RADIUS, GLOBAL_LEN
     for long_len in lengths:
@@ -214,7 +195,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                     repeats=repeats, threads=args.threads, global_chunk=blocked.GLOBAL_CHUNK),
         machine=machine_info(args.threads),
         load_average_before=load_before,
-        load_average_after=list(os.getloadavg()),
+        load_average_after=load_average(),
         results=rows,
         markdown_table=table,
     )

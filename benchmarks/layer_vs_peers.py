@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """One transformer layer, forward+backward, on CPU: ETC against BERT, Longformer and BigBird.
 
 Layers compared (hidden 768, 12 heads, FFN 3072, GELU, post-LayerNorm, train mode, float32,
@@ -52,9 +51,9 @@ fairseq throughput goal: per-token time of ETC at 4096 (and of its matmul floor)
 
 Usage::
 
-    python benchmarks/layer_vs_peers.py                    # 512 .. 16384, ~20 min on 2 cores
-    python benchmarks/layer_vs_peers.py --quick            # 1024 .. 4096, 1 repeat
-    python benchmarks/layer_vs_peers.py --lengths 2048 8192 --layers etc bert
+    python -m benchmarks.layer_vs_peers                    # 512 .. 16384, ~20 min on 2 cores
+    python -m benchmarks.layer_vs_peers --quick            # 1024 .. 4096, 1 repeat
+    python -m benchmarks.layer_vs_peers --lengths 2048 8192 --layers etc bert
 
 Needs ``transformers`` for the Longformer/BigBird peers (``pip install -e .[bench]``); without it
 those rows are recorded as skipped.
@@ -66,19 +65,23 @@ import argparse
 import json
 import math
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import time
 from typing import Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, REPO)
 
-from attention_scaling import _reset_peak_rss, _status_kb, machine_info, write_json  # noqa: E402
+from benchmarks.harness import (
+    RESULTS_DIR,
+    command_line,
+    load_average,
+    machine_info,
+    reset_peak_rss,
+    run_worker,
+    status_kb,
+    write_json,
+)
+from benchmarks.inputs import sentence_lengths
 
 HIDDEN, HEADS, FFN, GLOBAL_LEN, RADIUS = 768, 12, 3072, 256, 84
 DROPOUT = 0.0  # see the module docstring; --dropout to change
@@ -125,17 +128,6 @@ def _bert_layer_class():
             return self.ln2(x + F.dropout(h, DROPOUT, self.training))
 
     return BertSdpaLayer
-
-
-def sentence_lengths(long_len: int, num_sentences: int, seed: int = 0) -> List[int]:
-    """CONSTRUCTED sentence lengths (>= 1, fixed seed) summing to ``long_len``."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    w = torch.rand(num_sentences, generator=gen) + 0.5  # relative lengths in [0.5, 1.5)
-    raw = (w / w.sum() * (long_len - num_sentences)).floor().long() + 1
-    raw[-1] += long_len - int(raw.sum())
-    return raw.tolist()
 
 
 def build_etc(long_len: int, arch: str = "etc_base"):
@@ -329,7 +321,7 @@ BUILDERS = dict(etc=build_etc, etc_no_attn=build_etc_no_attn, etc_matmul_floor=b
                 etc_shared=build_etc_shared, bert=build_bert, longformer=build_longformer, bigbird=build_bigbird)
 
 
-def run_worker(name: str, long_len: int, threads: int, repeats: int) -> Dict:
+def worker(name: str, long_len: int, threads: int, repeats: int) -> Dict:
     import gc
 
     import numpy as np
@@ -349,9 +341,9 @@ def run_worker(name: str, long_len: int, threads: int, repeats: int) -> Dict:
     step()  # warm-up (one-time initialisation: thread pools, kernel selection, lazy imports)
     clear()
     gc.collect()
-    base_rss_kb = _status_kb("VmRSS")
-    reset_ok = _reset_peak_rss()
-    base_hwm_kb = base_rss_kb if reset_ok else _status_kb("VmHWM")
+    base_rss_kb = status_kb("VmRSS")
+    reset_ok = reset_peak_rss()
+    base_hwm_kb = base_rss_kb if reset_ok else status_kb("VmHWM")
     times: List[float] = []
     cpu_times: List[float] = []
     for _ in range(repeats):
@@ -362,7 +354,7 @@ def run_worker(name: str, long_len: int, threads: int, repeats: int) -> Dict:
         step()
         times.append(time.perf_counter() - t0)
         cpu_times.append(time.process_time() - c0)
-    peak_kb = _status_kb("VmHWM")
+    peak_kb = status_kb("VmHWM")
     return dict(
         time_s=statistics.median(times),
         times_s=times,
@@ -396,19 +388,8 @@ MEMORY_PASS_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
 def _run_worker(name: str, long_len: int, args, repeats: int, env: Optional[Dict[str, str]] = None) -> Dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, str(long_len),
-           "--threads", str(args.threads), "--repeats", str(repeats), "--dropout", str(args.dropout)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
-                              env=dict(os.environ, **(env or {})))
-    except subprocess.TimeoutExpired:
-        return dict(status=f"timeout after {args.timeout:.0f}s")
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-1:] or [f"killed (rc={proc.returncode}), likely out of memory"]
-        return dict(status=f"failed (rc={proc.returncode}): {tail[0][:200]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    out["status"] = "ok"
-    return out
+    return run_worker(__spec__.name, [name, long_len, "--threads", args.threads, "--repeats", repeats,
+                                      "--dropout", args.dropout], args.timeout, env=dict(os.environ, **(env or {})))
 
 
 def measure(name: str, long_len: int, args) -> Dict:
@@ -426,13 +407,6 @@ def measure(name: str, long_len: int, args) -> Dict:
     out["peak_method"] = (f"{mem['peak_method']}, in a separate one-pass run with "
                           f"{' '.join(f'{k}={v}' for k, v in MEMORY_PASS_ENV.items())}")
     return out
-
-
-def load_average() -> List[float]:
-    try:
-        return list(os.getloadavg())
-    except OSError:
-        return []
 
 
 def plot(rows: List[Dict], path: str, title: str) -> Optional[str]:
@@ -485,7 +459,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per measurement")
     p.add_argument("--mem-budget-gb", type=float, default=8.0,
                    help="skip configurations whose estimated peak memory is above this")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "layer_vs_peers.json"))
+    p.add_argument("--out", default=os.path.join(RESULTS_DIR, "layer_vs_peers.json"))
     p.add_argument("--worker", nargs=2, metavar=("LAYER", "LONG_LEN"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.repeats is None:
@@ -493,10 +467,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     DROPOUT = args.dropout
 
     if args.worker:
-        print(json.dumps(run_worker(args.worker[0], int(args.worker[1]), args.threads, args.repeats)))
+        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.threads, args.repeats)))
         return
 
-    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO)] + sys.argv[1:])
+    command = command_line(__spec__.name)
     print(f"command: {command}", flush=True)
     lengths = args.lengths or (QUICK_LENGTHS if args.quick else DEFAULT_LENGTHS)
     try:

@@ -3,16 +3,16 @@
 Models are built on the meta device (shapes only), so etc_large costs no memory. Prints a markdown
 table and writes JSON (default benchmarks/results/param_counts.json).
 
-    python benchmarks/param_counts.py
+    python -m benchmarks.param_counts
 """
 import argparse
-import json
 import os
 import types
 
 import torch
 from fairseq.data import Dictionary
 
+from benchmarks.harness import RESULTS_DIR, write_json
 from etc_fairseq.models import EtcModel, config_for_arch
 
 ROWS = [  # (arch, vocabulary size, paper's count or None)
@@ -37,7 +37,7 @@ def count(arch: str, vocab: int) -> int:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "param_counts.json"))
+    p.add_argument("--out", default=os.path.join(RESULTS_DIR, "param_counts.json"))
     a = p.parse_args()
     results = []
     print("| arch | vocabulary | parameters | paper |\n|---|---:|---:|---:|")
@@ -45,9 +45,7 @@ def main():
         n = count(arch, vocab)
         results.append({"arch": arch, "vocab": vocab, "params": n, "paper": paper})
         print(f"| {arch} | {vocab:,} | {n / 1e6:.1f}M | {f'{paper / 1e6:.0f}M' if paper else '-'} |")
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(results, f, indent=1)
+    write_json(a.out, results)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Where one layer's forward+backward time goes: ``torch.profiler`` over one pass of a
 ``layer_vs_peers.py`` layer (same builders, same inputs), grouped into the linear layers' matrix
 products (``aten::mm``/``aten::addmm``), the attention's batched products (``aten::bmm`` and
@@ -7,8 +6,8 @@ with the GFLOP/s the profiler's FLOP counts give for the matrix products.
 
 Usage::
 
-    python benchmarks/profile_layer.py                       # etc at 2048, 2 threads
-    python benchmarks/profile_layer.py --layer bert --long-len 4096 --top 15
+    python -m benchmarks.profile_layer                       # etc at 2048, 2 threads
+    python -m benchmarks.profile_layer --layer bert --long-len 4096 --top 15
 
 Prints the groups and the top operators by self CPU time; ``--out`` writes them as JSON.
 Run it on a quiet machine: the shares are robust to load, the GFLOP/s are not.
@@ -17,16 +16,11 @@ Run it on a quiet machine: the shares are robust to load, the GFLOP/s are not.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 from typing import List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
 
-import layer_vs_peers  # noqa: E402
+from benchmarks import layer_vs_peers
+from benchmarks.harness import command_line, machine_info, write_json
 
 GROUPS = {"aten::mm": "linear GEMMs", "aten::addmm": "linear GEMMs", "aten::bmm": "attention bmm",
           "aten::baddbmm_": "attention bmm"}
@@ -85,12 +79,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     for e in top:
         print(f"  {e.key:40s} {e.self_cpu_time_total / 1e3:9.1f} ms  x{e.count}")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(dict(command="python " + " ".join([os.path.relpath(__file__)] + sys.argv[1:]),
-                           layer=args.layer, long_len=args.long_len, threads=args.threads,
-                           self_cpu_total_s=total_us / 1e6, groups=groups,
-                           top=[dict(op=e.key, self_cpu_ms=e.self_cpu_time_total / 1e3, calls=e.count) for e in top]),
-                      f, indent=2)
+        write_json(args.out, dict(
+            command=command_line(__spec__.name), machine=machine_info(args.threads),
+            layer=args.layer, long_len=args.long_len, threads=args.threads,
+            self_cpu_total_s=total_us / 1e6, groups=groups,
+            top=[dict(op=e.key, self_cpu_ms=e.self_cpu_time_total / 1e3, calls=e.count) for e in top]))
 
 
 if __name__ == "__main__":
