@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from fairseq.tasks import register_task
 
+from etc_fairseq.encoder.config import ActivationName
 from etc_fairseq.models.openkp import KeyphraseHead, VisualFeatureEmbedding
 from etc_fairseq.finetune.openkp.schema import DEFAULT_MAX_GLOBAL_LEN, MAX_NGRAM, target_fields
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
@@ -31,7 +32,8 @@ class EtcOpenKPTask(EtcStructuredTask):
 
     def build_heads(self, model) -> None:
         dim = model.cfg.encoder_embed_dim
-        model.register_task_head("openkp_keyphrase", KeyphraseHead(dim, MAX_NGRAM, str(model.cfg.activation_fn)))
+        activation = ActivationName(model.cfg.activation_fn).value  # a plain name, stored as a str or an enum member
+        model.register_task_head("openkp_keyphrase", KeyphraseHead(dim, MAX_NGRAM, activation))
         if not self.cfg.no_visual_features:
             model.register_task_head("openkp_visual", VisualFeatureEmbedding(dim))
 
