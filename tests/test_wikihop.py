@@ -185,7 +185,8 @@ def _structure(arrays, radius=16):
         global_padding_mask=torch.zeros_like(t["global_tokens"], dtype=torch.bool),
         vocab=vocab,
         local_radius=radius,
-        **{k: t[k] for k in ("long_segment", "global_parent", "long_context", "global_context", "long_links") if k in t},
+        **{k: t[k] for k in ("long_segment", "global_parent", "long_context", "global_context", "long_links", "global_hard_g2l")
+           if k in t},
     )
     return s, vocab
 
@@ -212,7 +213,9 @@ def test_exact_layout_links_and_structure(real_paragraphs, tokenizer):
     assert a["long_segment"].tolist() == seg
     assert a["global_parent"].tolist() == [-1] * (C + Q) + [-1, ctx_a, ctx_a, -1, ctx_p, ctx_p]
     assert a["long_context"].tolist() == [0] * Q + [1] * (lens[0] + lens[1]) + [2] * (lens[2] + lens[3])
-    assert a["global_context"].tolist() == [0] * (C + Q) + [1, 1, 1, 2, 2, 2]
+    # each candidate its own context (after the 2 supports' contexts 1, 2), the query in context 0
+    assert a["global_context"].tolist() == [3, 4, 5, 6] + [0] * Q + [1, 1, 1, 2, 2, 2]
+    assert a["global_hard_g2l"].tolist() == [1] * C + [0] * (Q + 6)  # candidates read only their mentions
     assert a["answer_index"].tolist() == [1] and a["candidate_correct"].tolist() == [0, 1, 0, 0]
 
     # links: thetis -> "Thetis," (sentence A1), george gershwin -> "George Gershwin," (P0), homer -> "Homer's" (A0)
@@ -247,22 +250,35 @@ def test_exact_layout_links_and_structure(real_paragraphs, tokenizer):
     assert int(s.l2g_rel[0, thetis, s_a1]) == lab("belongs")
     assert int(s.l2g_rel[0, thetis, ctx_a]) == lab("belongs")
     assert int(s.l2g_rel[0, thetis, ctx_p]) == lab("not_belongs")
-    assert int(s.g2l_rel[0, 1, george]) == lab("belongs") and int(s.g2l_rel[0, 0, george]) == lab("not_belongs")
+    assert int(s.g2l_rel[0, 1, george]) == lab("belongs") and int(s.l2g_rel[0, george, 0]) == lab("not_belongs")
+    assert not bool(s.g2l_mask[0, 0, george])  # candidate 0 reads only its own mentions
     assert int(s.l2g_rel[0, 0, C]) == lab("belongs")  # first query piece -> its QUESTION token
     g = s.g2g_rel[0]
     assert int(g[s_a0, ctx_a]) == lab("parent") and int(g[ctx_a, s_a1]) == lab("child")
     assert int(g[s_a0, s_a1]) == vocab.position_id(1)
     assert int(g[s_a0, s_p0]) == lab("other_context") and int(g[ctx_a, ctx_p]) == lab("other_context")
-    assert int(g[0, 1]) == vocab.position_id(1) and int(g[0, C]) == vocab.position_id(C)
+    # candidates are unordered among themselves and with the query: no position tells them apart
+    assert int(g[0, 1]) == lab("other_context") and int(g[0, C]) == lab("other_context")
+    assert int(g[1, 0]) == lab("other_context") and int(g[0, 0]) == vocab.position_id(0)
     assert int(g[0, ctx_a]) == lab("other_context")
-    assert bool(s.g2g_mask.all()) and bool(s.l2g_mask.all()) and bool(s.g2l_mask.all())
+    assert bool(s.g2g_mask.all()) and bool(s.l2g_mask.all()) and bool(s.g2l_mask[0, C:].all())
+    # a candidate's g2l row is exactly its mentions ("ira gershwin", never mentioned, reads no long token)
+    for k in range(C):
+        assert s.g2l_mask[0, k].nonzero().flatten().tolist() == sorted(p for p, c in want.items() if c == k)
+    assert not bool(s.g2l_mask[0, 3].any())
+    # --candidate-attention all (the official setting): candidates read every long token
+    soft = build_example(rec, tokenizer, LayoutOptions(candidate_attention="all"))
+    assert "global_hard_g2l" not in soft
+    assert bool(_structure(soft)[0].g2l_mask.all())
+    with pytest.raises(ValueError, match="candidate_attention"):
+        LayoutOptions(candidate_attention="some")
 
 
 def test_flat_structure(real_paragraphs, tokenizer):
     rec = layout_record(real_paragraphs)
     full = build_example(rec, tokenizer, LayoutOptions())
     flat = build_example(rec, tokenizer, LayoutOptions(flat_structure=True))
-    assert "long_links" not in flat
+    assert "long_links" not in flat and "global_hard_g2l" not in flat
     for k in ("long_tokens", "global_tokens", "global_types", "long_segment"):
         assert flat[k].tolist() == full[k].tolist()
     assert (flat["global_parent"] == -1).all() and (flat["long_context"] == 0).all() and (flat["global_context"] == 0).all()

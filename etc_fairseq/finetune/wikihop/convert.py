@@ -11,18 +11,30 @@ Layout of one example (``C`` candidates, ``Q`` query pieces, supports ``s = 0..S
     global = C candidate tokens (CANDIDATE) | Q query tokens (QUESTION, mirroring the query pieces)
              | per support: one CONTEXT token, then one SENTENCE token per sentence
 
-So candidate ``k`` is global token ``k``. Structure ids (meaning as in
-:func:`etc_fairseq.structure.builders.build_structure`):
+So candidate ``k`` is global token ``k``. All candidates share one token id (``<s>``) and the CANDIDATE
+type, as in the official layout (id 4, type 6 for every candidate): only their mentions tell them apart.
+Structure ids (meaning as in :func:`etc_fairseq.structure.builders.build_structure`):
 
 - ``long_segment``: query piece ``i`` -> its QUESTION token; sentence pieces -> their SENTENCE token.
 - ``global_parent``: SENTENCE -> its support's CONTEXT token ("parent"/"child" g2g labels; long tokens
   "belong" to both their sentence and its context).
-- ``long_context`` / ``global_context``: 0 for the query (and the candidates), ``s + 1`` for support ``s``:
-  l2l attention is cut at support boundaries and different supports are unordered ("other_context").
+- ``long_context`` / ``global_context``: 0 for the query, ``s + 1`` for support ``s``: l2l attention is cut
+  at support boundaries and different supports are unordered ("other_context"). Every candidate is its own
+  context (``S + 1 + k``, as the official layout gives each candidate its own segment): candidates are
+  unordered, so no relative position tells them apart or ranks the first or last one differently.
 - ``long_links`` ``[L, K]``: each long token's linked candidates (global indices, -1 = none): a candidate
-  is linked (the dedicated "linked" label) to every mention of it in the supports, found by
+  is linked (label "belongs", the one that links sentence tokens to their pieces, as the paper and the
+  official layout do) to every mention of it in the supports, found by
   case-insensitive string match on word boundaries (:func:`find_mentions`); the whole words overlapping a
   match are linked. At most ``K = --max-links-per-token`` links per token (the rest are counted).
+
+- ``global_hard_g2l``: 1 for the candidates (``--candidate-attention mentions``, the default): a candidate
+  attends (g2l) only to its mentions, and to every global token. With ``--candidate-attention all`` (the
+  official setting) it attends to every long token; then, in a model whose attention is not yet trained
+  (fine-tuning from scratch or from a short pre-training), its few mentions are drowned among thousands of
+  long tokens: measured on CONSTRUCTED records with a fresh ``etc_tiny``, the candidates' features differ by
+  ~4e-6 at initialisation (2e-2 with ``mentions``), the head's gradient nearly cancels and the loss stays at
+  log C (tests/test_wikihop_learns.py).
 
 ``--flat-structure`` (the paper's ablation): same tokens, but no context cut (``long_context`` and
 ``global_context`` all 0), no parent links (long tokens relate to their sentence token only) and no
@@ -179,12 +191,22 @@ def max_heap_truncation(
 # ---------------------------------------------------------------------------------------------------------
 # one example
 # ---------------------------------------------------------------------------------------------------------
+#: the choices of ``--candidate-attention``
+CANDIDATE_ATTENTION = ("mentions", "all")
+
+
 @dataclass
 class LayoutOptions:
     max_long_len: int = DEFAULT_MAX_LONG_LEN
     max_global_len: int = DEFAULT_MAX_GLOBAL_LEN
     max_links_per_token: int = DEFAULT_MAX_LINKS_PER_TOKEN
     flat_structure: bool = False
+    #: ``mentions``: candidates attend (g2l) only to their mentions; ``all``: to every long token
+    candidate_attention: str = "mentions"
+
+    def __post_init__(self):
+        if self.candidate_attention not in CANDIDATE_ATTENTION:
+            raise ValueError(f"candidate_attention must be one of {CANDIDATE_ATTENTION}, got {self.candidate_attention!r}")
 
 
 def build_example(
@@ -322,6 +344,8 @@ def build_example(
     counts["long_tokens"] += L
     counts["global_tokens"] += G
 
+    for k in range(C):  # every candidate its own context
+        g_context[k] = len(contexts) + 1 + k
     if opts.flat_structure:
         g_parent = [-1] * G
         g_context = [0] * G
@@ -339,6 +363,8 @@ def build_example(
     }
     if not opts.flat_structure:
         arrays["long_links"] = links
+        if opts.candidate_attention == "mentions":
+            arrays["global_hard_g2l"] = np.asarray([1] * C + [0] * (G - C), dtype=np.int64)
     return arrays
 
 
@@ -381,7 +407,7 @@ def prepare_wikihop(
                     counts["records"] += 1
                     yield arrays, {"id": rec.id, "candidates": rec.candidates, "answer": rec.answer}
 
-            writer = write_split(tmp, name, field_specs(opts.flat_structure), examples(), log_every)
+            writer = write_split(tmp, name, field_specs(opts.flat_structure, opts.candidate_attention == "mentions"), examples(), log_every)
             result = {k: int(counts[k]) for k in COUNT_KEYS}
             writer.finalize(source=str(splits[name]), counts=result, layout=layout)
             logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))
@@ -408,6 +434,12 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         help="the paper's ablation: no l2l cut at support boundaries, only sentence-level long/global labels "
         "(no context parents, no candidate-mention links)",
     )
+    g.add_argument(
+        "--candidate-attention", choices=CANDIDATE_ATTENTION, default="mentions",
+        help="mentions (default): a candidate's global token attends only to its mentions among the long tokens; "
+        "all: to every long token (the official setting; its few mentions are then drowned until attention is "
+        "trained)",
+    )
     WordPieceTokenizer.add_arguments(p)
 
 
@@ -416,7 +448,8 @@ def _run(args: argparse.Namespace) -> int:
 
     splits = splits_from_args(args)
     tokenizer = WordPieceTokenizer.from_args(args)
-    opts = LayoutOptions(args.max_long_len, args.max_global_len, args.max_links_per_token, args.flat_structure)
+    opts = LayoutOptions(args.max_long_len, args.max_global_len, args.max_links_per_token, args.flat_structure,
+                         args.candidate_attention)
     summary = prepare_wikihop(splits, args.out, tokenizer, opts, overwrite=args.overwrite, log_every=args.log_every)
     for name, counts in summary.items():
         print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))

@@ -13,9 +13,9 @@ from typing import Dict, List, Tuple
 import torch
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.common.selection import gather_by_type
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
 from etc_fairseq.structure.global_tokens import GlobalTokenType
-from etc_fairseq.tracing import static_graph
 
 logger = logging.getLogger(__name__)
 
@@ -24,27 +24,10 @@ CANDIDATE_HEAD = "wikihop_candidates"
 
 
 def candidate_logits(head_logits: torch.Tensor, global_types: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Gather the candidates' logits, in candidate order.
-
-    Args:
-        head_logits: float [B, G], one logit per global token.
-        global_types: int64 [B, G] (:class:`GlobalTokenType`; padding rows may hold anything but CANDIDATE).
-    Returns:
-        (logits float32 [B, C_max] with -inf past each example's candidates, mask bool [B, C_max]);
-        column ``k`` is the example's ``k``-th CANDIDATE global token, whatever its position. ``C_max`` is the
-        most candidates in the batch, or ``G`` in a static graph (:func:`etc_fairseq.tracing.static_graph`).
-    """
-    is_cand = global_types.eq(int(GlobalTokenType.CANDIDATE))  # [B, G]
-    n_cand = is_cand.sum(dim=1)  # [B]
-    if static_graph(global_types):  # no host read: C_max = G (the extra columns are masked)
-        c_max = max(global_types.size(1), 1)
-    else:
-        c_max = max(int(n_cand.max()) if n_cand.numel() else 0, 1)
-    # stable sort puts the candidate positions first, in order
-    order = torch.sort((~is_cand).to(torch.int8), dim=1, stable=True).indices[:, :c_max]  # [B, C_max]
-    mask = torch.arange(c_max, device=global_types.device).unsqueeze(0) < n_cand.unsqueeze(1)  # [B, C_max]
-    logits = torch.gather(head_logits.float(), 1, order)  # [B, C_max]
-    return logits.masked_fill(~mask, float("-inf")), mask
+    """The candidates' logits in candidate order: :func:`~etc_fairseq.finetune.common.selection.gather_by_type`
+    at the CANDIDATE global tokens (head_logits float [B, G], global_types int64 [B, G] -> logits float32
+    [B, C_max] with -inf past each example's candidates, mask bool [B, C_max])."""
+    return gather_by_type(head_logits, global_types, GlobalTokenType.CANDIDATE)
 
 
 def candidate_scores(model, extra, global_types: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

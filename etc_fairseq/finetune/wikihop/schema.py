@@ -44,9 +44,10 @@ def target_fields():
     ]
 
 
-def field_specs(flat: bool):
+def field_specs(flat: bool, hard_candidates: bool = True):
     """Every field written per example (narrow dtypes: global indices < 2**15, token ids < 2**31); no
-    ``long_links`` with ``flat`` (the flat-structure ablation)."""
+    ``long_links`` with ``flat`` (the flat-structure ablation); ``global_hard_g2l`` (candidates attend only to
+    their mentions) unless ``flat`` or not ``hard_candidates``."""
     from etc_fairseq.data.structured import CORE_FIELDS
 
     names = {
@@ -60,6 +61,8 @@ def field_specs(flat: bool):
     }
     if not flat:
         names["long_links"] = "int16"
+        if hard_candidates:
+            names["global_hard_g2l"] = "int8"
     return [dataclasses.replace(CORE_FIELDS[n], dtype=d) for n, d in names.items()] + target_fields()
 
 
