@@ -84,7 +84,7 @@ PARAGRAPHS = [([20], [[21, 22], [23]]), ([30, 31], [[32]])]
 
 
 def test_layout_exact():
-    from etc_fairseq.finetune.hotpotqa.convert import Unit, layout_example
+    from etc_fairseq.finetune.common.layout import Unit, layout_example
 
     lay = layout_example(QUESTION, PARAGRAPHS, fresh_dictionary())
     assert lay.long_tokens.tolist() == [0, 10, 11, 20, 21, 22, 23, 30, 31, 32]
@@ -116,7 +116,7 @@ def _build(lay, hard_g2l=False, r=2):
 
 
 def test_layout_structure_labels_and_masks():
-    from etc_fairseq.finetune.hotpotqa.convert import layout_example
+    from etc_fairseq.finetune.common.layout import layout_example
 
     lay = layout_example(QUESTION, PARAGRAPHS, fresh_dictionary())
     s, v = _build(lay)
@@ -150,7 +150,7 @@ def test_layout_structure_labels_and_masks():
 
 
 def test_flat_structure_layout():
-    from etc_fairseq.finetune.hotpotqa.convert import Unit, layout_example
+    from etc_fairseq.finetune.common.layout import Unit, layout_example
 
     lay = layout_example(QUESTION, PARAGRAPHS, fresh_dictionary(), flat=True)
     assert lay.long_tokens.tolist() == [0, 10, 11, 20, 21, 22, 23, 30, 31, 32]
@@ -167,7 +167,7 @@ def test_flat_structure_layout():
 
 
 def test_truncation_counts():
-    from etc_fairseq.finetune.hotpotqa.convert import layout_example
+    from etc_fairseq.finetune.common.layout import layout_example
 
     d = fresh_dictionary()
     # long budget 8: q (3 with CLS), p0 title + both sentences (7); p1's title (2 pieces) no longer fits

@@ -1,0 +1,86 @@
+"""The ``etc_nextsent`` criterion: softmax cross-entropy over each example's sentences (one score per
+sentence, :func:`~etc_fairseq.finetune.nextsent.decode.sentence_scores`), and the task's metrics,
+sentence-level accuracy and MRR in percent, defined as :mod:`etc_fairseq.finetune.nextsent.metrics`
+defines them (ties broken uniformly at random in expectation).
+
+Loss: summed over the examples whose answer survived truncation (``sample_size`` = their number).
+Metrics: over every example; one whose answer was dropped scores 0 (the model cannot find it).
+"""
+# No ``from __future__ import annotations``: fairseq reads the config field types at run time.
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import FairseqDataclass
+
+from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios
+from etc_fairseq.finetune.nextsent.decode import sentence_scores
+
+
+@dataclass
+class EtcNextSentCriterionConfig(FairseqDataclass):
+    pass
+
+
+def rank_metrics(logits: torch.Tensor, answer_index: torch.Tensor):
+    """Expected accuracy and reciprocal rank per example (the definition in
+    :func:`etc_fairseq.finetune.nextsent.metrics.rank_scores`, vectorised).
+
+    Args:
+        logits: float [B, S] (-inf past each example's sentences).
+        answer_index: int64 [B], -1 = answer not in the input (scores 0).
+    Returns:
+        (accuracy float [B], reciprocal rank float [B]).
+    """
+    has = answer_index.ge(0)  # [B]
+    t = torch.gather(logits, 1, answer_index.clamp(min=0).unsqueeze(1))  # [B, 1]
+    greater = logits.gt(t).sum(dim=1)  # [B]
+    equal = logits.eq(t).sum(dim=1) - 1  # [B]
+    # harmonic numbers H_0..H_{S+1}: mean_{j=0..e} 1/(g+1+j) = (H_{g+e+1} - H_g) / (e + 1)
+    S = logits.size(1)
+    harmonic = torch.cat([logits.new_zeros(1), torch.cumsum(1.0 / torch.arange(1, S + 2, device=logits.device, dtype=logits.dtype), 0)])
+    rr = (harmonic[greater + equal + 1] - harmonic[greater]) / (equal + 1).to(logits.dtype)  # [B]
+    acc = torch.where(greater.eq(0), 1.0 / (equal + 1).to(logits.dtype), torch.zeros_like(rr))  # [B]
+    zero = torch.zeros_like(rr)
+    return torch.where(has, acc, zero), torch.where(has, rr, zero)
+
+
+@register_criterion("etc_nextsent", dataclass=EtcNextSentCriterionConfig)
+class EtcNextSentCriterion(FairseqCriterion):
+    def __init__(self, cfg: EtcNextSentCriterionConfig, task):
+        super().__init__(task)
+
+    def forward(self, model, sample, reduce=True):
+        features, extra = self.task.forward_features(model, sample)
+        logits, _ = sentence_scores(model, sample, features, extra)  # [B, S_max]
+        answer = sample["target"]["answer_index"][:, 0]  # [B]
+        has = answer.ge(0)
+        lprobs = F.log_softmax(logits, dim=-1)  # [B, S]
+        nll = -torch.gather(lprobs, 1, answer.clamp(min=0).unsqueeze(1)).squeeze(1)  # [B]
+        loss = torch.where(has, nll, torch.zeros_like(nll)).sum()
+        with torch.no_grad():
+            acc, rr = rank_metrics(logits.detach(), answer)
+        n_labelled = int(has.sum())
+        logging_output = {
+            "loss": loss.data,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["nsentences"],
+            "sample_size": n_labelled,
+            "acc_sum": float(acc.sum()),
+            "rr_sum": float(rr.sum()),
+            "nexamples": int(answer.numel()),
+        }
+        return loss, n_labelled, logging_output
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        log_mean_loss(logging_outputs)
+        log_ratios(logging_outputs, {
+            "accuracy": Ratio("acc_sum", "nexamples", 100.0),
+            "mrr": Ratio("rr_sum", "nexamples", 100.0),
+        })
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

@@ -1,0 +1,96 @@
+"""Next-sentence decoding: one score per sentence of an example, from the ``nextsent_sentences`` head
+(:func:`sentence_scores`, used by the ``etc_nextsent`` criterion and ``etc-predict nextsent``).
+
+With sentence global tokens (the ETC layout and its flat ablation) a sentence's score is the head applied
+to its SENTENCE global token's output; without them (``--no-globals``) it is the head applied to the mean of
+its long tokens' outputs, so every variant is scored by the same dense layer from one vector per sentence.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Dict, List, Tuple
+
+import torch
+
+from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
+from etc_fairseq.finetune.common.selection import gather_by_type
+from etc_fairseq.structure.global_tokens import GlobalTokenType
+
+#: name of the sentence-scoring head in ``model.task_heads`` (features [.., D] -> one logit)
+SENTENCE_HEAD = "nextsent_sentences"
+
+
+def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_sentences: int) -> torch.Tensor:
+    """Mean of the long tokens' features per sentence.
+
+    Args:
+        features: float [B, L, D].
+        long_sentence: int64 [B, L], the sentence index of each long token (-1 = none).
+        num_sentences: S, the number of columns to return.
+    Returns:
+        float [B, S, D] (zeros for a sentence without tokens).
+    """
+    B, L, D = features.shape
+    idx = torch.where(long_sentence >= 0, long_sentence, num_sentences)  # [B, L]; S absorbs "none"
+    sums = features.new_zeros(B, num_sentences + 1, D).scatter_add_(1, idx.unsqueeze(-1).expand(B, L, D), features)
+    counts = features.new_zeros(B, num_sentences + 1).scatter_add_(1, idx, torch.ones_like(idx, dtype=features.dtype))
+    return (sums / counts.clamp(min=1).unsqueeze(-1))[:, :num_sentences]  # [B, S, D]
+
+
+def sentence_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Scores of every sentence: (logits float32 [B, S_max] with -inf past each example's sentences,
+    mask bool [B, S_max]); column ``k`` is the example's ``k``-th sentence in input order."""
+    head = model.task_heads[SENTENCE_HEAD]
+    global_types = sample["net_input"]["global_types"]
+    num = sample["target"]["num_sentences"][:, 0]  # [B]
+    if bool(global_types.eq(int(GlobalTokenType.SENTENCE)).any()):
+        logits = head(extra["global_features"]).squeeze(-1)  # [B, G]
+        return gather_by_type(logits, global_types, GlobalTokenType.SENTENCE)
+    s_max = max(int(num.max()), 1)
+    pooled = mean_by_sentence(features, sample["target"]["long_sentence"], s_max)  # [B, S, D]
+    logits = head(pooled).squeeze(-1).float()  # [B, S]
+    mask = torch.arange(s_max, device=num.device).unsqueeze(0) < num.unsqueeze(1)  # [B, S]
+    return logits.masked_fill(~mask, float("-inf")), mask
+
+
+def predict_scores(model, task, split: str, side: List[dict], batch_size: int, device: str) -> Dict[str, List[float]]:
+    """``{id: [score per sentence of the record, in input order]}`` for every example of ``split``; a
+    sentence that truncation dropped gets ``None`` (ranked below every scored one)."""
+    if SENTENCE_HEAD not in model.task_heads:
+        raise ValueError(f"the checkpoint has no {SENTENCE_HEAD!r} head: not an etc_nextsent model")
+    out: Dict[str, List[float]] = {}
+    for sample, features, extra in iterate_outputs(model, task, split, batch_size, device):
+        logits, mask = sentence_scores(model, sample, features, extra)
+        for row, scores in zip(sample["id"].tolist(), logits.tolist()):
+            rec = side[row]
+            full = [[None] * n for n in rec["paragraph_sizes"]]
+            for (p, k), score in zip(rec["sentences"], scores):
+                full[p][k] = score
+            out[rec["id"]] = [x for para in full for x in para]
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from etc_fairseq.data.structured import read_side
+    from etc_fairseq.prepare.atomic import atomic_file
+
+    model, task, _ = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
+    side = read_side(args.data, args.split)
+    preds = predict_scores(model, task, args.split, side, args.batch_size, args.device)
+    with atomic_file(args.output) as f:
+        json.dump(preds, f)
+        f.write("\n")
+    print(f"wrote {len(preds)} predictions to {args.output}")
+    return 0
+
+
+PREDICT = Subcommand(
+    name="nextsent",
+    help="next-sentence scores {id: [score per sentence]} (CONSTRUCTED task)",
+    description="Run a fine-tuned etc_nextsent checkpoint over a split prepared by `etc-prepare nextsent` and "
+    "write one score per kept sentence; `etc-evaluate nextsent` ranks them.",
+    add_arguments=add_predict_arguments,
+    run=_run,
+)

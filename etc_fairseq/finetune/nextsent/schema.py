@@ -1,0 +1,238 @@
+"""The CONSTRUCTED next-sentence task on real Wikipedia text: what one record is and how records are made.
+
+Labels are constructed automatically; the text is real (the project's Wikipedia articles). One record:
+
+- ``question``: a sentence removed from paragraph ``P`` of article ``A``;
+- ``paragraphs``: ``P`` without the question, up to ``same_article`` other paragraphs of ``A`` (hard
+  negatives: same entities, same style) and the first paragraphs of ``distractors`` other articles, in a
+  seeded random order; each is ``(title, [sentences])``;
+- ``answer``: ``(paragraph, sentence)`` of the sentence that followed the question in ``P`` (it now sits
+  where the question was).
+
+Finding it needs the whole input: the question comes first in the long input, the answer is typically
+hundreds to thousands of word pieces later, the lexical cue is weak (every sentence of ``A`` shares its
+entities; :func:`word_overlap_ranking` measures how far lexical matching gets), and the sentence just
+before the gap is the strongest distractor (it is coherent with the question too, but in the wrong
+direction).
+
+Splits: articles are split once, by the seed, into train and held-out articles; a held-out record uses only
+held-out articles (question and distractors), so no held-out text is ever seen in training. Everything is
+deterministic from the seed.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
+
+__all__ = [
+    "Article",
+    "NextSentRecord",
+    "split_articles",
+    "make_records",
+    "word_overlap_ranking",
+    "record_to_json",
+    "record_from_json",
+    "content_words",
+    "corpus_statistics",
+    "target_fields",
+    "field_specs",
+]
+
+
+@dataclass(frozen=True)
+class Article:
+    """A real article: its title and its paragraphs, each already split into sentences."""
+
+    title: str
+    paragraphs: Tuple[Tuple[str, ...], ...]
+
+
+@dataclass
+class NextSentRecord:
+    """One CONSTRUCTED example (see the module docstring).
+
+    Attributes:
+        id: ``CONSTRUCTED_<split>_<n>``.
+        question: the removed sentence.
+        paragraphs: ``[(title, [sentence, ...]), ...]`` in input order.
+        answer: ``(paragraph index, sentence index)`` into ``paragraphs``.
+        article: title of the article the question comes from.
+    """
+
+    id: str
+    question: str
+    paragraphs: List[Tuple[str, List[str]]]
+    answer: Tuple[int, int]
+    article: str
+
+    @property
+    def num_sentences(self) -> int:
+        return sum(len(s) for _, s in self.paragraphs)
+
+    def answer_rank_index(self) -> int:
+        """The answer's index among all sentences in input order (what a sentence ranking scores)."""
+        p, s = self.answer
+        return sum(len(x) for _, x in self.paragraphs[:p]) + s
+
+
+def record_to_json(rec: NextSentRecord) -> dict:
+    return {
+        "id": rec.id,
+        "question": rec.question,
+        "paragraphs": [{"title": t, "sentences": list(s)} for t, s in rec.paragraphs],
+        "answer": list(rec.answer),
+        "article": rec.article,
+    }
+
+
+def record_from_json(d: dict) -> NextSentRecord:
+    return NextSentRecord(
+        id=d["id"],
+        question=d["question"],
+        paragraphs=[(p["title"], list(p["sentences"])) for p in d["paragraphs"]],
+        answer=(int(d["answer"][0]), int(d["answer"][1])),
+        article=d["article"],
+    )
+
+
+def _eligible(article: Article) -> List[int]:
+    """Paragraphs of ``article`` that can give a question: at least 3 sentences."""
+    return [i for i, p in enumerate(article.paragraphs) if len(p) >= 3]
+
+
+def split_articles(articles: Sequence[Article], heldout_fraction: float, seed: int) -> Tuple[List[Article], List[Article]]:
+    """(train articles, held-out articles): a seeded shuffle of the titles, the first
+    ``round(heldout_fraction * n)`` held out. Titles must be unique."""
+    titles = [a.title for a in articles]
+    if len(set(titles)) != len(titles):
+        raise ValueError("article titles must be unique")
+    if not 0.0 < heldout_fraction < 1.0:
+        raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction}")
+    order = sorted(range(len(articles)), key=lambda i: titles[i])
+    random.Random(f"nextsent-split-{seed}").shuffle(order)
+    n_held = max(1, round(heldout_fraction * len(articles)))
+    held = set(order[:n_held])
+    return [a for i, a in enumerate(articles) if i not in held], [a for i, a in enumerate(articles) if i in held]
+
+
+def make_records(
+    articles: Sequence[Article],
+    n: int,
+    split: str,
+    seed: int,
+    same_article: int = 2,
+    distractors: int = 4,
+    distractor_paragraphs: int = 2,
+) -> List[NextSentRecord]:
+    """``n`` records from ``articles`` only (see the module docstring).
+
+    Args:
+        articles: the split's articles (at least ``distractors + 1``, one with a paragraph of >= 3 sentences).
+        n: number of records.
+        split: name used in ids and in the seed.
+        seed: everything is a function of ``(seed, split)`` and the articles.
+        same_article: other paragraphs of the question's article included (at most).
+        distractors: other articles contributing paragraphs.
+        distractor_paragraphs: paragraphs taken from each distractor article (its first ones).
+    Returns:
+        the records, ids ``CONSTRUCTED_<split>_<i>``.
+    """
+    sources = [a for a in articles if _eligible(a)]
+    if not sources:
+        raise ValueError(f"{split}: no article has a paragraph of at least 3 sentences")
+    if len(articles) < distractors + 1:
+        raise ValueError(f"{split}: {len(articles)} articles, need at least {distractors + 1} (--distractors {distractors})")
+    rng = random.Random(f"nextsent-{split}-{seed}")
+    out: List[NextSentRecord] = []
+    for i in range(n):
+        art = rng.choice(sources)
+        p_idx = rng.choice(_eligible(art))
+        para = list(art.paragraphs[p_idx])
+        q = rng.randrange(len(para) - 1)  # the question has a next sentence in its paragraph
+        question = para.pop(q)
+        others = [j for j in range(len(art.paragraphs)) if j != p_idx]
+        extra = rng.sample(others, min(same_article, len(others)))
+        pool = [a for a in articles if a.title != art.title]
+        chosen = rng.sample(pool, distractors)
+        paragraphs: List[Tuple[str, List[str], bool]] = [(art.title, para, True)]
+        paragraphs += [(art.title, list(art.paragraphs[j]), False) for j in extra]
+        for d in chosen:
+            paragraphs += [(d.title, list(p), False) for p in d.paragraphs[:distractor_paragraphs]]
+        rng.shuffle(paragraphs)
+        where = next(k for k, (_, _, is_q) in enumerate(paragraphs) if is_q)
+        out.append(
+            NextSentRecord(
+                id=f"CONSTRUCTED_{split}_{i}",
+                question=question,
+                paragraphs=[(t, s) for t, s, _ in paragraphs],
+                answer=(where, q),
+                article=art.title,
+            )
+        )
+    return out
+
+
+_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+
+#: frequent English function words ignored by the word-overlap baseline
+STOPWORDS = frozenset(
+    "the and for are was were with that this from which his her its their they them has have had not but "
+    "also been one two who whom into than then there these those such when where while would could should "
+    "about after before other more most some over only being all any may can will both each between during "
+    "under what him she our out".split()
+)
+
+
+def content_words(text: str) -> set:
+    """Lower-cased words of at least 3 letters, minus :data:`STOPWORDS`."""
+    return {w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in STOPWORDS}
+
+
+def word_overlap_ranking(rec: NextSentRecord) -> List[float]:
+    """The lexical baseline's score of every sentence (input order): the number of content words it shares
+    with the question (ties broken by input order by the metric, i.e. against the baseline's favour
+    only by chance)."""
+    q = content_words(rec.question)
+    return [float(len(q & content_words(s))) for _, sents in rec.paragraphs for s in sents]
+
+
+def corpus_statistics(records: Sequence[NextSentRecord]) -> Dict[str, float]:
+    """Mean sentences and paragraphs per record (pieces are counted by ``etc-prepare``)."""
+    n = max(len(records), 1)
+    return {
+        "records": len(records),
+        "mean_sentences": sum(r.num_sentences for r in records) / n,
+        "mean_paragraphs": sum(len(r.paragraphs) for r in records) / n,
+    }
+
+
+def target_fields():
+    """The task's own fields (:class:`~etc_fairseq.data.structured.FieldSpec` list): ``answer_index`` [1]
+    (the answer's index among the example's kept sentences, -1 if truncation dropped it),
+    ``num_sentences`` [1] and ``long_sentence`` [long_len] (each long token's sentence index, -1 for the
+    CLS, question and titles: what the no-globals ablation pools)."""
+    from etc_fairseq.data.structured import FieldSpec
+
+    return [
+        FieldSpec("answer_index", dtype="int16", pad=-1, role="target", length="own", required=True),
+        FieldSpec("num_sentences", dtype="int16", pad=0, role="target", length="own", required=True),
+        FieldSpec("long_sentence", dtype="int16", pad=-1, role="target", length="long", required=True),
+    ]
+
+
+def field_specs(no_globals: bool = False):
+    """Every field ``etc-prepare nextsent`` writes (narrow dtypes). ``no_globals``: only a CLS global token,
+    so no global structure ids."""
+    import dataclasses
+
+    from etc_fairseq.data.structured import CORE_FIELDS
+    from etc_fairseq.finetune.common.layout import STRUCTURE_FIELD_NAMES
+
+    names = ("long_tokens", "global_tokens", "global_types") + STRUCTURE_FIELD_NAMES
+    if no_globals:
+        names = ("long_tokens", "global_tokens", "global_types", "long_segment", "long_context")
+    specs = [CORE_FIELDS[n] for n in names]
+    specs = [dataclasses.replace(s, dtype="int32") if s.name in ("long_tokens", "global_tokens") else s for s in specs]
+    return specs + target_fields()

@@ -1,0 +1,33 @@
+"""The ``etc_nextsent`` task: the CONSTRUCTED next-sentence task (:mod:`.schema`) on data written by
+``etc-prepare nextsent``. One head, ``task_heads.nextsent_sentences``: a dense layer from one vector per
+sentence (its SENTENCE global token's output, or the mean of its long tokens without global tokens) to one
+logit; the criterion ``etc_nextsent`` takes the softmax over an example's sentences.
+
+Targets (``sample["target"]``): ``answer_index`` int64 [B, 1] (the answer's index among the example's
+sentences, -1 if truncation dropped it), ``num_sentences`` int64 [B, 1], ``long_sentence`` int64 [B, L]
+(each long token's sentence index, -1 for the question, titles and CLS).
+"""
+# No ``from __future__ import annotations``: fairseq reads the config field types at run time.
+from dataclasses import dataclass
+
+from fairseq.tasks import register_task
+
+from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
+from etc_fairseq.finetune.nextsent.decode import SENTENCE_HEAD
+from etc_fairseq.finetune.nextsent.schema import target_fields
+from etc_fairseq.encoder.heads import TokenLogits
+
+
+@dataclass
+class EtcNextSentConfig(EtcStructuredTaskConfig):
+    pass
+
+
+@register_task("etc_nextsent", dataclass=EtcNextSentConfig)
+class EtcNextSentTask(EtcStructuredTask):
+    """Find the sentence that followed the question (one score per sentence)."""
+
+    TARGET_FIELDS = tuple(target_fields())
+
+    def build_heads(self, model) -> None:
+        model.register_task_head(SENTENCE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))

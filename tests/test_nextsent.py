@@ -1,0 +1,266 @@
+"""The CONSTRUCTED next-sentence task (etc_fairseq/finetune/nextsent) on real Wikipedia text: record
+construction (determinism from the seed, held-out articles never seen in training, the answer is the
+sentence that followed the question), the exact layout of a tiny record, the metric's tie rule and edge
+cases (pure and vectorised), the baselines, and prepare -> fairseq-train -> fairseq-validate -> etc-predict
+-> etc-evaluate on CPU.
+"""
+import json
+import math
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from etc_fairseq.finetune.nextsent.metrics import random_baseline, rank_scores, summarize
+from etc_fairseq.finetune.nextsent.schema import (
+    Article,
+    NextSentRecord,
+    make_records,
+    record_from_json,
+    record_to_json,
+    split_articles,
+    word_overlap_ranking,
+)
+from etc_fairseq.structure.global_tokens import GlobalTokenType as T
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def articles(wiki_dump):
+    from etc_fairseq.finetune.nextsent.convert import read_articles
+
+    return read_articles(wiki_dump)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# records
+# ---------------------------------------------------------------------------------------------------------
+def test_records_deterministic_heldout_and_answer_follows_question(articles):
+    assert len(articles) == 98
+    train_a, held_a = split_articles(articles, 0.2, seed=5)
+    assert len(held_a) == 20 and len(train_a) == 78
+    assert not {a.title for a in train_a} & {a.title for a in held_a}
+    # the split and the records are functions of the seed
+    assert [a.title for a in split_articles(articles, 0.2, seed=5)[1]] == [a.title for a in held_a]
+    assert [a.title for a in split_articles(articles, 0.2, seed=6)[1]] != [a.title for a in held_a]
+    recs = make_records(held_a, 30, "valid", seed=5)
+    again = make_records(held_a, 30, "valid", seed=5)
+    assert [record_to_json(r) for r in recs] == [record_to_json(r) for r in again]
+    assert [record_to_json(r) for r in make_records(held_a, 30, "valid", seed=7)] != [record_to_json(r) for r in recs]
+    by_title = {a.title: a for a in articles}
+    held_titles = {a.title for a in held_a}
+    for r in recs:
+        # every paragraph comes from a held-out article
+        assert {t for t, _ in r.paragraphs} <= held_titles
+        # the question and its answer are consecutive sentences of one real paragraph of the article
+        p, s = r.answer
+        title, sents = r.paragraphs[p]
+        assert title == r.article
+        # the record's paragraph is a real paragraph of the article with the question removed at index s,
+        # so the answer (now at s) is the sentence that followed it
+        assert any(list(para[:s]) + list(para[s + 1:]) == sents and para[s] == r.question
+                   for para in by_title[r.article].paragraphs)
+        assert record_from_json(json.loads(json.dumps(record_to_json(r)))) == r
+    # the default shape: 1 + up to 2 paragraphs of the article, 2 paragraphs of each of 4 distractors
+    assert Counter(len({t for t, _ in r.paragraphs}) for r in recs) == {5: 30}
+    with pytest.raises(ValueError, match="need at least 5"):
+        make_records(held_a[:4], 1, "valid", seed=1)
+
+
+def test_tiny_record_by_hand():
+    arts = [
+        Article("A", (("a0.", "a1.", "a2."),)),
+        Article("B", (("b0.",), ("b1.", "b2."))),
+    ]
+    (r,) = make_records(arts, 1, "x", seed=3, same_article=0, distractors=1, distractor_paragraphs=1)
+    assert r.article == "A" and sorted(t for t, _ in r.paragraphs) == ["A", "B"]
+    p, s = r.answer
+    qi = ["a0.", "a1.", "a2."].index(r.question)
+    assert r.paragraphs[p] == ("A", [x for x in ["a0.", "a1.", "a2."] if x != r.question])
+    assert r.paragraphs[p][1][s] == ["a0.", "a1.", "a2."][qi + 1]
+    assert r.paragraphs[1 - p] == ("B", ["b0."])  # the distractor's first paragraph
+
+
+# ---------------------------------------------------------------------------------------------------------
+# metric
+# ---------------------------------------------------------------------------------------------------------
+def test_rank_scores_edge_cases():
+    assert rank_scores([3.0, 1.0, 2.0], 0) == (1.0, 1.0)
+    assert rank_scores([3.0, 1.0, 2.0], 2) == (0.0, 0.5)
+    assert rank_scores([3.0, 1.0, 2.0], 1) == (0.0, pytest.approx(1 / 3))
+    # ties are broken uniformly at random in expectation: a constant scorer is the random baseline
+    acc, rr = rank_scores([0.0] * 4, 2)
+    assert acc == 0.25 and rr == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+    assert rank_scores([5.0, 1.0, 1.0], 1) == (0.0, pytest.approx((1 / 2 + 1 / 3) / 2))
+    assert rank_scores([1.0], 0) == (1.0, 1.0)
+    assert rank_scores([float("-inf"), 0.0], 1) == (1.0, 1.0)
+    with pytest.raises(ValueError, match="out of range"):
+        rank_scores([1.0], 1)
+    with pytest.raises(ValueError, match="NaN"):
+        rank_scores([float("nan"), 1.0], 1)
+    assert random_baseline([1, 4]) == {
+        "accuracy": pytest.approx(100 * (1 + 1 / 4) / 2),
+        "mrr": pytest.approx(100 * (1 + (1 + 1 / 2 + 1 / 3 + 1 / 4) / 4) / 2), "total": 2}
+    assert summarize(0.0, 0.0, 0) == {"accuracy": 0.0, "mrr": 0.0, "total": 0}
+
+
+def test_criterion_rank_metrics_match_the_definition():
+    from etc_fairseq.finetune.nextsent.criterion import rank_metrics
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randint(0, 3, (64, 6), generator=gen).float()  # many ties
+    n = torch.randint(1, 7, (64,), generator=gen)
+    logits[torch.arange(6).unsqueeze(0) >= n.unsqueeze(1)] = float("-inf")
+    answer = (torch.rand(64, generator=gen) * n).long()
+    answer[::7] = -1  # answer dropped by truncation: scores 0
+    acc, rr = rank_metrics(logits, answer)
+    for b in range(64):
+        if answer[b] < 0:
+            assert acc[b] == 0 and rr[b] == 0
+            continue
+        want = rank_scores(logits[b, : n[b]].tolist(), int(answer[b]))
+        assert (float(acc[b]), float(rr[b])) == pytest.approx(want, abs=1e-6)
+
+
+def test_word_overlap_baseline_counts_shared_content_words():
+    r = NextSentRecord("x", "The river Thames flows through London.", [
+        ("A", ["London is large.", "The Thames river is long in London."]), ("B", ["Nothing here."])], (0, 1), "A")
+    assert word_overlap_ranking(r) == [1.0, 3.0, 0.0]
+    assert r.answer_rank_index() == 1 and r.num_sentences == 3
+
+
+# ---------------------------------------------------------------------------------------------------------
+# layout
+# ---------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tokenizer(pretrain_data):
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    return WordPieceTokenizer.from_pretrain_dir(pretrain_data)
+
+
+def _tiny_record():
+    return NextSentRecord(
+        "CONSTRUCTED_t_0",
+        "His mother was the nymph Thetis.",
+        [("Achilles", ["Achilles was a Greek hero.", "He fought at Troy."]), ("Paris", ["Paris is a city."])],
+        (0, 1),
+        "Achilles",
+    )
+
+
+def test_exact_layout_of_a_tiny_record(tokenizer):
+    from etc_fairseq.finetune.nextsent.convert import convert_record
+
+    rec = _tiny_record()
+    enc = lambda text, first=True: tokenizer.encode_words(text.split(), first_is_start=first)[0]  # noqa: E731
+    q = enc(rec.question)
+    t0, s00, s01 = enc("Achilles"), enc("Achilles was a Greek hero."), enc("He fought at Troy.", False)
+    t1, s10 = enc("Paris"), enc("Paris is a city.")
+    bos = tokenizer.dictionary.bos()
+    counts = Counter()
+    a, side = convert_record(rec, tokenizer, 4096, 256, flat=False, no_globals=False, counts=counts)
+    Q = len(q)
+    assert a["long_tokens"].tolist() == [bos] + q + t0 + s00 + s01 + t1 + s10
+    # global: CLS, Q question mirrors, then per paragraph CONTEXT, TITLE, SENTENCE...
+    assert a["global_types"].tolist() == [T.CLS] + [T.QUESTION] * Q + [T.CONTEXT, T.TITLE, T.SENTENCE, T.SENTENCE,
+                                                                        T.CONTEXT, T.TITLE, T.SENTENCE]
+    assert a["global_tokens"].tolist() == [bos] + q + [bos] * 7
+    ctx0, ti0, g00, g01, ctx1, ti1, g10 = range(Q + 1, Q + 8)
+    assert a["global_parent"].tolist() == [-1] * (Q + 1) + [-1, ctx0, ctx0, ctx0, -1, ctx1, ctx1]
+    assert a["global_context"].tolist() == [0] * (Q + 1) + [1] * 4 + [2] * 3
+    assert a["long_segment"].tolist() == ([0] + list(range(1, Q + 1)) + [ti0] * len(t0) + [g00] * len(s00)
+                                          + [g01] * len(s01) + [ti1] * len(t1) + [g10] * len(s10))
+    assert a["long_context"].tolist() == [0] * (Q + 1) + [1] * (len(t0) + len(s00) + len(s01)) + [2] * (len(t1) + len(s10))
+    assert a["long_sentence"].tolist() == ([-1] * (Q + 1 + len(t0)) + [0] * len(s00) + [1] * len(s01)
+                                           + [-1] * len(t1) + [2] * len(s10))
+    assert a["answer_index"].tolist() == [1] and a["num_sentences"].tolist() == [3]
+    assert side == {"id": rec.id, "sentences": [[0, 0], [0, 1], [1, 0]], "paragraph_sizes": [2, 1]}
+    assert counts["answers_dropped"] == 0 and counts["truncated"] == 0
+    assert counts["answer_distance"] == 1 + Q + len(t0) + len(s00)
+
+    # the flat ablation: same tokens, no CONTEXT tokens, no parents, one context
+    f, _ = convert_record(rec, tokenizer, 4096, 256, flat=True, no_globals=False, counts=Counter())
+    assert f["long_tokens"].tolist() == a["long_tokens"].tolist()
+    assert T.CONTEXT not in f["global_types"].tolist() and (f["global_parent"] == -1).all()
+    assert (f["long_context"] == 0).all() and (f["global_context"] == 0).all()
+    # the no-globals ablation: only the CLS global token
+    n, _ = convert_record(rec, tokenizer, 4096, 256, flat=False, no_globals=True, counts=Counter())
+    assert n["long_tokens"].tolist() == a["long_tokens"].tolist()
+    assert n["global_types"].tolist() == [T.CLS] and (n["long_segment"] == 0).all()
+    assert n["long_sentence"].tolist() == a["long_sentence"].tolist()
+
+    # truncation that drops the answer is counted and marks the example (the long budget ends after s00)
+    c = Counter()
+    cut, side = convert_record(rec, tokenizer, 1 + Q + len(t0) + len(s00), 256, False, False, c)
+    assert cut["answer_index"].tolist() == [-1] and cut["num_sentences"].tolist() == [1]
+    assert side["sentences"] == [[0, 0]]
+    assert c["answers_dropped"] == 1 and c["truncated"] == 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# end to end
+# ---------------------------------------------------------------------------------------------------------
+def test_end_to_end(tmp_path, wiki_dump, pretrain_data, capsys):
+    from etc_fairseq.cli.evaluate import main as evaluate_main
+    from etc_fairseq.cli.predict import main as predict_main
+    from etc_fairseq.cli.prepare import main as prepare_main
+
+    data = tmp_path / "data"
+    assert prepare_main([
+        "nextsent", "--dump", str(wiki_dump), "--train", "12", "--valid", "6", "--seed", "2",
+        "--out", str(data), "--pretrain-dir", str(pretrain_data), "--max-long-len", "1024", "--max-global-len", "128",
+        "--distractors", "2", "--distractor-paragraphs", "1", "--same-article", "1",
+    ]) == 0
+    out = capsys.readouterr().out
+    assert "CONSTRUCTED" in out
+    meta = json.loads((data / "valid.meta.json").read_text())
+    assert meta["num_examples"] == 6 and meta["counts"]["records"] == 6
+    info = json.loads((data / "prepare.json").read_text())
+    assert not set(info["articles"]["train"]) & set(info["articles"]["valid"])
+    valid_records = [record_from_json(d) for d in json.loads((data / "valid.records.json").read_text())]
+    assert all({t for t, _ in r.paragraphs} <= set(info["articles"]["valid"]) for r in valid_records)
+
+    common = ["--user-dir", str(REPO / "user_dir"), "--task", "etc_nextsent", "--criterion", "etc_nextsent",
+              "--max-long-len", "1024", "--max-global-len", "128", "--cpu", "--num-workers", "0",
+              "--required-batch-size-multiple", "1"]
+    save = tmp_path / "ckpt"
+    train = subprocess.run(
+        [sys.executable, "-m", "fairseq_cli.train", str(data), *common, "--arch", "etc_tiny",
+         "--max-global-positions", "128", "--batch-size", "4", "--optimizer", "adam", "--lr", "1e-3",
+         "--lr-scheduler", "fixed", "--max-update", "3", "--seed", "1", "--no-epoch-checkpoints",
+         "--disable-validation", "--log-format", "simple", "--log-interval", "1", "--save-dir", str(save)],
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+    )
+    assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
+    log = train.stdout + train.stderr
+    assert re.search(r"num_updates=3\b", log) and re.search(r"mrr=[\d.]+", log)
+    ckpt = save / "checkpoint_last.pt"
+    valid = subprocess.run(
+        [sys.executable, "-m", "fairseq_cli.validate", str(data), *common, "--path", str(ckpt),
+         "--valid-subset", "valid", "--batch-size", "2"],
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+    )
+    assert valid.returncode == 0, valid.stdout[-3000:] + valid.stderr[-3000:]
+    m = re.search(r"valid on 'valid' subset .*\| accuracy ([\d.]+) \| mrr ([\d.]+)", valid.stdout + valid.stderr)
+    assert m, (valid.stdout + valid.stderr)[-2000:]
+    v_acc, v_mrr = float(m.group(1)), float(m.group(2))
+
+    pred = tmp_path / "pred.json"
+    assert predict_main(["nextsent", "--path", str(ckpt), "--data", str(data), "--split", "valid",
+                         "--output", str(pred), "--batch-size", "3", "--device", "cpu"]) == 0
+    preds = json.loads(pred.read_text())
+    assert set(preds) == {r.id for r in valid_records}
+    assert all(len(preds[r.id]) == r.num_sentences for r in valid_records)
+    capsys.readouterr()
+    assert evaluate_main(["nextsent", "--predictions", str(pred), "--gold", str(data / "valid.records.json")]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["total"] == 6 and scores["missing"] == 0
+    # fairseq-validate (criterion) and etc-evaluate (the metric on the prediction file) agree
+    assert scores["accuracy"] == pytest.approx(v_acc, abs=1e-3) and scores["mrr"] == pytest.approx(v_mrr, abs=1e-3)
