@@ -454,10 +454,11 @@ class EtcHubInterface(nn.Module):
             net = collate_inputs(items, self.dictionary.pad())
         else:
             raise TypeError(f"cannot use {type(inputs).__name__} as model input")
-        n = net["src_tokens"].size(1)
-        if n > self.model.max_positions():
+        n, limit = net["src_tokens"].size(1), self.model.max_positions()
+        if limit is not None and n > limit:
             raise ValueError(
-                f"long input of {n} tokens exceeds the model's max_positions={self.model.max_positions()}"
+                f"long input of {n} tokens exceeds {limit}, the size of this model's absolute position "
+                "table (max_positions / index_position_embeddings); encode(..., truncation=True) cuts it"
             )
         return _to_device(net, self.device)
 

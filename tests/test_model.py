@@ -129,10 +129,33 @@ def test_structure_changes_the_output():
         model(src, global_tokens=glob, global_types=types_, structure={"sentence_ids": seg})
 
 
-def test_too_many_global_tokens_is_a_clear_error():
-    model = build("etc_tiny", max_global_positions=2)
-    with pytest.raises(ValueError, match="max_global_positions=2"):
-        model(_tokens([60]))  # 4 fixed blocks
+def test_relative_positions_take_any_length_absolute_tables_cap_it():
+    """No absolute position embeddings (the default): nothing caps the length, so a model configured for
+    512 long / 2 global tokens runs on 4096 long tokens with 256 fixed-block global tokens, and fairseq
+    (``resolve_max_positions``) sees no model limit. With absolute tables the cap stays, naming the flag."""
+    from fairseq.utils import resolve_max_positions
+
+    torch.manual_seed(0)
+    model = build("etc_tiny", max_positions=512, max_global_positions=2).eval()
+    assert model.max_positions() is None and resolve_max_positions(4096, model.max_positions()) == 4096
+    with torch.no_grad():
+        long, extra = model(_tokens([4096, 700]), features_only=True)
+    assert long.shape == (2, 4096, 64) and extra["global_features"].shape == (2, 256, 64)
+    assert torch.isfinite(long[0]).all()
+    # the same weights on the first 700 tokens alone: padding of the long row does not change them
+    with torch.no_grad():
+        short, _ = model(_tokens([4096, 700])[1:, :700], features_only=True)
+    assert torch.allclose(short[0], long[1, :700], atol=1e-5)
+
+    absolute = build("etc_tiny", max_positions=512, use_absolute_positions=True)
+    assert absolute.max_positions() == 512 and resolve_max_positions(4096, absolute.max_positions()) == 512
+    absolute(_tokens([512]))
+    with pytest.raises(ValueError, match=r"length 513 exceeds max_positions=512 \(--max-positions\)"):
+        absolute(_tokens([513]))
+    indexed = build("etc_tiny", index_position_embeddings=100)
+    assert indexed.max_positions() == 100
+    with pytest.raises(ValueError, match=r"exceeds index_position_embeddings=100 \(--index-position-embeddings\)"):
+        indexed(_tokens([101]))
 
 
 def test_checkpoint_activations_same_outputs_and_grads_less_memory():

@@ -70,9 +70,16 @@ class EtcEncoderConfig:
     pooler_dropout: float = field(default=0.0, metadata={"help": "dropout in classification heads"})
     max_positions: int = field(
         default=4096,
-        metadata={"help": "maximum long input length (fairseq's name; sentence_prediction sets it)"},
+        metadata={"help": "rows of the absolute position table with use_absolute_positions, and then the "
+                  "longest long input; without absolute positions (the default: relative positions only) "
+                  "inputs of any length run (fairseq's name; sentence_prediction sets it)"},
     )
-    max_global_positions: int = field(default=256, metadata={"help": "maximum global input length"})
+    max_global_positions: int = field(
+        default=256,
+        metadata={"help": "the global length the architecture is meant for (recorded, not enforced: global "
+                  "tokens have no absolute positions unless index_position_embeddings, whose table size "
+                  "caps both sides)"},
+    )
     local_radius: int = field(default=84, metadata={"help": "l2l attention radius r"})
     relative_pos_max_distance: int = field(
         default=12, metadata={"help": "relative positions are clipped at this distance k"}
@@ -192,6 +199,19 @@ class EtcEncoderConfig:
 def encoder_config_fields():
     """The names of :class:`EtcEncoderConfig`'s fields, in order."""
     return tuple(f.name for f in fields(EtcEncoderConfig))
+
+
+def absolute_position_limit(cfg):
+    """int or None: the longest long input the model's absolute position tables allow: ``max_positions`` with
+    ``use_absolute_positions``, ``index_position_embeddings`` when set (the smaller of both), None when the
+    model uses relative positions only (then any length runs: the length extrapolation relative
+    positions are for)."""
+    limits = []
+    if getattr(cfg, "use_absolute_positions", False):
+        limits.append(int(cfg.max_positions))
+    if getattr(cfg, "index_position_embeddings", 0):
+        limits.append(int(cfg.index_position_embeddings))
+    return min(limits) if limits else None
 
 
 def validate_encoder_config(cfg) -> None:

@@ -154,10 +154,12 @@ class EtcEncoder(nn.Module):
         pad = self.padding_idx
         if long_tokens.dim() != 2:
             raise ValueError(f"src_tokens must be int64 [batch, long_len], got shape {tuple(long_tokens.shape)}")
+        # Lengths are capped only by absolute position tables (relative positions take any length):
+        # the RoBERTa-style table here, the index tables in _index_positions.
         if cfg.use_absolute_positions and long_tokens.size(1) > cfg.max_positions:
             raise ValueError(
-                f"long input of length {long_tokens.size(1)} exceeds max_positions={cfg.max_positions}, "
-                "the size of the absolute position table (use_absolute_positions=True)"
+                f"long input of length {long_tokens.size(1)} exceeds max_positions={cfg.max_positions} "
+                "(--max-positions), the size of the absolute position table (use_absolute_positions=True)"
             )
         long_padding_mask = long_tokens.eq(pad)
         built = structure if isinstance(structure, GlobalLocalStructure) else None
@@ -184,11 +186,6 @@ class EtcEncoder(nn.Module):
                     f"must both be [batch={long_tokens.size(0)}, global_len]"
                 )
             global_padding_mask = global_tokens.eq(pad)
-        if global_tokens.size(1) > cfg.max_global_positions:
-            raise ValueError(
-                f"global input of length {global_tokens.size(1)} exceeds max_global_positions="
-                f"{cfg.max_global_positions}"
-            )
         if built is None:
             built = build_structure(
                 long_padding_mask=long_padding_mask,
@@ -252,7 +249,8 @@ class EtcEncoder(nn.Module):
         """float [1, length, dim]: rows 0 .. length-1 of ``table``."""
         if length > table.num_embeddings:
             raise ValueError(
-                f"{side} input of length {length} exceeds index_position_embeddings={table.num_embeddings}"
+                f"{side} input of length {length} exceeds index_position_embeddings={table.num_embeddings} "
+                "(--index-position-embeddings), the size of the absolute position tables"
             )
         return table.weight[:length].unsqueeze(0)
 

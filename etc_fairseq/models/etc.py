@@ -24,6 +24,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.models import FairseqEncoder, FairseqEncoderModel, register_model
 
 from etc_fairseq.encoder import ClassificationHead, EtcEncoder, EtcEncoderConfig, LMHead
+from etc_fairseq.encoder.config import absolute_position_limit
 from etc_fairseq.encoder.model import label_vocab_from_config  # noqa: F401  (re-exported for callers)
 from etc_fairseq.structure.global_tokens import GlobalTokenType, special_global_token_id
 
@@ -115,8 +116,10 @@ class EtcFairseqEncoder(FairseqEncoder):
         """float [batch, long_len, dim] -> float [batch, long_len, vocab] (or [num_masked, vocab])."""
         return self.lm_head(features, masked_tokens)
 
-    def max_positions(self) -> int:
-        return self.cfg.max_positions
+    def max_positions(self) -> Optional[int]:
+        """The longest long input, or None (no limit) without absolute position embeddings: see
+        :func:`absolute_position_limit`."""
+        return absolute_position_limit(self.cfg)
 
 
 @register_model("etc", dataclass=EtcConfig)
@@ -222,8 +225,10 @@ class EtcModel(FairseqEncoderModel):
     def supported_targets(self):
         return {"self"}
 
-    def max_positions(self):
-        return self.cfg.max_positions
+    def max_positions(self) -> Optional[int]:
+        """None (any length) for a relative-position model; the absolute table's size otherwise (fairseq's
+        ``resolve_max_positions`` skips None, so the task's own limit applies alone)."""
+        return absolute_position_limit(self.cfg)
 
     def upgrade_state_dict_named(self, state_dict: Dict[str, torch.Tensor], name: str):
         """Checks the checkpoint format version and reconciles classification heads (heads in the

@@ -63,7 +63,7 @@ for v in $VARIANTS; do
   for seed in $SEEDS; do
     stage "train $v, seed $seed, $UPDATES updates"
     "$VENV_BIN/fairseq-train" "$RUN_DIR/data-$v" --user-dir user_dir --task etc_nextsent --criterion etc_nextsent \
-      --arch etc_tiny --max-long-len "$MAX_LONG" --max-global-len 256 --max-global-positions 256 \
+      --arch etc_tiny --max-long-len "$MAX_LONG" --max-global-len 256 \
       --batch-size 8 --required-batch-size-multiple 1 --optimizer adam --adam-betas '(0.9,0.98)' --clip-norm 1.0 \
       --lr 1e-3 --lr-scheduler inverse_sqrt --warmup-updates $(( UPDATES / 10 + 1 )) --max-update "$UPDATES" \
       --disable-validation --no-epoch-checkpoints --seed "$seed" --cpu --num-workers 0 \

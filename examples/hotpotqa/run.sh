@@ -71,7 +71,7 @@ stage "3/6 etc-prepare hotpotqa -> $RUN_DIR/data"
 
 stage "4/6 fine-tune etc_tiny (hard g2l) for $MAX_UPDATE updates -> $RUN_DIR/checkpoints"
 "$VENV_BIN/fairseq-train" "$RUN_DIR/data" --user-dir user_dir \
-  --task etc_hotpotqa --criterion etc_hotpotqa --arch etc_tiny --hard-g2l --max-global-positions 256 \
+  --task etc_hotpotqa --criterion etc_hotpotqa --arch etc_tiny --hard-g2l \
   --finetune-from-model "$PRETRAINED" \
   --batch-size "$BATCH_SIZE" --required-batch-size-multiple 1 \
   --optimizer adam --adam-betas '(0.9,0.98)' --lr "$LR" --lr-scheduler fixed --clip-norm 1.0 \

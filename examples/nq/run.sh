@@ -56,7 +56,7 @@ COMMON=(--user-dir user_dir --task etc_nq --criterion etc_nq --max-long-len 512 
         --batch-size "$BATCH_SIZE" --required-batch-size-multiple 1 --num-workers 0 --cpu)
 
 stage "3/6 fine-tune etc_tiny for $MAX_UPDATE updates (CPU) -> $RUN_DIR/checkpoints"
-"$VENV_BIN/fairseq-train" "$RUN_DIR/data" "${COMMON[@]}" --arch etc_tiny --max-global-positions 128 \
+"$VENV_BIN/fairseq-train" "$RUN_DIR/data" "${COMMON[@]}" --arch etc_tiny \
   --finetune-from-model "$PRETRAINED" \
   --optimizer adam --adam-betas '(0.9,0.98)' --clip-norm 1.0 --lr "$LR" --lr-scheduler inverse_sqrt \
   --warmup-updates "$WARMUP" --max-update "$MAX_UPDATE" --validate-interval-updates "$VALID_EVERY" --save-interval-updates "$VALID_EVERY" \

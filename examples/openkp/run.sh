@@ -68,10 +68,10 @@ stage "2/6 etc-prepare openkp -> $DATA"
 
 stage "3/6 fine-tune etc_tiny for $MAX_UPDATE updates (CPU; visual features: $VISUAL) -> $SAVE"
 rm -rf "$SAVE"  # fairseq would resume from an old checkpoint_last.pt instead of the pre-trained model
-# --max-global-positions: etc_tiny's default global limit is 64. --required-batch-size-multiple 1:
+# --required-batch-size-multiple 1:
 # fairseq otherwise drops a final batch smaller than 8 examples (also in fairseq-validate).
 "$VENV_BIN/fairseq-train" "$DATA" --user-dir user_dir "${TASK_FLAGS[@]}" \
-  --arch etc_tiny --max-global-positions "$MAX_GLOBAL" --finetune-from-model "$PRETRAINED" \
+  --arch etc_tiny --finetune-from-model "$PRETRAINED" \
   --batch-size "$BATCH_SIZE" --required-batch-size-multiple 1 \
   --optimizer adam --adam-betas '(0.9,0.98)' --weight-decay 0.01 --clip-norm 1.0 \
   --lr "$LR" --lr-scheduler inverse_sqrt --warmup-updates 30 --max-update "$MAX_UPDATE" \
