@@ -122,19 +122,50 @@ def test_core_without_fairseq_equals_the_fairseq_model(tmp_path, overrides):
 
 
 def test_core_packages_do_not_import_fairseq():
-    # statically: no module under attention/, structure/, encoder/ names fairseq in an import
+    # statically: no module under attention/, structure/, encoder/ names fairseq in an import ...
+    # ... nor a dataset's own heads (finetune/<dataset>/heads.py)
     offenders = []
-    for pkg in CORE_PACKAGES:
-        for path in sorted((REPO / "etc_fairseq" / pkg).glob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
-                names = []
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module:
-                    names = [node.module]
-                if any(n == "fairseq" or n.startswith("fairseq.") for n in names):
-                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    core_files = [p for pkg in CORE_PACKAGES for p in sorted((REPO / "etc_fairseq" / pkg).glob("*.py"))]
+    dataset_heads = sorted((REPO / "etc_fairseq" / "finetune").glob("*/heads.py"))
+    assert dataset_heads, "expected OpenKP's heads under finetune/openkp/heads.py"
+    for path in core_files + dataset_heads:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n == "fairseq" or n.startswith("fairseq.") for n in names):
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert offenders == []
+
+
+_OPENKP_HEADS_SCRIPT = _NO_FAIRSEQ_SCRIPT.split("from safetensors.torch")[0] + textwrap.dedent(
+    """
+    import torch
+
+    from etc_fairseq.finetune.openkp.heads import KeyphraseHead, VisualFeatureEmbedding, keyphrase_loss, keyphrase_targets
+
+    torch.manual_seed(0)
+    logits = KeyphraseHead(8, max_n=3)(torch.randn(1, 5, 8), torch.tensor([[0, 0, 1, 2, -1]]), 3)  # [1, 3, 3]
+    ngram_ids = torch.tensor([[[0, 1, 2], [3, 4, -1], [5, -1, -1]]])
+    targets, found = keyphrase_targets(ngram_ids, torch.tensor([[3]]))
+    loss = keyphrase_loss(logits, ngram_ids >= 0, targets)
+    long_extra, _ = VisualFeatureEmbedding(8)(torch.rand(1, 2, 20), torch.tensor([[0, 0, 1, -1]]),
+                                               torch.tensor([[False, False]]))
+    assert found.tolist() == [1] and loss.shape == (1,) and long_extra.shape == (1, 4, 8)
+    print("fairseq modules loaded:", sorted(m for m in sys.modules if m.split(".")[0] == "fairseq"))
+    """
+)
+
+
+def test_openkp_heads_run_without_fairseq(tmp_path):
+    script = tmp_path / "run_heads.py"
+    script.write_text(_OPENKP_HEADS_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "fairseq modules loaded: []" in proc.stdout
 
 
 def _tiny_core(**overrides):

@@ -24,19 +24,17 @@ from etc_fairseq.finetune.openkp.metrics import (
     precision_recall_at,
     score_document,
 )
-from etc_fairseq.models.openkp import (
+from etc_fairseq.finetune.openkp.decode import hits_at, top_distinct_batch, top_distinct_ngrams
+from etc_fairseq.finetune.openkp.heads import (
     KeyphraseHead,
     VisualFeatureEmbedding,
     encode_visual_features,
     font_size_bucket,
-    hits_at,
     keyphrase_loss,
     keyphrase_targets,
     rescale_clipped,
     style_cross_index,
     sum_pieces_per_word,
-    top_distinct_batch,
-    top_distinct_ngrams,
 )
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.finetune.openkp.convert import enumerate_ngram_ids, gold_phrase_ids, layout_document, word_nodes
@@ -434,6 +432,13 @@ def test_no_visual_features_ablation_and_max_loss_criterion(openkp_files, tokeni
         model = EtcModel.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0), task)
         task.build_heads(model)
         assert ("openkp_visual" in model.task_heads) != no_visual
+        # the parameter names checkpoints store: moving the heads' code must not change them
+        head_keys = {k[len("task_heads."):] for k in model.state_dict() if k.startswith("task_heads.")}
+        expected = {f"openkp_keyphrase.{m}.{i}.{p}" for m in ("convs", "out") for i in range(5) for p in ("weight", "bias")}
+        if not no_visual:
+            expected |= {f"openkp_visual.{m}.{i}.weight" for m in ("font", "style") for i in range(2)}
+            expected |= {"openkp_visual.dense.weight", "openkp_visual.dense.bias"}
+        assert head_keys == expected
         ds = task.load_dataset("valid")
         sample = ds.collater([ds[i] for i in range(len(ds))])
         model.eval()

@@ -5,6 +5,8 @@ Each dataset package ``etc_fairseq/finetune/<name>/`` holds everything about tha
 - ``schema.py``     its records (reading and validating the official files), answer types and stored
                     fields, declared once
 - ``convert.py``    the official files -> prepared splits (``etc-prepare <name>``, ``PREPARE``)
+- ``heads.py``      (only where a dataset needs its own heads, e.g. OpenKP) its heads and their loss as plain
+                    PyTorch, no fairseq import; datasets that need none use :mod:`etc_fairseq.encoder.heads`
 - ``task.py``       the fairseq task ``etc_<name>`` (heads, dataset)
 - ``criterion.py``  the fairseq criterion ``etc_<name>`` (losses, logged official metrics)
 - ``decode.py``     heads' outputs -> official predictions, used by the criterion and ``etc-predict <name>``

@@ -10,7 +10,7 @@ Official record (one JSON object per line)::
 
 The 20 features are 10 of the node followed by the same 10 of its parent (OpenKP README): x, width, y,
 height (pixels), is block, is inline, is heading, is leaf (0/1), font size, is bold (0/1). They are stored
-raw; the model encodes them (:mod:`etc_fairseq.models.openkp`).
+raw; the model encodes them (:mod:`etc_fairseq.finetune.openkp.heads`).
 
 Layout (paper appendix C): the long input is all word pieces of the page (no CLS, no question); the global
 input is one ``VDOM_NODE`` token per VDOM node; every long token belongs to its node's global token

@@ -17,7 +17,8 @@ from fairseq.dataclass import FairseqDataclass
 
 from etc_fairseq.criterion_metrics import log_mean_loss, total
 from etc_fairseq.finetune.openkp.metrics import KS, f1
-from etc_fairseq.models.openkp import hits_at, keyphrase_loss, keyphrase_targets, ngram_valid_mask, top_distinct_batch
+from etc_fairseq.finetune.openkp.decode import hits_at, top_distinct_batch
+from etc_fairseq.finetune.openkp.heads import keyphrase_loss, keyphrase_targets, ngram_valid_mask
 
 
 @dataclass

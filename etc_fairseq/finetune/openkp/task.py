@@ -1,7 +1,7 @@
 """The ``etc_openkp`` task: OpenKP keyphrase extraction on data from ``etc-prepare openkp``.
 
-Heads registered on the model: ``openkp_keyphrase`` (:class:`~etc_fairseq.models.openkp.KeyphraseHead`) and,
-unless ``--no-visual-features``, ``openkp_visual`` (:class:`~etc_fairseq.models.openkp.VisualFeatureEmbedding`),
+Heads registered on the model: ``openkp_keyphrase`` (:class:`~etc_fairseq.finetune.openkp.heads.KeyphraseHead`) and,
+unless ``--no-visual-features``, ``openkp_visual`` (:class:`~etc_fairseq.finetune.openkp.heads.VisualFeatureEmbedding`),
 whose output :meth:`EtcOpenKPTask.forward_features` adds to the long and global input embeddings.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from fairseq.tasks import register_task
 
 from etc_fairseq.encoder.config import ActivationName
-from etc_fairseq.models.openkp import KeyphraseHead, VisualFeatureEmbedding
+from etc_fairseq.finetune.openkp.heads import KeyphraseHead, VisualFeatureEmbedding
 from etc_fairseq.finetune.openkp.schema import DEFAULT_MAX_GLOBAL_LEN, MAX_NGRAM, target_fields
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 

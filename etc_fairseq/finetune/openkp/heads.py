@@ -1,7 +1,10 @@
-"""OpenKP modules (paper appendix C): the visual-feature embedding added to the input embeddings, and the
-keyphrase head (word-piece sums per word -> n-gram convolutions -> one logit per n-gram).
+"""OpenKP's heads as plain PyTorch (no fairseq; paper appendix C): the visual-feature embedding added to the
+input embeddings, the keyphrase head (word-piece sums per word -> n-gram convolutions -> one logit per n-gram)
+and its loss (one softmax over all n-grams of a document).
 
-Pure functions (exactly tested) come first, then the ``nn.Module`` s.
+Pure functions (exactly tested) come first, then the ``nn.Module`` s. The fairseq task
+(:mod:`etc_fairseq.finetune.openkp.task`) registers the modules on the model as task heads
+``openkp_keyphrase`` and ``openkp_visual``; the criterion applies the loss.
 
 Visual features: each VDOM node has 20 raw floats, 10 for the node and 10 for its parent, in the official
 order (:data:`FEATURE_NAMES`). Encoded as
@@ -16,11 +19,13 @@ The sum (model width) is added to each node's global token and to every long tok
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from etc_fairseq.encoder.layer import get_activation_fn
 
 #: the 10 per-node features of the official VDOM ``feature`` list; the parent's follow in the same order
 FEATURE_NAMES: Tuple[str, ...] = ("x", "width", "y", "height", "is_block", "is_inline", "is_heading", "is_leaf", "font_size", "is_bold")
@@ -158,60 +163,6 @@ def keyphrase_loss(logits: torch.Tensor, valid: torch.Tensor, targets: torch.Ten
     return -(t * logp.masked_fill(t == 0, 0.0)).sum(-1)
 
 
-def top_distinct_ngrams(scores: Sequence[float], phrase_ids: Sequence[int], k: int = 5) -> List[int]:
-    """Flat indices of the ``k`` best n-grams with distinct phrase ids (uncased de-duplication).
-
-    Args:
-        scores: one score per flat n-gram (higher = better).
-        phrase_ids: the n-gram's phrase id, < 0 = not a candidate.
-    Returns:
-        up to ``k`` flat indices, best first; ties go to the smaller index.
-    """
-    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
-    seen, out = set(), []
-    for i in order:
-        pid = phrase_ids[i]
-        if pid < 0 or pid in seen:
-            continue
-        seen.add(pid)
-        out.append(i)
-        if len(out) == k:
-            break
-    return out
-
-
-def top_distinct_batch(logits: torch.Tensor, ngram_ids: torch.Tensor, k: int = 5) -> List[List[int]]:
-    """:func:`top_distinct_ngrams` for each document of a batch.
-
-    Args:
-        logits: float [B, W, N]; ngram_ids: int [B, W, N].
-    Returns:
-        per document, up to ``k`` flat indices (``w * N + n - 1``) best first.
-    """
-    B = logits.size(0)
-    flat_ids = ngram_ids.reshape(B, -1)
-    flat = logits.detach().float().reshape(B, -1).masked_fill(flat_ids < 0, float("-inf"))
-    out = []
-    for b in range(B):
-        n_valid = int((flat_ids[b] >= 0).sum())
-        # a few times k candidates almost always hold k distinct phrases; fall back to all of them
-        m = min(n_valid, 8 * k)
-        while True:
-            vals, idx = flat[b].topk(m) if m > 0 else (flat[b][:0], flat_ids[b][:0])
-            picked = top_distinct_ngrams(vals.tolist(), flat_ids[b][idx].tolist(), k)
-            if len(picked) == k or m >= n_valid:
-                break
-            m = min(n_valid, 4 * m)
-        out.append([int(idx[i]) for i in picked])
-    return out
-
-
-def hits_at(predicted_ids: Sequence[int], gold_ids: Sequence[int], ks: Sequence[int] = (1, 3, 5)) -> List[int]:
-    """How many of the first ``k`` (distinct) predicted phrase ids are gold ids (ids < 0 never match)."""
-    gold = {g for g in gold_ids if g >= 0}
-    return [sum(1 for p in predicted_ids[:k] if p in gold) for k in ks]
-
-
 # ----------------------------------------------------------------------------------------------------------
 # modules
 # ----------------------------------------------------------------------------------------------------------
@@ -260,11 +211,9 @@ class KeyphraseHead(nn.Module):
 
     def __init__(self, dim: int, max_n: int = 5, activation: str = "gelu"):
         super().__init__()
-        from fairseq import utils
-
         self.max_n = max_n
         self.convs = nn.ModuleList(nn.Conv1d(dim, dim, kernel_size=n) for n in range(1, max_n + 1))
-        self.activation = utils.get_activation_fn(activation)
+        self.activation = get_activation_fn(activation)
         self.out = nn.ModuleList(nn.Linear(dim, 1) for _ in range(max_n))
 
     def forward(self, features: torch.Tensor, word_of_piece: torch.Tensor, num_words: int) -> torch.Tensor:
