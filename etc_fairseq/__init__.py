@@ -5,9 +5,10 @@ fairseq's own pattern: ``models`` calls ``hub`` from ``EtcModel.from_pretrained`
 
 1. leaves (importing only each other; fairseq, where needed, only inside functions):
    ``commands`` (the ``etc-*`` subcommand record and registry), ``text`` (answer normalisation),
-   ``tokenization`` (the tokenizer of a lifted model's source), ``checkpoint_io`` (the one safe checkpoint
-   loader), ``criterion_metrics`` (what every ``reduce_metrics`` shares), ``fairseq_compat`` (narrow
-   fairseq fixes)
+   ``tokenization`` (the tokenizer of a lifted model's source), ``errors`` (``CheckpointLoadError``, the one
+   error for a model file that cannot be loaded, raised by ``encoder`` and ``checkpoint_io`` alike),
+   ``checkpoint_io`` (the one safe checkpoint loader), ``criterion_metrics`` (what every ``reduce_metrics``
+   shares), ``fairseq_compat`` (narrow fairseq fixes)
 2. ``attention``   the global-local attention kernel (blocked l2l) and its dense reference
 3. ``structure``   pure functions: structure ids -> 4 masks + 4 relative-label tensors; the one
                    relative-label vocabulary and the global-token types

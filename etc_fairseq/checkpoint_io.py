@@ -48,6 +48,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
+from etc_fairseq.errors import CheckpointLoadError  # re-exported: the one loading error
+
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, os.PathLike]
@@ -56,12 +58,6 @@ PathLike = Union[str, os.PathLike]
 #: loaders build: README's masked-LM quick start and sentence classification.
 FAIRSEQ_TASKS = ("masked_lm", "sentence_prediction")
 FAIRSEQ_CRITERIONS = ("masked_lm", "sentence_prediction")
-
-
-class CheckpointLoadError(ValueError):
-    """A checkpoint file was refused (unsafe pickle content, or a config that names something other than
-    what etc-fairseq builds) or could not be read (missing, truncated, corrupt). The message is one line
-    naming the file."""
 
 
 # -------------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from etc_fairseq.encoder import EtcEncoder, EtcEncoderConfig, EtcEncoderFileError
+from etc_fairseq.encoder import EtcEncoder, EtcEncoderConfig, CheckpointLoadError
 from etc_fairseq.encoder.io import CONFIG_NAME, WEIGHTS_NAME
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 
@@ -189,27 +189,30 @@ def test_save_and_load_round_trip_with_fixed_blocks(tmp_path):
 
 
 def test_from_pretrained_refuses_unknown_fields_and_mismatched_weights(tmp_path):
+    from etc_fairseq import checkpoint_io
+
+    assert CheckpointLoadError is checkpoint_io.CheckpointLoadError  # one loading error, core and fairseq side
     enc = _tiny_core()
     enc.save_pretrained(tmp_path)
     meta = json.loads((tmp_path / CONFIG_NAME).read_text())
     bad = dict(meta, config=dict(meta["config"], rotary=True))
     (tmp_path / CONFIG_NAME).write_text(json.dumps(bad))
-    with pytest.raises(EtcEncoderFileError, match=r"config.json: unknown config field\(s\) \['rotary'\]"):
+    with pytest.raises(CheckpointLoadError, match=r"config.json: unknown config field\(s\) \['rotary'\]"):
         EtcEncoder.from_pretrained(tmp_path)
     (tmp_path / CONFIG_NAME).write_text(json.dumps(dict(meta, extra=1)))
-    with pytest.raises(EtcEncoderFileError, match=r"unknown key\(s\) \['extra'\]"):
+    with pytest.raises(CheckpointLoadError, match=r"unknown key\(s\) \['extra'\]"):
         EtcEncoder.from_pretrained(tmp_path)
     (tmp_path / CONFIG_NAME).write_text(json.dumps(dict(meta, config=dict(meta["config"], local_radius="3"))))
-    with pytest.raises(EtcEncoderFileError, match="'local_radius' = '3': expected int"):
+    with pytest.raises(CheckpointLoadError, match="'local_radius' = '3': expected int"):
         EtcEncoder.from_pretrained(tmp_path)
     (tmp_path / CONFIG_NAME).write_text(json.dumps(dict(meta, config=dict(meta["config"], relative_bias=True))))
-    with pytest.raises(EtcEncoderFileError, match=r"model.safetensors: tensors do not match config.json: missing"):
+    with pytest.raises(CheckpointLoadError, match=r"model.safetensors: tensors do not match config.json: missing"):
         EtcEncoder.from_pretrained(tmp_path)
     (tmp_path / CONFIG_NAME).write_text(json.dumps(dict(meta, vocab_size=21)))
-    with pytest.raises(EtcEncoderFileError, match=r"embed_tokens.weight' has shape \(20, 16\)"):
+    with pytest.raises(CheckpointLoadError, match=r"embed_tokens.weight' has shape \(20, 16\)"):
         EtcEncoder.from_pretrained(tmp_path)
     (tmp_path / CONFIG_NAME).unlink()
-    with pytest.raises(EtcEncoderFileError, match="config.json: missing"):
+    with pytest.raises(CheckpointLoadError, match="config.json: missing"):
         EtcEncoder.from_pretrained(tmp_path)
 
 

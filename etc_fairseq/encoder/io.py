@@ -6,7 +6,8 @@ A model directory holds two files:
   read with the ``safetensors`` library;
 - ``config.json``: ``{"format": "etc-encoder", "format_version": 1, "vocab_size", "padding_idx",
   "fixed_block_token_id", "config": {every EtcEncoderConfig field}}``. Unknown keys or config fields
-  are refused with a one-line error naming the file; missing config fields take their defaults.
+  are refused with a one-line :class:`~etc_fairseq.errors.CheckpointLoadError` (the project's one loading
+  error) naming the file; missing config fields take their defaults.
 
 Files are written under temporary names and renamed into place, so a failed save leaves no
 half-written model behind.
@@ -23,6 +24,8 @@ from typing import Any, Dict, Union
 
 import torch
 
+from etc_fairseq.errors import CheckpointLoadError
+
 from .config import EtcEncoderConfig, encoder_config_fields
 
 FORMAT = "etc-encoder"
@@ -30,10 +33,6 @@ FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 _TOP_LEVEL_KEYS = ("format", "format_version", "vocab_size", "padding_idx", "fixed_block_token_id", "config")
-
-
-class EtcEncoderFileError(ValueError):
-    """A model directory that cannot be loaded (the message names the file and the field)."""
 
 
 def config_to_dict(cfg) -> Dict[str, Any]:
@@ -51,7 +50,7 @@ def encoder_config_from_dict(values: Dict[str, Any], source: str = "config") -> 
     known = set(encoder_config_fields())
     unknown = sorted(set(values) - known)
     if unknown:
-        raise EtcEncoderFileError(f"{source}: unknown config field(s) {unknown}; known: {sorted(known)}")
+        raise CheckpointLoadError(f"{source}: unknown config field(s) {unknown}; known: {sorted(known)}")
     types = {f.name: f.type for f in fields(EtcEncoderConfig)}
     for name, v in values.items():
         want = types[name]
@@ -61,11 +60,11 @@ def encoder_config_from_dict(values: Dict[str, Any], source: str = "config") -> 
         if want is float and isinstance(v, int) and not isinstance(v, bool):
             ok = True
         if not ok:
-            raise EtcEncoderFileError(f"{source}: config field {name!r} = {v!r}: expected {want.__name__}")
+            raise CheckpointLoadError(f"{source}: config field {name!r} = {v!r}: expected {want.__name__}")
     try:
         return EtcEncoderConfig(**values)
     except ValueError as e:
-        raise EtcEncoderFileError(f"{source}: {e}") from None
+        raise CheckpointLoadError(f"{source}: {e}") from None
 
 
 def save_pretrained(encoder, directory: Union[str, os.PathLike]) -> None:
@@ -102,30 +101,30 @@ def read_config(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
     (returned under ``"config"`` as an :class:`EtcEncoderConfig`)."""
     path = Path(directory) / CONFIG_NAME
     if not path.is_file():
-        raise EtcEncoderFileError(f"{path}: missing (a model directory holds {CONFIG_NAME} and {WEIGHTS_NAME})")
+        raise CheckpointLoadError(f"{path}: missing (a model directory holds {CONFIG_NAME} and {WEIGHTS_NAME})")
     try:
         meta = json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise EtcEncoderFileError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+        raise CheckpointLoadError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
     if not isinstance(meta, dict):
-        raise EtcEncoderFileError(f"{path}: expected a JSON object, got {type(meta).__name__}")
+        raise CheckpointLoadError(f"{path}: expected a JSON object, got {type(meta).__name__}")
     unknown = sorted(set(meta) - set(_TOP_LEVEL_KEYS))
     if unknown:
-        raise EtcEncoderFileError(f"{path}: unknown key(s) {unknown}; expected {list(_TOP_LEVEL_KEYS)}")
+        raise CheckpointLoadError(f"{path}: unknown key(s) {unknown}; expected {list(_TOP_LEVEL_KEYS)}")
     missing = [k for k in _TOP_LEVEL_KEYS if k not in meta]
     if missing:
-        raise EtcEncoderFileError(f"{path}: missing key(s) {missing}")
+        raise CheckpointLoadError(f"{path}: missing key(s) {missing}")
     if meta["format"] != FORMAT:
-        raise EtcEncoderFileError(f"{path}: format {meta['format']!r}, expected {FORMAT!r}")
+        raise CheckpointLoadError(f"{path}: format {meta['format']!r}, expected {FORMAT!r}")
     if meta["format_version"] != FORMAT_VERSION:
-        raise EtcEncoderFileError(
+        raise CheckpointLoadError(
             f"{path}: format_version {meta['format_version']!r}; this installation reads {FORMAT_VERSION}"
         )
     for key in ("vocab_size", "padding_idx", "fixed_block_token_id"):
         if not isinstance(meta[key], int) or isinstance(meta[key], bool) or meta[key] < 0:
-            raise EtcEncoderFileError(f"{path}: {key} = {meta[key]!r}: expected an int >= 0")
+            raise CheckpointLoadError(f"{path}: {key} = {meta[key]!r}: expected an int >= 0")
     if not isinstance(meta["config"], dict):
-        raise EtcEncoderFileError(f"{path}: config must be a JSON object")
+        raise CheckpointLoadError(f"{path}: config must be a JSON object")
     meta = dict(meta, config=encoder_config_from_dict(meta["config"], source=str(path)))
     return meta
 
@@ -141,23 +140,23 @@ def from_pretrained(directory: Union[str, os.PathLike], map_location: str = "cpu
     meta = read_config(directory)
     weights = Path(directory) / WEIGHTS_NAME
     if not weights.is_file():
-        raise EtcEncoderFileError(f"{weights}: missing")
+        raise CheckpointLoadError(f"{weights}: missing")
     try:
         state = load_file(str(weights), device=str(map_location))
     except (SafetensorError, OSError) as e:
-        raise EtcEncoderFileError(f"{weights}: unreadable safetensors file ({e})") from None
+        raise CheckpointLoadError(f"{weights}: unreadable safetensors file ({e})") from None
     with torch.device("meta"):
         encoder = EtcEncoder(meta["config"], meta["vocab_size"], meta["padding_idx"], meta["fixed_block_token_id"])
     expected = encoder.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
-        raise EtcEncoderFileError(
+        raise CheckpointLoadError(
             f"{weights}: tensors do not match config.json: missing {missing[:5]}, unexpected {unexpected[:5]}"
         )
     for name, t in expected.items():
         if tuple(state[name].shape) != tuple(t.shape):
-            raise EtcEncoderFileError(
+            raise CheckpointLoadError(
                 f"{weights}: tensor {name!r} has shape {tuple(state[name].shape)}, config.json implies "
                 f"{tuple(t.shape)}"
             )
