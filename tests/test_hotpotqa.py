@@ -246,11 +246,12 @@ def test_sp_and_joint_scores():
 
 def test_evaluate_averages_over_gold_and_missing_predictions_score_zero():
     from etc_fairseq.finetune.hotpotqa.metrics import evaluate
+    from etc_fairseq.finetune.hotpotqa.schema import Gold
 
     gold = [
-        {"_id": "a", "answer": "Paris", "supporting_facts": [["A", 0], ["A", 1]]},
-        {"_id": "b", "answer": "yes", "supporting_facts": [["B", 0]]},
-        {"_id": "c", "answer": "Rome", "supporting_facts": [["C", 2]]},
+        Gold("a", "Paris", [("A", 0), ("A", 1)]),
+        Gold("b", "yes", [("B", 0)]),
+        Gold("c", "Rome", [("C", 2)]),
     ]
     pred = {
         "answer": {"a": "Paris France", "b": "yes", "extra": "ignored"},
@@ -520,6 +521,21 @@ def test_evaluate_cli_rejects_gold_without_answers(files, tmp_path, capsys):
     assert main(["hotpotqa", "--predictions", str(p), "--gold", str(files / "test.json")]) == 1
     err = capsys.readouterr().err
     assert "test.json: record 0 (_id c-alabama): field 'answer'" in err
+
+
+def test_evaluate_cli_refuses_an_empty_gold_list(tmp_path, capsys):
+    # the official script would average over nothing; we refuse, naming the file
+    from etc_fairseq.cli.evaluate import main
+    from etc_fairseq.finetune.hotpotqa.metrics import evaluate
+
+    p, g = tmp_path / "pred.json", tmp_path / "gold.json"
+    p.write_text(json.dumps({"answer": {}, "sp": {}}))
+    g.write_text("[]")
+    assert main(["hotpotqa", "--predictions", str(p), "--gold", str(g)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{g}: no gold records" in err[0]
+    with pytest.raises(ValueError, match="no gold examples"):
+        evaluate({"answer": {}, "sp": {}}, [])
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -36,8 +36,9 @@ paper drops 16 of 90,447) and counted; other splits keep them.
 
 Side data (``{split}.side.jsonl``, one object per example): ``id``, ``titles`` (every paragraph's title),
 ``units`` ``[[paragraph, sentence (-1 = title), global_index, long_start, long_end], ...]``, ``words`` and
-``word_of_piece`` per unit, and the gold ``answer`` / ``supporting_facts`` / ``type`` (null in test files),
-so that predictions map back to ``(title, sentence index)`` and to answer text (words joined by spaces).
+``word_of_piece`` per unit, and the gold ``answer`` / ``supporting_facts`` / ``type`` (null in test files;
+the one place a prepared split keeps the gold text, read through
+:meth:`~etc_fairseq.finetune.hotpotqa.schema.Gold.from_side`), so that predictions map back to ``(title, sentence index)`` and to answer text (words joined by spaces).
 """
 from __future__ import annotations
 
@@ -234,7 +235,6 @@ def convert_record(
         "answer": rec.answer,
         "supporting_facts": None if rec.supporting_facts is None else [list(f) for f in rec.supporting_facts],
         "type": rec.type,
-        "answer_match": None if match is None else list(match),
         "truncated": lay.truncated,
     }
     return arrays, side, found

@@ -29,7 +29,7 @@ from fairseq.dataclass import FairseqDataclass
 from etc_fairseq.criterion_metrics import NATS_TO_BITS, Ratio, log_mean_loss, log_ratios
 from etc_fairseq.finetune.hotpotqa.decode import apply_heads, batch_scores, decode_example
 from etc_fairseq.finetune.hotpotqa.metrics import HEADLINE_KEYS, example_scores, logged_name
-from etc_fairseq.finetune.hotpotqa.schema import AnswerType
+from etc_fairseq.finetune.hotpotqa.schema import AnswerType, Gold
 
 #: logged name -> official metric key
 METRICS = {logged_name(key): key for key in HEADLINE_KEYS}
@@ -118,10 +118,11 @@ class EtcHotpotqaCriterion(FairseqCriterion):
         with torch.no_grad():
             scores = batch_scores(heads.detach(), long_pad, extra["global_padding_mask"])
         for side, (sp_probs, t_logits, s_logp, e_logp) in zip(sample["side"], scores):
-            if side["answer"] is None or side["supporting_facts"] is None:
+            gold = Gold.from_side(side)
+            if gold is None:
                 continue
             answer, sp, _ = decode_example(side, sp_probs, t_logits, s_logp, e_logp, self.sp_threshold, self.max_answer_len)
-            m = example_scores(answer, sp, side["answer"], side["supporting_facts"])
+            m = example_scores(answer, sp, gold.answer, gold.supporting_facts)
             for name, key in METRICS.items():
                 sums[name] += m[key]
             n_gold += 1

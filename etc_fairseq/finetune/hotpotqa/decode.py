@@ -33,7 +33,7 @@ import torch
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.spans import best_span, select_above_threshold
 from etc_fairseq.finetune.hotpotqa.metrics import HEADLINE_KEYS
-from etc_fairseq.finetune.hotpotqa.schema import AnswerType, SideUnit as U
+from etc_fairseq.finetune.hotpotqa.schema import AnswerType, Gold, SideUnit as U
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +160,8 @@ def side_metrics(predictions: dict, sides: Sequence[dict]) -> Dict[str, float]:
     """Official metrics of ``predictions`` against the gold answers / supporting facts kept in the side records."""
     from etc_fairseq.finetune.hotpotqa.metrics import evaluate
 
-    gold = [{"_id": s["id"], "answer": s["answer"], "supporting_facts": s["supporting_facts"]} for s in sides]
-    missing = [g["_id"] for g in gold if g["answer"] is None or g["supporting_facts"] is None]
+    gold = [Gold.from_side(s) for s in sides]
+    missing = [s["id"] for s, g in zip(sides, gold) if g is None]
     if missing:
         raise ValueError(f"{len(missing)} examples have no gold answer (e.g. {missing[0]}): cannot tune on a test split")
     return evaluate(predictions, gold)
@@ -216,7 +216,7 @@ def _run(args: argparse.Namespace) -> int:
     if fallbacks:
         logger.info(f"{fallbacks} of {len(outputs)} examples had no sentence above threshold {threshold}: span searched everywhere")
     report.update(sp_threshold=threshold, fallbacks=fallbacks)
-    if all(s["answer"] is not None and s["supporting_facts"] is not None for s, _ in outputs):
+    if all(Gold.from_side(s) is not None for s, _ in outputs):
         metrics = side_metrics(preds, [s for s, _ in outputs])
         report["metrics"] = metrics
         print(f"{args.split} metrics at sp threshold {threshold}: " + format_metrics(metrics))

@@ -25,9 +25,10 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.hotpotqa.schema import Gold, read_gold
 from etc_fairseq.text import normalize_answer, token_prf
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,6 @@ __all__ = [
     "joint_scores",
     "example_scores",
     "evaluate",
-    "load_gold",
     "load_predictions",
     "EVALUATE",
 ]
@@ -117,30 +117,33 @@ def example_scores(
     return out
 
 
-def evaluate(predictions: Mapping[str, Mapping], gold: Sequence[Mapping]) -> Dict[str, float]:
+def evaluate(predictions: Mapping[str, Mapping], gold: Sequence[Gold]) -> Dict[str, float]:
     """Average :func:`example_scores` over the gold examples.
 
     Args:
         predictions: ``{"answer": {id: text}, "sp": {id: [[title, idx], ...]}}`` (either part may be absent).
-        gold: the official gold records (``_id``, ``answer``, ``supporting_facts``).
+        gold: the gold examples (:func:`~etc_fairseq.finetune.hotpotqa.schema.read_gold` from an official
+            file, or :meth:`~etc_fairseq.finetune.hotpotqa.schema.Gold.from_side` from a prepared split);
+            at least one.
     Returns:
         ``{key: mean}`` for :data:`METRIC_KEYS`, plus ``"n"`` (gold examples), ``"missing_answer"`` and
         ``"missing_sp"`` (gold ids without that prediction).
     """
+    if not gold:
+        raise ValueError("no gold examples to evaluate against")
     answers = predictions.get("answer", {}) or {}
     sps = predictions.get("sp", {}) or {}
     totals = {k: 0.0 for k in METRIC_KEYS}
     missing_answer = missing_sp = 0
-    for rec in gold:
-        _id = rec["_id"]
-        pa = answers.get(_id)
-        ps = sps.get(_id)
+    for g in gold:
+        pa = answers.get(g.id)
+        ps = sps.get(g.id)
         missing_answer += pa is None
         missing_sp += ps is None
-        for k, v in example_scores(pa, ps, rec["answer"], rec["supporting_facts"]).items():
+        for k, v in example_scores(pa, ps, g.answer, g.supporting_facts).items():
             totals[k] += v
     n = len(gold)
-    out: Dict[str, float] = {k: (totals[k] / n if n else 0.0) for k in METRIC_KEYS}
+    out: Dict[str, float] = {k: totals[k] / n for k in METRIC_KEYS}
     out.update(n=n, missing_answer=missing_answer, missing_sp=missing_sp)
     if missing_answer or missing_sp:
         logger.warning(f"{missing_answer} gold ids have no answer prediction, {missing_sp} no sp prediction (scored 0)")
@@ -162,33 +165,6 @@ def _load_json(path: Path):
         raise FileNotFoundError(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputFormatError(f"{path}: not valid JSON ({e})") from None
-
-
-def load_gold(path: Path) -> List[dict]:
-    """The official gold file (a JSON list of records), checked for what the metrics need.
-
-    Raises:
-        InputFormatError: not a list, or a record without ``_id`` / ``answer`` / ``supporting_facts`` of the
-            right type (the message names the file, record and field).
-    """
-    from etc_fairseq.prepare.documents import InputFormatError
-
-    data = _load_json(path)
-    if not isinstance(data, list):
-        raise InputFormatError(f"{path}: expected a JSON list of HotpotQA records, got {type(data).__name__}")
-    for i, rec in enumerate(data):
-        where = f"{path}: record {i}"
-        if not isinstance(rec, dict) or not isinstance(rec.get("_id"), str):
-            raise InputFormatError(f"{where}: field '_id' must be a string")
-        where = f"{path}: record {i} (_id {rec['_id']})"
-        if not isinstance(rec.get("answer"), str):
-            raise InputFormatError(f"{where}: field 'answer' must be a string (gold files need answers)")
-        sf = rec.get("supporting_facts")
-        if not isinstance(sf, list) or not all(
-            isinstance(f, (list, tuple)) and len(f) == 2 and isinstance(f[0], str) and isinstance(f[1], int) for f in sf
-        ):
-            raise InputFormatError(f"{where}: field 'supporting_facts' must be a list of [title, sentence_index]")
-    return data
 
 
 def load_predictions(path: Path) -> dict:
@@ -226,7 +202,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    metrics = evaluate(load_predictions(args.predictions), load_gold(args.gold))
+    metrics = evaluate(load_predictions(args.predictions), read_gold(args.gold))
     text = format_metrics(metrics)
     print(text)
     if args.output is not None:

@@ -7,6 +7,10 @@
   0 = other sentence, -1 = not a sentence token or no gold), ``answer_type`` int8 [1] (:class:`AnswerType`,
   -1 unknown), ``answer_span`` int32 [2] (first / last long position of the gold answer, -1 if none).
 - :class:`SideUnit`: the positions of one entry of a side record's ``units`` list.
+- :class:`Gold` / :func:`read_gold`: what the official metric compares against, one definition whether it
+  comes from an official file (:func:`read_gold`, through :func:`read_hotpotqa`) or from a prepared split's
+  side records (:meth:`Gold.from_side`: the converter stores the gold answer and supporting facts there, and
+  only there).
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import enum
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from etc_fairseq.prepare.documents import InputFormatError
 
@@ -57,8 +61,6 @@ class SideUnit:
     global_index, long_start, long_end]`` (the title or sentence's long tokens are ``[long_start, long_end)``)."""
 
     PARAGRAPH, SENTENCE, GLOBAL_INDEX, LONG_START, LONG_END = range(5)
-
-
 
 
 @dataclass
@@ -129,3 +131,38 @@ def read_hotpotqa(path) -> List[HotpotRecord]:
     if not isinstance(data, list):
         raise InputFormatError(f"{path}: expected a JSON list of HotpotQA records, got {type(data).__name__}")
     return [parse_record(rec, i, path) for i, rec in enumerate(data)]
+
+
+class Gold(NamedTuple):
+    """One gold example of the official metric: its id, answer text and supporting facts ``(title, index)``."""
+
+    id: str
+    answer: str
+    supporting_facts: Sequence[Tuple[str, int]]
+
+    @classmethod
+    def from_side(cls, side: dict) -> Optional["Gold"]:
+        """The gold of a side record (``{split}.side.jsonl``); None for a test split (no answer stored)."""
+        if side.get("answer") is None or side.get("supporting_facts") is None:
+            return None
+        return cls(side["id"], side["answer"], [(t, int(i)) for t, i in side["supporting_facts"]])
+
+
+def read_gold(path) -> List[Gold]:
+    """The gold examples of an official HotpotQA file (read and validated by :func:`read_hotpotqa`).
+
+    Raises:
+        InputFormatError: a record without ``answer`` or ``supporting_facts`` (a test file), or no records at
+            all (the metric would average over nothing); one line naming the file (and record and field).
+    """
+    records = read_hotpotqa(path)
+    if not records:
+        raise InputFormatError(f"{path}: no gold records (an empty list); expected HotpotQA records with answers")
+    out = []
+    for i, rec in enumerate(records):
+        for name in ("answer", "supporting_facts"):
+            if getattr(rec, name) is None:
+                raise InputFormatError(f"{path}: record {i} (_id {rec.id}): field {name!r} is missing (gold files need answers "
+                                       "and supporting facts)")
+        out.append(Gold(rec.id, rec.answer, rec.supporting_facts))
+    return out
