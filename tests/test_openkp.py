@@ -290,7 +290,13 @@ def test_top_distinct_dedups_uncased_ids():
 
 def test_metric_hand_checked_cases():
     assert normalize_phrase(["Doctor", "Appointment"]) == "doctor appointment"
-    assert clean_phrases([["A", "B"], [], [""], "Web  Application"]) == ["a b", "web application"]
+    assert clean_phrases([["A", "B"], [], [""], ["Web", "", "Application"]]) == ["a b", "web  application"]
+    # as the official script: words are joined as they are, so an empty word's double space never matches
+    # the single-spaced gold phrase, nor does a word holding two spaces
+    assert score_document([["web", "", "application"], ["Web  Application"]], [["web", "application"]])["R@5"] == 0
+    assert score_document([["Web  Application"]], [["web", "", "application"]])["P@1"] == 1.0
+    with pytest.raises(ValueError, match="'web application' is a string"):
+        clean_phrases(["web application"])
     # predictions: hit at rank 2, a case duplicate of it (dropped), miss, hit -> distinct [miss, hit, miss, hit]
     pred = [["NBA"], ["Key", "Generator"], ["key", "generator"], ["PC"], ["Xbox"]]
     gold = [["key", "generator"], ["xbox"], ["nba", "2k17"]]
@@ -334,6 +340,22 @@ def _bad_variants(page):
         (missing, r"field 'KeyPhrases' missing"),
         (missing_feature, r"field 'VDOM' node 0: field 'feature' missing"),
     ]
+
+
+def test_string_keyphrases_refused_naming_the_record(tmp_path, capsys):
+    # the official evaluator joins a string's characters ("w e b ...") and scores it 0: refused, not split
+    from etc_fairseq.cli.evaluate import main
+
+    gold, pred = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
+    gold.write_text(json.dumps({"url": "u1", "KeyPhrases": [["web", "application"]]}) + "\n")
+    pred.write_text(json.dumps({"url": "u1", "KeyPhrases": [["nba"], "web application"]}) + "\n")
+    assert main(["openkp", "--predictions", str(pred), "--gold", str(gold)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert f"{pred}:1 (url 'u1'): field 'KeyPhrases' element 1 is a string 'web application'" in err[0]
+    assert "['web', 'application']" in err[0]
+    with pytest.raises(InputFormatError, match=r"f.jsonl:3 \(url 'u'\): field 'KeyPhrases' element 0 is a string"):
+        parse_record({"url": "u", "text": "a b", "VDOM": "[]", "KeyPhrases": ["a b"]}, "f.jsonl:3", True)
 
 
 def test_parse_record_errors_name_field(openkp_files):

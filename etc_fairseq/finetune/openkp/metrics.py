@@ -4,8 +4,10 @@ them (reimplemented from the definition, see below), and ``etc-evaluate openkp``
 Definition (per document, then averaged over every document of the gold file):
 
 - A phrase is a list of words; it is *normalised* by lower-casing every word and joining the words with
-  single spaces (trailing whitespace stripped). Phrases with no words, or whose first word is empty, are
-  dropped (before anything else).
+  one space each, as they are: an empty word or a word holding spaces keeps them, so ``["web", "",
+  "application"]`` is ``"web  application"`` (two spaces) and matches neither ``["web", "application"]`` nor
+  anything but itself, exactly as in the official script; only trailing whitespace is stripped. Phrases with
+  no words, or whose first word is empty, are dropped (before anything else).
 - Predictions are de-duplicated (first occurrence kept, order preserved); gold phrases are de-duplicated too.
 - ``hits@k`` = how many of the first ``k`` predictions are gold phrases. ``P@k = hits@k / k`` (always ``k``,
   even with fewer than ``k`` predictions), ``R@k = hits@k / #distinct gold``, ``F1@k`` their harmonic mean
@@ -15,7 +17,8 @@ Definition (per document, then averaged over every document of the gold file):
 Files: the gold file is the official OpenKP jsonl (``url``, ``KeyPhrases`` = a list of word lists; other
 fields such as ``text``/``VDOM`` are ignored); the prediction file is jsonl ``{"url": ...,
 "KeyPhrases": [[w, ...], ...]}`` as ``etc-predict openkp`` writes it. A phrase given as one string instead of
-a word list is split at whitespace (the official scripts only define word lists).
+a word list is refused with an error naming the file, line and url (the official script would join the
+string's characters and score it 0; refusing is better than scoring it differently, silently).
 """
 from __future__ import annotations
 
@@ -36,21 +39,19 @@ KS: Tuple[int, ...] = (1, 3, 5)
 
 def normalize_phrase(words: Phrase) -> str:
     """``["Doctor", "Appointment"]`` -> ``"doctor appointment"`` (each word lower-cased, joined with one
-    space, trailing whitespace stripped). A string is split at whitespace first."""
+    space, trailing whitespace stripped; spaces inside the words are kept).
+
+    Raises:
+        ValueError: ``words`` is a string (see :func:`~etc_fairseq.finetune.openkp.schema.parse_keyphrases`).
+    """
     if isinstance(words, str):
-        words = words.split()
+        raise ValueError(f"keyphrase {words!r} is a string; expected a list of words")
     return " ".join(w.lower() for w in words).rstrip()
 
 
 def clean_phrases(phrases: Sequence[Phrase]) -> List[str]:
     """Drop empty phrases (no words, or an empty first word), normalise the rest (order kept, no dedup)."""
-    out = []
-    for p in phrases:
-        if isinstance(p, str):
-            p = p.split()
-        if len(p) > 0 and len(p[0]) > 0:
-            out.append(normalize_phrase(p))
-    return out
+    return [normalize_phrase(p) for p in phrases if isinstance(p, str) or (len(p) > 0 and len(p[0]) > 0)]
 
 
 def dedup(phrases: Sequence[str]) -> List[str]:
@@ -95,7 +96,7 @@ def f1(p: float, r: float) -> float:
 
 
 def score_document(predicted: Sequence[Phrase], gold: Sequence[Phrase], ks: Sequence[int] = KS) -> Dict[str, float]:
-    """``{"P@1", "R@1", "F1@1", "P@3", ...}`` of one document from raw phrases (word lists or strings)."""
+    """``{"P@1", "R@1", "F1@1", "P@3", ...}`` of one document from raw phrases (word lists)."""
     p, r = precision_recall_at(clean_phrases(predicted), clean_phrases(gold), max(ks))
     out = {}
     for k in ks:

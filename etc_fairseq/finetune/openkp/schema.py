@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from etc_fairseq.prepare.documents import InputFormatError, open_text
 
-Phrase = Union[Sequence[str], str]
+#: a keyphrase: its words (a phrase given as one string is refused, see :func:`parse_keyphrases`)
+Phrase = Sequence[str]
 
 #: floats per VDOM node (10 for the node, 10 for its parent)
 NUM_VISUAL_FEATURES = 20
@@ -128,8 +129,13 @@ def iter_records(path: Path, require_keyphrases: bool) -> Iterator[Tuple[str, Op
 
 
 def parse_keyphrases(value, where: str) -> List[Phrase]:
-    """The ``KeyPhrases`` field: a list of word lists (or strings); also accepted as a JSON string holding
-    such a list (as in the OpenKP README's example). ``where`` names file/line/url for errors."""
+    """The ``KeyPhrases`` field: a list of word lists; the whole field is also accepted as a JSON string holding
+    such a list (as in the OpenKP README's example). ``where`` names file/line/url for errors.
+
+    A phrase given as one string (``"doctor appointment"`` instead of ``["doctor", "appointment"]``) is
+    refused: the official evaluator joins a string's characters (``"d o c t o r ..."``) and scores it 0, so
+    splitting it at whitespace would score differently from the leaderboard, silently.
+    """
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -137,9 +143,12 @@ def parse_keyphrases(value, where: str) -> List[Phrase]:
             raise InputFormatError(f"{where}: field 'KeyPhrases' is a string but not JSON ({e})") from None
     if not isinstance(value, list):
         raise InputFormatError(f"{where}: field 'KeyPhrases' must be a list of word lists, got {type(value).__name__}")
-    for p in value:
+    for i, p in enumerate(value):
         if isinstance(p, str):
-            continue
+            raise InputFormatError(
+                f"{where}: field 'KeyPhrases' element {i} is a string {p[:60]!r}; expected a list of words "
+                f"such as {p.split()[:5]!r} (the official evaluator scores a string phrase 0)"
+            )
         if not isinstance(p, list) or not all(isinstance(w, str) for w in p):
             raise InputFormatError(f"{where}: field 'KeyPhrases' must be a list of word lists, got element {p!r}")
     return value
