@@ -418,6 +418,17 @@ def test_prediction_file_rules(tmp_path):
         ev.parse_predictions({"predictions": [dict(base, long_answer={"start_token": 9, "end_token": 9})]})
     no_long = {k: v for k, v in base.items() if k != "long_answer"}
     assert ev.parse_predictions({"predictions": [no_long]})[0][1].long_answer.is_null
+    # a non-finite score cannot be ranked (the official scan would order NaN by file position): refused with
+    # one line naming the file and the example id
+    path = tmp_path / "pred.json"
+    for text in ("NaN", "Infinity", "-Infinity"):
+        raw = json.dumps({"predictions": [base, dict(base, example_id=-77, short_answers_score=0.5)]})
+        path.write_text(raw.replace('"short_answers_score": 0.5', f'"short_answers_score": {text}'))
+        with pytest.raises(InputFormatError) as e:
+            ev.read_predictions(path)
+        msg = str(e.value)
+        assert "\n" not in msg and msg.startswith(f"{path}: predictions[1] (example_id -77).short_answers_score")
+        assert "not a finite score" in msg
     with pytest.raises(ValueError, match="1 gold ids without prediction"):
         ev.score_answers({1: [G()], 2: [G()]}, {1: ev.NqLabel(NULL)})
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,6 +242,10 @@ def parse_predictions(obj: Any, where: str = "predictions") -> Tuple[Dict[Any, N
             v = p.get(k)
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise InputFormatError(f"{w}.{k}: expected a number, got {json.dumps(v)}")
+            if not math.isfinite(v):
+                # NaN compares false with everything: the official threshold scan would rank it by file order
+                raise InputFormatError(f"{w} (example_id {p['example_id']}).{k}: {v} is not a finite score; "
+                                       "scores must be finite numbers to be ranked")
             scores.append(float(v))
         dups += p["example_id"] in out
         out[p["example_id"]] = NqLabel(long_span, short_spans, yn, scores[0], scores[1])
