@@ -3,6 +3,7 @@ white = masked), and the three data kinds it reads (etc_pretraining bin/, a stru
 directory, fairseq masked_lm data), all on real Wikipedia text."""
 from __future__ import annotations
 
+import json
 import re
 from itertools import islice
 from pathlib import Path
@@ -361,3 +362,45 @@ def test_structured_directory(wiki_dump, pretrain_data, tmp_path):
     assert main([str(data), "--split", "test", "--out", str(tmp_path / "x.png"), "-q"]) == 1
     assert main([str(tmp_path), "--out", str(tmp_path / "x.png"), "-q"]) == 1
     assert not (tmp_path / "x.png").exists()
+
+
+def _show_args(*argv):
+    from etc_fairseq.cli.show import build_parser
+
+    return build_parser().parse_args([*map(str, argv), "--out", "x.png"])
+
+
+def test_radius_comes_from_the_architecture_etc_prepare_recorded(tmp_path):
+    # etc-prepare --arch etc_tiny records the arch's settings in DIR/prepare.json; etc-show draws with them
+    # (etc_tiny's r = 16, not etc_base's 84) unless told otherwise
+    import argparse
+
+    from etc_fairseq.cli.prepare import _with_arch_option
+    from etc_fairseq.cli.show import _structure_settings
+    from etc_fairseq.commands import Subcommand
+
+    def fake_run(args):  # a converter: writes its own prepare.json last
+        args.out.mkdir()
+        (args.out / "bin").mkdir()
+        (args.out / "prepare.json").write_text(json.dumps({"dataset": "fake", "examples": 3}))
+        return 0
+
+    sc = _with_arch_option(Subcommand("fake", "h", "d", lambda p: p.add_argument("--out", type=Path), fake_run))
+    parser = argparse.ArgumentParser()
+    sc.add_arguments(parser)
+    out = tmp_path / "data"
+    assert sc.run(parser.parse_args(["--out", str(out), "--arch", "etc_tiny"])) == 0
+    info = json.loads((out / "prepare.json").read_text())
+    assert info == {"dataset": "fake", "examples": 3, "arch": "etc_tiny", "local_radius": 16,
+                    "relative_pos_max_distance": 4, "fixed_block_len": 16}
+    with pytest.raises(ValueError, match="--arch 'etc_huge': not an ETC architecture"):
+        sc.run(parser.parse_args(["--out", str(tmp_path / "never"), "--arch", "etc_huge"]))
+    assert not (tmp_path / "never").exists()  # refused before converting anything
+
+    r, k, b, source = _structure_settings(_show_args(out))
+    assert (r, k, b) == (16, 4, 16) and source.startswith("etc_tiny (recorded in")
+    assert _structure_settings(_show_args(out / "bin"))[:3] == (16, 4, 16)  # pretrain / mlm data: DIR/bin
+    assert _structure_settings(_show_args(out, "--arch", "etc_base"))[:3] == (84, 12, 16)
+    assert _structure_settings(_show_args(out, "--radius", "5"))[:3] == (5, 4, 16)
+    r, _, _, source = _structure_settings(_show_args(tmp_path))  # nothing recorded: etc_base, said so
+    assert r == 84 and "default" in source and "pass --arch" in source

@@ -17,6 +17,8 @@ the file, with exit status 1; ``--debug`` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import logging
 import sys
 from pathlib import Path
@@ -344,12 +346,55 @@ SUBCOMMANDS: List[Subcommand] = [MLM, ARTICLE_CLASSIFICATION, PRETRAIN]
 # ---------------------------------------------------------------------------------------------------------
 
 
+#: the model settings ``--arch`` records in ``DIR/prepare.json`` (``etc-show`` draws with them)
+ARCH_FIELDS = ("local_radius", "relative_pos_max_distance", "fixed_block_len")
+
+
+def arch_settings(name: str) -> dict:
+    """``{"arch": name, **ARCH_FIELDS}`` of a registered ETC architecture (ValueError naming the known ones)."""
+    import etc_fairseq.register  # noqa: F401  (registers the etc_* architectures)
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from etc_fairseq.models.architectures import config_for_arch
+
+    known = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if a.startswith("etc"))
+    if name not in known:
+        raise ValueError(f"--arch {name!r}: not an ETC architecture; expected one of {known}")
+    cfg = config_for_arch(name)
+    return {"arch": name, **{f: int(getattr(cfg, f)) for f in ARCH_FIELDS}}
+
+
+def _with_arch_option(sc: Subcommand) -> Subcommand:
+    """``sc`` with ``--arch NAME``: checked before the conversion, then recorded in ``DIR/prepare.json``."""
+
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        sc.add_arguments(p)
+        p.add_argument("--arch", default=None, metavar="NAME",
+                       help="the ETC architecture this data is for (e.g. etc_tiny): its radius, relative-position "
+                       "clipping and fixed block length are recorded in DIR/prepare.json, where etc-show reads them")
+
+    def run(args: argparse.Namespace) -> int:
+        settings = arch_settings(args.arch) if args.arch else None
+        status = sc.run(args)
+        if status == 0 and settings is not None:
+            from etc_fairseq.prepare.mlm import write_json_atomic
+
+            path = Path(args.out) / "prepare.json"
+            info = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            info.update(settings)
+            write_json_atomic(path, json.dumps(info, indent=1, default=str))
+        return status
+
+    return dataclasses.replace(sc, add_arguments=add_arguments, run=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``etc-prepare`` parser: :data:`SUBCOMMANDS` plus each fine-tuning dataset's ``PREPARE``."""
+    """The ``etc-prepare`` parser: :data:`SUBCOMMANDS` plus each fine-tuning dataset's ``PREPARE``, each with
+    ``--arch`` (:func:`_with_arch_option`)."""
     return _build_parser(
         "etc-prepare",
         "Build fairseq datasets for ETC (etc-fairseq) from raw text and the official task files.",
-        SUBCOMMANDS + dataset_subcommands("etc-prepare"),
+        [_with_arch_option(sc) for sc in SUBCOMMANDS + dataset_subcommands("etc-prepare")],
     )
 
 

@@ -16,8 +16,9 @@
 
 Cells are coloured by relative label (legend: every label name), masked cells are white. Long inputs
 are drawn as the banded l2l window (long queries x 2r+1 relative offsets) next to the g2g, g2l and l2g
-blocks. The radius ``r``, the clipping distance ``k`` and the fixed block length come from ``--arch``
-(default ``etc_base``), overridden by ``--radius`` / ``--max-distance`` / ``--fixed-block-len``.
+blocks. The radius ``r``, the clipping distance ``k`` and the fixed block length come from ``--arch``, else
+from what ``etc-prepare --arch`` recorded in ``prepare.json`` (in DATA or its parent), else from ``etc_base``
+(said in the title and the log); ``--radius`` / ``--max-distance`` / ``--fixed-block-len`` override them.
 
 Token text is the data's dictionary symbols (sentencepiece pieces as they are; GPT-2 ids decoded through
 ``encoder.json`` when one is found: ``--gpt2-encoder-json``, the tokenizer files named in a pretrain
@@ -31,7 +32,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -272,7 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index", type=int, default=0, help="example index in the split (default 0)")
     p.add_argument("--out", type=Path, required=True, metavar="PNG", help="output PNG (written atomically)")
     m = p.add_argument_group("model structure (from --arch unless given)")
-    m.add_argument("--arch", default="etc_base", help="ETC architecture giving r, k and the fixed block length (default etc_base)")
+    m.add_argument("--arch", default=None, help="ETC architecture giving r, k and the fixed block length (default: the one "
+                   "etc-prepare --arch recorded in prepare.json, else etc_base)")
     m.add_argument("--radius", type=int, default=None, metavar="R", help="l2l radius r")
     m.add_argument("--max-distance", type=int, default=None, metavar="K", help="relative positions clipped at k")
     m.add_argument("--hard-g2l", action="store_true", help="hard g2l masking (global tokens see only their own long tokens)")
@@ -297,21 +299,49 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _structure_settings(args) -> tuple:
-    """(radius, max_distance, fixed_block_len) from ``--arch`` and the explicit flags."""
+def recorded_arch_settings(data: Path) -> Optional[Tuple[Path, dict]]:
+    """``(file, settings)`` that ``etc-prepare --arch`` recorded in ``prepare.json`` of DATA or its parent
+    (``pretrain`` / ``mlm`` data live in ``DIR/bin``), or None when neither records an architecture."""
+    from etc_fairseq.cli.prepare import ARCH_FIELDS
+
+    for path in (data / "prepare.json", data.parent / "prepare.json"):
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(info, dict) and all(isinstance(info.get(f), int) for f in ARCH_FIELDS):
+            return path, {f: info[f] for f in ("arch",) + ARCH_FIELDS if f in info}
+    return None
+
+
+def _structure_settings(args) -> Tuple[int, int, int, str]:
+    """(radius, max_distance, fixed_block_len, where they come from) from ``--arch``, else the data's recorded
+    architecture, else ``etc_base``; explicit flags override."""
     import etc_fairseq.register  # noqa: F401  (registers the etc_* architectures)
     from etc_fairseq.models.architectures import config_for_arch
 
-    cfg = config_for_arch(args.arch)
-    r = cfg.local_radius if args.radius is None else args.radius
-    k = cfg.relative_pos_max_distance if args.max_distance is None else args.max_distance
-    b = cfg.fixed_block_len if args.fixed_block_len is None else args.fixed_block_len
+    recorded = None if args.arch else recorded_arch_settings(args.data)
+    if recorded is not None:
+        path, values = recorded
+        r, k, b = values["local_radius"], values["relative_pos_max_distance"], values["fixed_block_len"]
+        source = f"{values.get('arch', 'architecture')} (recorded in {path})"
+    else:
+        arch = args.arch or "etc_base"
+        cfg = config_for_arch(arch)
+        r, k, b = cfg.local_radius, cfg.relative_pos_max_distance, cfg.fixed_block_len
+        source = f"--arch {arch}" if args.arch else "etc_base (default: the data records no architecture; pass --arch)"
+        if not args.arch:
+            logger.warning(f"{args.data}: no architecture recorded by etc-prepare --arch; drawing with etc_base's "
+                           f"radius {r} (pass --arch or --radius)")
+    r = r if args.radius is None else args.radius
+    k = k if args.max_distance is None else args.max_distance
+    b = b if args.fixed_block_len is None else args.fixed_block_len
     for name, val in (("--radius", r), ("--max-distance", k)):
         if val < 0:
             raise ValueError(f"{name} must be >= 0, got {val}")
     if b < 1:
         raise ValueError(f"--fixed-block-len must be >= 1, got {b}")
-    return int(r), int(k), int(b)
+    return int(r), int(k), int(b), source
 
 
 def run(args: argparse.Namespace) -> int:
@@ -325,7 +355,7 @@ def run(args: argparse.Namespace) -> int:
     data = args.data
     kind = detect_kind(data) if args.kind == "auto" else args.kind
     split = choose_split(data, kind, args.split)
-    radius, max_distance, block_len = _structure_settings(args)
+    radius, max_distance, block_len, source = _structure_settings(args)
     if kind == "pretrain":
         ex = load_pretrain_example(data, split, args.index, args.max_long_len, args.max_global_len, args.seed)
     elif kind == "structured":
@@ -352,7 +382,7 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = [f"{flag} {val}" for flag, val in (("--radius", args.radius), ("--max-distance", args.max_distance))
                  if val is not None]
-    settings = f"--arch {args.arch}" + (f" with {', '.join(overrides)}" if overrides else "")
+    settings = source + (f" with {', '.join(overrides)}" if overrides else "")
     title = ex.description + "\n" + settings + ("; hard g2l" if args.hard_g2l else "") + ("; hard l2g" if args.hard_l2g else "")
     suffix = args.out.suffix.lower()
     if suffix != ".png":
