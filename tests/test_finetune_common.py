@@ -111,3 +111,15 @@ def test_every_dataset_folder_provides_each_role():
     for module_role, attribute in DATASET_ROLES.values():
         for name in dataset_modules(module_role):
             assert hasattr(importlib.import_module(name), attribute), (name, attribute)
+
+
+def test_predict_help_shows_the_device_default(capsys):
+    import torch
+
+    from etc_fairseq.cli.predict import main
+
+    with pytest.raises(SystemExit):
+        main(["hotpotqa", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    here = "cuda" if torch.cuda.is_available() else "cpu"
+    assert f"--device DEVICE cpu, cuda or cuda:N (default: cuda when a GPU is visible, else cpu; here {here})" in help_text

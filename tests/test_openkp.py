@@ -527,8 +527,15 @@ def test_end_to_end(openkp_files, pretrain_data, etc_tiny_checkpoint, tmp_path, 
         text = " " + page["text"] + " "
         assert all(1 <= len(p) <= 5 and f" {' '.join(p)} " in text for p in phrases)
     capsys.readouterr()
-    assert evaluate_cli.main(["openkp", "--predictions", str(preds), "--gold", str(valid), "--json"]) == 0
-    official = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # --output FILE, as every etc-evaluate subcommand spells it: the table on stdout, the JSON in FILE
+    metrics_file = tmp_path / "metrics.json"
+    assert evaluate_cli.main(["openkp", "--predictions", str(preds), "--gold", str(valid), "--output", str(metrics_file)]) == 0
+    official = json.loads(metrics_file.read_text())
+    assert capsys.readouterr().out.startswith("documents: 4\n@1  P ")
+    for name in ("hotpotqa", "wikihop", "nq", "openkp"):  # one spelling across etc-evaluate
+        with pytest.raises(SystemExit):
+            evaluate_cli.main([name, "--help"])
+        assert "--output OUTPUT" in capsys.readouterr().out
     assert official["num_documents"] == 4
     for key, value in validated.items():  # the criterion's metric is the official one
         assert official[key] == pytest.approx(value, abs=1e-4), key

@@ -339,9 +339,11 @@ def test_predict_file_evaluate_round_trip(tmp_path, capsys):
     ], "gold.json")
     pred = tmp_path / "pred.json"
     pred.write_text(json.dumps({"CONSTRUCTED_a": "C ", "CONSTRUCTED_b": "a b", "CONSTRUCTED_c": "c"}))
-    assert main(["wikihop", "--predictions", str(pred), "--gold", str(gold)]) == 0
+    metrics_file = tmp_path / "metrics.json"
+    assert main(["wikihop", "--predictions", str(pred), "--gold", str(gold), "--output", str(metrics_file)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out == {"accuracy": 50.0, "correct": 2, "total": 4, "missing": 1, "unknown": 0}
+    assert json.loads(metrics_file.read_text()) == out
     pred.write_text(json.dumps({"CONSTRUCTED_a": ["c"]}))
     assert main(["wikihop", "--predictions", str(pred), "--gold", str(gold)]) == 1
     assert "'CONSTRUCTED_a'" in capsys.readouterr().err

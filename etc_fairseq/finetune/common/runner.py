@@ -22,7 +22,9 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="valid", help="prepared split to predict (default: valid)")
     p.add_argument("--output", type=Path, required=True, help="prediction file to write (official format)")
     p.add_argument("--batch-size", type=int, default=8, help="examples per batch (default 8)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    p.add_argument("--device", default=device,
+                   help=f"cpu, cuda or cuda:N (default: cuda when a GPU is visible, else cpu; here {device})")
     p.add_argument(
         "--model-overrides", default="{}", help='python dict of model config overrides, e.g. "{\'local_radius\': 84}"'
     )

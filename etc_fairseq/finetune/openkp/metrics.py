@@ -187,12 +187,17 @@ def format_result(result: Mapping[str, float], ks: Sequence[int] = KS) -> str:
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--predictions", type=Path, required=True, help='jsonl {"url": ..., "KeyPhrases": [[w, ...], ...]}')
     p.add_argument("--gold", type=Path, required=True, help="the official OpenKP jsonl (url, KeyPhrases, ...)")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--output", type=Path, default=None, help="also write the metrics JSON here")
 
 
 def _run(args: argparse.Namespace) -> int:
     result = evaluate(load_keyphrase_file(args.predictions, "prediction"), load_keyphrase_file(args.gold, "gold"))
-    print(json.dumps(result) if args.json else format_result(result))
+    print(format_result(result))
+    if args.output is not None:
+        from etc_fairseq.prepare.atomic import atomic_file
+
+        with atomic_file(args.output) as f:
+            f.write(json.dumps(result) + "\n")
     return 0
 
 
