@@ -316,7 +316,7 @@ def test_cli_pretrain_gpt2_end_to_end_and_srcdict_round_trip(extra_text, wiki_du
     out = tmp_path / "gpt2"
     assert cli_main(["-q"] + common + ["--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "3 kept, 1 dropped (fewer than 7 sentences)" in printed
+    assert "documents: 3 kept; dropped: 1 with fewer than 7 sentences (--min-sentences)" in printed
     summary = json.loads((out / "prepare.json").read_text())
     assert (summary["docs_read"], summary["docs_kept"], summary["docs_dropped"]) == (4, 3, 1)
     assert (out / "gpt2" / "encoder.json").read_bytes() == Path(encoder_json).read_bytes()
@@ -375,7 +375,16 @@ def test_cli_pretrain_errors_are_one_line(tmp_path, extra_text, capsys):
     # every document dropped by --min-sentences: the message says so
     assert cli_main(base + ["--min-sentences", "50", "--overwrite"]) == 1
     err = capsys.readouterr().err
-    assert "need at least 2 documents" in err and "3 of 3 documents had fewer than 50 sentences" in err
+    assert "need at least 2 documents" in err and "0 kept; dropped: 3 with fewer than 50 sentences (--min-sentences)" in err
+    # a tiny document dropped by --min-doc-chars is reported as such, with the count per reason
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("A short line.\n")
+    assert cli_main(["pretrain", "--input", str(extra_text), str(tiny), "--out", str(tmp_path / "o"), "--overwrite",
+                     "--min-paragraph-chars", "1", "--min-sentences", "50"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert ("dropped: 1 shorter than 200 characters (--min-doc-chars), 3 with fewer than 50 sentences "
+            "(--min-sentences)") in err[0]
 
 
 def test_gpt2_fetch_is_verified_and_reused(gpt2_files, etc_cache_dir, monkeypatch):

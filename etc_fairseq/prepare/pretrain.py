@@ -170,6 +170,26 @@ class PretrainSplitSummary:
     unk: int = 0
 
 
+#: the document filters' reasons (:class:`~etc_fairseq.prepare.documents.DocumentFilter`) in words, with their flags
+_FILTER_REASONS = {
+    "too_short": "shorter than {min_doc_chars} characters (--min-doc-chars)",
+    "too_few_paragraphs": "without a paragraph of {min_paragraph_chars} characters (--min-paragraph-chars)",
+}
+
+
+def dropped_documents(skipped: Dict[str, int], sentence_drops: int, min_sentences: int, min_doc_chars: int,
+                      min_paragraph_chars: int) -> str:
+    """Why documents were dropped, one count per reason: the character filters (``skipped``, read from the
+    inputs; page-level skips of a dump such as redirects are not documents and are left out) and
+    ``--min-sentences`` (``sentence_drops``). E.g. ``"1 shorter than 200 characters (--min-doc-chars), 2 with
+    fewer than 7 sentences (--min-sentences)"``; ``"none"`` when nothing was dropped."""
+    values = {"min_doc_chars": min_doc_chars, "min_paragraph_chars": min_paragraph_chars}
+    parts = [f"{skipped[k]} {text.format(**values)}" for k, text in _FILTER_REASONS.items() if skipped.get(k)]
+    if sentence_drops:
+        parts.append(f"{sentence_drops} with fewer than {min_sentences} sentences (--min-sentences)")
+    return ", ".join(parts) or "none"
+
+
 @dataclass
 class PretrainSummary:
     """What :func:`prepare_pretraining` produced (also written to ``out/prepare.json``).
@@ -207,10 +227,9 @@ class PretrainSummary:
     def format(self) -> str:
         """A human-readable multi-line summary (what the CLI prints)."""
         lines = [f"prepared ETC pre-training data in {self.out_dir} ({self.seconds:.1f} s)"]
-        lines.append(
-            f"  documents: {self.docs_read} read, {self.docs_kept} kept, {self.docs_dropped} dropped "
-            f"(fewer than {self.min_sentences} sentences)"
-        )
+        dropped = dropped_documents(self.skipped, self.docs_dropped, self.min_sentences,
+                                    int(self.args.get("min_doc_chars", 0)), int(self.args.get("min_paragraph_chars", 0)))
+        lines.append(f"  documents: {self.docs_kept} kept; dropped: {dropped}")
         for name, s in self.splits.items():
             cut = f"{s.long_sentences} over {self.max_sentence_pieces} pieces cut" if self.max_sentence_pieces else "none cut"
             lines.append(
@@ -319,16 +338,16 @@ def prepare_pretraining(
     except InputFormatError:  # names its file and line already
         raise
     except ValueError as e:
+        dropped = dropped_documents(src_stats.skipped, sent_stats.docs_dropped, min_sentences, min_doc_chars,
+                                    min_paragraph_chars)
         raise ValueError(
-            f"{e} (after filtering {', '.join(map(str, inputs))}: {sent_stats.docs_dropped} of {sent_stats.docs_read} "
-            f"documents had fewer than {min_sentences} sentences)"
+            f"{e} (after filtering {', '.join(map(str, inputs))}: {sent_stats.docs_kept} kept; dropped: {dropped})"
         ) from None
     logger.info(
-        "%d documents kept, %d dropped (fewer than %d sentences), %d sentences",
+        "%d documents kept, %d sentences; dropped: %s",
         sent_stats.docs_kept,
-        sent_stats.docs_dropped,
-        min_sentences,
         sent_stats.sentences_kept,
+        dropped_documents(src_stats.skipped, sent_stats.docs_dropped, min_sentences, min_doc_chars, min_paragraph_chars),
     )
     splits = {s: PretrainSplitSummary(docs=raw[s].docs, sentences=raw[s].paragraphs, chars=raw[s].chars) for s in SPLITS}
 
