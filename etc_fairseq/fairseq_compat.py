@@ -61,6 +61,15 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
    ``itr.n`` is read, so the counter starts at the number prefetched and the epoch ends that many batches
    early, silently (measured on torch-xla 2.9: 14 of 20 WikiHop batches per epoch). The replacement reads
    ``n`` and ``len`` first and is otherwise fairseq's function.
+9. ``fairseq.dataclass.initialize.add_defaults`` (``fairseq-train`` and ``fairseq-hydra-train`` call it on
+   the composed config, the second time right after importing ``--user-dir``): it maps an architecture
+   name in ``model._name`` to its model (``etc_tiny`` -> ``etc``) and fills every field the config lacks
+   from ``EtcConfig``'s defaults, so the architecture function that runs later finds every field set and
+   changes nothing: a yaml ``model: {_name: etc_tiny}`` silently built the default (base-sized) model.
+   The wrapper first applies the named ETC architecture to the fields the config leaves unset
+   (:func:`apply_yaml_architecture`), then calls the original; fields the yaml sets are kept. Command-line
+   ``--arch`` configs arrive with every field set already and are unchanged. Installed into
+   ``fairseq_cli.train`` / ``fairseq_cli.hydra_train`` too, which import the function by name.
 """
 import contextlib
 import functools
@@ -514,6 +523,50 @@ def verify_indexed_dataset(prefix) -> int:
 # -------------------------------------------------------------------------------------------------------
 
 
+def apply_yaml_architecture(cfg) -> None:
+    """Fill the unset fields of ``cfg.model`` (a composed fairseq/hydra config, an omegaconf ``DictConfig``)
+    from the ETC architecture that ``model._name`` names, in place; fields already set are kept. A config
+    naming another model, the plain ``etc`` model, or no model is left alone. See fix 9."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
+    from omegaconf import DictConfig, OmegaConf, open_dict
+
+    model = cfg.get("model") if hasattr(cfg, "get") else None
+    name = model if isinstance(model, str) else getattr(model, "_name", None) if model is not None else None
+    if not isinstance(name, str) or name == "etc" or ARCH_MODEL_NAME_REGISTRY.get(name) != "etc":
+        return
+    if isinstance(model, str):
+        with open_dict(cfg):
+            cfg.model = DictConfig({"_name": model})
+        model = cfg.model
+    if not OmegaConf.is_config(model):
+        return
+    with open_dict(model):
+        ARCH_CONFIG_REGISTRY[name](model)
+
+
+def _wrap_add_defaults(original):
+    @functools.wraps(original)
+    def add_defaults(cfg):
+        apply_yaml_architecture(cfg)
+        return original(cfg)
+
+    add_defaults.__etc_fairseq_wrapped__ = True
+    return add_defaults
+
+
+def _install_add_defaults() -> None:
+    import sys
+
+    from fairseq.dataclass import initialize
+
+    if not getattr(initialize.add_defaults, "__etc_fairseq_wrapped__", False):
+        initialize.add_defaults = _wrap_add_defaults(initialize.add_defaults)
+    for name in ("fairseq_cli.train", "fairseq_cli.hydra_train"):  # imported the function by name
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "add_defaults"):
+            module.add_defaults = initialize.add_defaults
+
+
 def install() -> None:
     """Apply all fixes (idempotent). Called by :mod:`etc_fairseq.register`."""
     global _INSTALLED
@@ -539,6 +592,7 @@ def install() -> None:
         models.DistributedFairseqModel = _wrap_distributed_model(models.DistributedFairseqModel)
     dist_utils._broadcast_object_slow = _broadcast_object_slow
     _install_xla_fixes()
+    _install_add_defaults()
     _INSTALLED = True
 
 
