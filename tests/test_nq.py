@@ -19,6 +19,7 @@ import torch
 from etc_fairseq.finetune.nq import metrics as ev
 from etc_fairseq.finetune.nq import decode as inf
 from etc_fairseq.finetune.nq import convert as prep
+from etc_fairseq.structure.global_tokens import global_token_table
 from etc_fairseq.finetune.nq import schema
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.structure.global_tokens import GlobalTokenType as T
@@ -255,7 +256,7 @@ def test_alignment_and_global_layout(nq_examples, spm_tok):
     assert enc.question_ids == q_ids
     d = spm_tok.dictionary
     n = len(enc.doc_ids)
-    arrays, dropped = prep.build_window(enc, ex.candidates, 0, n, d.bos(), d.eos(), d.bos(), max_global_len=200)
+    arrays, dropped = prep.build_window(enc, ex.candidates, 0, n, d.bos(), d.eos(), global_token_table(d), max_global_len=200)
     q = len(q_ids)
     assert dropped == 0
     assert arrays["long_tokens"] == [d.bos()] + q_ids + [d.eos()] + enc.doc_ids + [d.eos()]
@@ -280,10 +281,10 @@ def test_alignment_and_global_layout(nq_examples, spm_tok):
     f1 = e["firsts"][1]
     assert lw[targets[2]] == f1 + 2 and lw[targets[3]] == f1 + 4 and lw[targets[3] + 1] == f1 + 5
     # global input full: paragraph tokens beyond it are dropped and counted
-    arrays2, dropped2 = prep.build_window(enc, ex.candidates, 0, n, d.bos(), d.eos(), d.bos(), max_global_len=1 + q + 2)
+    arrays2, dropped2 = prep.build_window(enc, ex.candidates, 0, n, d.bos(), d.eos(), global_token_table(d), max_global_len=1 + q + 2)
     assert len(arrays2["global_tokens"]) == 1 + q + 2 and dropped2 == len(top) - 2
     # fixed blocks: one FIXED_BLOCK global token per 7 long tokens, nothing else
-    arrays3, _ = prep.build_window(enc, ex.candidates, 0, n, d.bos(), d.eos(), d.bos(), max_global_len=200, fixed_block_len=7)
+    arrays3, _ = prep.build_window(enc, ex.candidates, 0, n, d.bos(), d.eos(), global_token_table(d), max_global_len=200, fixed_block_len=7)
     L = len(arrays3["long_tokens"])
     assert arrays3["global_types"] == [int(T.FIXED_BLOCK)] * (-(-L // 7))
     assert arrays3["long_segment"] == [i // 7 for i in range(L)]

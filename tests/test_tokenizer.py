@@ -5,8 +5,14 @@ from etc_fairseq.prepare.tokenizer import WordPieceTokenizer, piece_span_of_word
 
 
 def test_spm_word_by_word_matches_dictionary(pretrain_data):
+    import json
+
+    from etc_fairseq.prepare.spm import load_spm
+
     tok = WordPieceTokenizer.from_pretrain_dir(pretrain_data)
     assert tok.kind == "spm"
+    info = json.loads((pretrain_data / "pretrain.json").read_text())
+    spm = load_spm(pretrain_data / info["tokenizer_files"]["spm_model"])
     words = "Anarchism is a political philosophy".split()
     ids, word_of_piece = tok.encode_words(words)
     assert len(ids) == len(word_of_piece) and len(ids) >= len(words)
@@ -14,7 +20,7 @@ def test_spm_word_by_word_matches_dictionary(pretrain_data):
     # each word's pieces are exactly that word tokenized alone, with the sentencepiece space marker
     for w_i, w in enumerate(words):
         mine = [i for i, wp in zip(ids, word_of_piece) if wp == w_i]
-        assert mine == [tok.dictionary.index(p) for p in tok._sp.encode(w, out_type=str)]
+        assert mine == [tok.dictionary.index(p) for p in spm.encode(w, out_type=str)]
     assert tok.dictionary.string(ids).replace(" ", "").replace("\u2581", " ").strip() == " ".join(words)
     assert tok.stats.words == len(words)
 

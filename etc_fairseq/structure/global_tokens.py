@@ -17,17 +17,26 @@ block, ...) lives entirely in :class:`GlobalTokenType`, whose embedding table ha
 * **mirror** global tokens (:data:`MIRROR_TYPES`, i.e. ``QUESTION``: one global
   token per question word piece in NQ / HotpotQA / WikiHop, appendix C) use the
   word piece's own dictionary id.
+* a model converted from a source that was *pretrained* with its own global
+  tokens (Google's official ETC: every sentence global token is ``[unused0]``,
+  its id 1) names them per **role** (:data:`PRETRAINED_ROLES`: ``sentence``,
+  ``cpc_mask``, ``paragraph``, ``candidate``; the keys of ``global_token_pieces``
+  in the ``etc_tokenizer.json`` that ``etc-lift`` writes).  Given those ids
+  (``role_ids``), :func:`global_token_id` uses them instead of ``<s>``, so
+  fine-tuning feeds the converted model the tokens it was pretrained with.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Optional
+from typing import Dict, Mapping, Optional
 
 __all__ = [
     "GlobalTokenType",
     "NUM_GLOBAL_TOKEN_TYPES",
     "MIRROR_TYPES",
+    "PRETRAINED_ROLES",
+    "global_token_table",
     "special_global_token_id",
     "global_token_id",
 ]
@@ -66,6 +75,20 @@ NUM_GLOBAL_TOKEN_TYPES: int = len(GlobalTokenType)
 #: types whose global token id is the mirrored word piece's own id.
 MIRROR_TYPES = frozenset({GlobalTokenType.QUESTION})
 
+#: type -> the role whose pretrained token a converted source model uses for it (see the module
+#: docstring). The official ETC code gives titles, fixed blocks and NQ's long-answer candidates the
+#: sentence token, HotpotQA/WikiHop documents the paragraph token and WikiHop candidates the candidate
+#: token; CLS is the dictionary's ``<s>`` (BERT's ``[CLS]`` row) for every source.
+PRETRAINED_ROLES: Dict[GlobalTokenType, str] = {
+    GlobalTokenType.SENTENCE: "sentence",
+    GlobalTokenType.TITLE: "sentence",
+    GlobalTokenType.FIXED_BLOCK: "sentence",
+    GlobalTokenType.PARAGRAPH: "sentence",
+    GlobalTokenType.CPC_MASK: "cpc_mask",
+    GlobalTokenType.CONTEXT: "paragraph",
+    GlobalTokenType.CANDIDATE: "candidate",
+}
+
 
 def special_global_token_id(dictionary) -> int:
     """Dictionary id used by every special (non-mirror) global token.
@@ -89,7 +112,12 @@ def special_global_token_id(dictionary) -> int:
     )
 
 
-def global_token_id(dictionary, token_type: GlobalTokenType, piece_id: Optional[int] = None) -> int:
+def global_token_id(
+    dictionary,
+    token_type: GlobalTokenType,
+    piece_id: Optional[int] = None,
+    role_ids: Optional[Mapping[str, int]] = None,
+) -> int:
     """Dictionary id of one global token of ``token_type``.
 
     Args:
@@ -97,8 +125,11 @@ def global_token_id(dictionary, token_type: GlobalTokenType, piece_id: Optional[
         token_type: the global token's role.
         piece_id: the mirrored word piece id; required for :data:`MIRROR_TYPES`,
             must be ``None`` otherwise.
+        role_ids: pretrained role -> dictionary id of the source model (see
+            :data:`PRETRAINED_ROLES`); None or a missing role: ``<s>``.
     Returns:
-        int: ``piece_id`` for mirror types, else :func:`special_global_token_id`.
+        int: ``piece_id`` for mirror types, else the pretrained role's id, else
+        :func:`special_global_token_id`.
     """
     token_type = GlobalTokenType(token_type)
     if token_type in MIRROR_TYPES:
@@ -109,4 +140,17 @@ def global_token_id(dictionary, token_type: GlobalTokenType, piece_id: Optional[
         raise ValueError(
             f"{token_type.name} global tokens use the special <s> id; got piece_id={piece_id}"
         )
+    role = PRETRAINED_ROLES.get(token_type)
+    if role_ids and role in role_ids:
+        return int(role_ids[role])
     return special_global_token_id(dictionary)
+
+
+def global_token_table(dictionary, role_ids: Optional[Mapping[str, int]] = None) -> Dict[str, int]:
+    """Type name -> id of every non-mirror global token type (what ``prepare.json`` records as
+    ``global_token_ids``, so a prepared directory says which ids its global tokens carry)."""
+    return {
+        t.name: global_token_id(dictionary, t, role_ids=role_ids)
+        for t in GlobalTokenType
+        if t not in MIRROR_TYPES
+    }

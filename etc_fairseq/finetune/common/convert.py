@@ -114,12 +114,13 @@ def write_split(
 
 
 def write_summary(tmp: Path, dataset: str, tokenizer, splits: Mapping[str, dict], **options) -> Path:
-    """Write ``tmp/`` :data:`SUMMARY_FILE`: ``{"dataset", **options, "tokenizer", "tokenizer_stats",
-    "splits": {split: counts}}``. Returns its path."""
+    """Write ``tmp/`` :data:`SUMMARY_FILE`: ``{"dataset", **options, "tokenizer", "global_token_ids"
+    (type name -> the id the examples' special global tokens carry), "from_model" (with ``--from-model``),
+    "tokenizer_stats", "splits": {split: counts}}``. Returns its path."""
     info = {
         "dataset": dataset,
         **options,
-        "tokenizer": tokenizer.kind,
+        **tokenizer.describe(),
         "tokenizer_stats": str(tokenizer.stats),
         "splits": dict(splits),
     }

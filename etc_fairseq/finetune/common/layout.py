@@ -15,7 +15,7 @@ is dropped and counted (see :func:`layout_example`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -81,6 +81,7 @@ def layout_example(
     max_long_len: int = 4096,
     max_global_len: int = 256,
     flat: bool = False,
+    role_ids: Optional[Mapping[str, int]] = None,
 ) -> Layout:
     """Place one tokenized example (see the module docstring for the layout).
 
@@ -90,17 +91,19 @@ def layout_example(
         dictionary: the fairseq Dictionary (``bos()`` is the CLS / special global token id).
         max_long_len, max_global_len: budgets (>= 1 each; CLS takes one of each).
         flat: the flat-structure ablation (no CONTEXT tokens, no parents, one context).
+        role_ids: the source model's pretrained global token ids (``WordPieceTokenizer.global_ids``; see
+            :func:`~etc_fairseq.structure.global_tokens.global_token_id`); None: ``<s>``.
     Returns:
         a :class:`Layout`.
     """
     if max_long_len < 1 or max_global_len < 1:
         raise ValueError(f"max_long_len and max_global_len must be >= 1, got {max_long_len}, {max_global_len}")
-    cls_id = global_token_id(dictionary, GlobalTokenType.CLS)
+    cls_id = global_token_id(dictionary, GlobalTokenType.CLS, role_ids=role_ids)
     long_tokens, long_segment, long_context = [int(dictionary.bos())], [0], [0]
     g_tokens, g_types, g_parent, g_context = [cls_id], [int(GlobalTokenType.CLS)], [-1], [0]
 
     def add_global(token_type: GlobalTokenType, parent: int, ctx: int, piece: Optional[int] = None) -> int:
-        g_tokens.append(global_token_id(dictionary, token_type, piece))
+        g_tokens.append(global_token_id(dictionary, token_type, piece, role_ids))
         g_types.append(int(token_type))
         g_parent.append(parent)
         g_context.append(ctx)

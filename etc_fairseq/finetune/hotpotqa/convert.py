@@ -164,7 +164,8 @@ def convert_record(
         par_ids.append((t_ids, s_ids))
         par_words.append((t_words, s_words))
         par_wop.append((t_wop, s_wops))
-    lay = layout_example(q_ids, par_ids, tokenizer.dictionary, max_long_len, max_global_len, flat)
+    lay = layout_example(q_ids, par_ids, tokenizer.dictionary, max_long_len, max_global_len, flat,
+                         role_ids=tokenizer.global_ids)
 
     counts.examples_truncated += lay.truncated
     counts.question_pieces_cut += lay.question_pieces_cut

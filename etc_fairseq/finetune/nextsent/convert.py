@@ -70,7 +70,8 @@ def convert_record(rec, tokenizer, max_long_len: int, max_global_len: int, flat:
         paragraphs.append((t_ids, [tokenizer.encode_words(s.split(), first_is_start=k == 0)[0]
                                    for k, s in enumerate(sentences)]))
     lay = layout_example(q_ids, paragraphs, d, max_long_len=max_long_len,
-                         max_global_len=max_global_len if not no_globals else 1 << 30, flat=flat)
+                         max_global_len=max_global_len if not no_globals else 1 << 30, flat=flat,
+                         role_ids=tokenizer.global_ids)
     kept = [(u.paragraph, u.sentence) for u in lay.units if u.sentence >= 0]
     long_sentence = np.full(len(lay.long_tokens), -1, dtype=np.int64)
     k = 0

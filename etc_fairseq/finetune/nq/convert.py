@@ -39,7 +39,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.convert import (
@@ -168,11 +168,12 @@ def build_window(
     we: int,
     cls_id: int,
     sep_id: int,
-    special_global_id: int,
+    global_ids: Mapping[str, int],
     max_global_len: int,
     fixed_block_len: int = 0,
 ) -> Tuple[Dict[str, List], int]:
-    """The long and global input of the window ``[ws, we)`` of document pieces.
+    """The long and global input of the window ``[ws, we)`` of document pieces; ``global_ids``: global token
+    type name -> id (:func:`~etc_fairseq.structure.global_tokens.global_token_table`).
 
     Returns:
         (arrays, dropped): ``long_tokens``/``long_segment``/``long_word`` (lists of length long_len),
@@ -193,7 +194,7 @@ def build_window(
     dropped = 0
     if fixed_block_len:
         n_blocks = -(-len(long_tokens) // fixed_block_len)
-        global_tokens = [special_global_id] * n_blocks
+        global_tokens = [global_ids["FIXED_BLOCK"]] * n_blocks
         global_types = [int(T.FIXED_BLOCK)] * n_blocks
         long_segment = [i // fixed_block_len for i in range(len(long_tokens))]
         if n_blocks > max_global_len:
@@ -201,7 +202,7 @@ def build_window(
                 f"--fixed-blocks: {n_blocks} blocks of {fixed_block_len} > --max-global-len {max_global_len}"
             )
     else:
-        global_tokens = [special_global_id] + list(q)
+        global_tokens = [global_ids["CLS"]] + list(q)
         global_types = [int(T.CLS)] + [int(T.QUESTION)] * len(q)
         long_segment = [0] + list(range(1, len(q) + 1)) + [-1] + [-1] * (we - ws) + [-1]
         if len(global_tokens) > max_global_len:
@@ -213,7 +214,7 @@ def build_window(
                 dropped += 1
                 continue
             g = len(global_tokens)
-            global_tokens.append(special_global_id)
+            global_tokens.append(global_ids["PARAGRAPH"])
             global_types.append(int(T.PARAGRAPH))
             a, b = enc.cand_pieces[c]
             for p in range(max(a, ws), min(b, we - 1) + 1):
@@ -264,10 +265,10 @@ def split_windows(
     """The windows of NQ files as ``(arrays, side record)`` pairs, counting into ``st``."""
     import numpy as np
 
-    from etc_fairseq.structure.global_tokens import special_global_token_id
+    from etc_fairseq.structure.global_tokens import global_token_table
 
     d = tok.dictionary
-    cls_id, sep_id, special = d.bos(), d.eos(), special_global_token_id(d)
+    cls_id, sep_id, global_ids = d.bos(), d.eos(), global_token_table(d, tok.global_ids)
     for path in files:
         for ex in read_nq_file(path):
             enc = encode_example(tok, ex, max_question_pieces)
@@ -287,7 +288,7 @@ def split_windows(
                     st.null_windows_dropped += 1
                     continue
                 arrays, dropped = build_window(
-                    enc, ex.candidates, ws, we, cls_id, sep_id, special, max_global_len, fixed_block_len
+                    enc, ex.candidates, ws, we, cls_id, sep_id, global_ids, max_global_len, fixed_block_len
                 )
                 st.paragraph_tokens_dropped += dropped
                 cands = np.asarray(arrays.pop("candidates"), dtype=np.int32).reshape(-1, 3)

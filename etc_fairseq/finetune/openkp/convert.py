@@ -235,7 +235,7 @@ def split_examples(path: Path, tokenizer, stats: SplitStats, *, max_long: int, m
     from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
 
     seen_urls = set()
-    node_id = global_token_id(tokenizer.dictionary, GlobalTokenType.VDOM_NODE)
+    node_id = global_token_id(tokenizer.dictionary, GlobalTokenType.VDOM_NODE, role_ids=tokenizer.global_ids)
     for where, rec in iter_records(path, require_keyphrases):
         stats.records += 1
         if rec.url in seen_urls:

@@ -271,7 +271,7 @@ def build_example(
     contexts = [ctx[:k] for ctx, k in zip(contexts, trunc.kept) if k > 0]
 
     # -- global tokens
-    special = global_token_id(d, GlobalTokenType.CANDIDATE)
+    special = global_token_id(d, GlobalTokenType.CANDIDATE, role_ids=tokenizer.global_ids)
     g_tokens = [special] * C + [global_token_id(d, GlobalTokenType.QUESTION, i) for i in q_ids]
     g_types = [int(GlobalTokenType.CANDIDATE)] * C + [int(GlobalTokenType.QUESTION)] * len(q_ids)
     g_parent = [-1] * (C + len(q_ids))
