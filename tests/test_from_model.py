@@ -37,7 +37,7 @@ def test_from_model_tokenizer_is_the_source_wordpiece_with_pretrained_global_ids
     # official ids 1..5 are [unused0..4]: sentence, CPC mask, question, candidate, paragraph
     assert tok.global_ids == {"sentence": d.index(vocab[1]), "cpc_mask": d.index(vocab[2]),
                               "question": d.index(vocab[3]), "candidate": d.index(vocab[4]),
-                              "paragraph": d.index(vocab[5])}
+                              "paragraph": d.index(vocab[5]), "cls": d.bos()}  # [CLS] (101) is fairseq's <s>
     assert d.index("[unused0]") not in (d.bos(), d.unk())
     for t in (T.SENTENCE, T.TITLE, T.FIXED_BLOCK, T.PARAGRAPH):
         assert global_token_id(d, t, role_ids=tok.global_ids) == d.index("[unused0]")
@@ -107,3 +107,102 @@ def test_from_model_argument_errors(lifted_official, tmp_path):
     (tmp_path / "dict.txt").write_text("a 1\n")
     with pytest.raises(TokenizerFileError, match="etc_tokenizer.json"):
         WordPieceTokenizer.from_model(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# SentencePiece official checkpoints (etc_large*): etc-lift writes their dict.txt
+# ---------------------------------------------------------------------------------------------------------
+
+SPM_TEXT = """Anarchism is a political philosophy that advocates self-governed societies based on voluntary institutions.
+Autism is a neurodevelopmental disorder characterized by impaired social interaction and verbal communication.
+Alabama is a state in the southeastern region of the United States, bordered by Tennessee to the north.
+Abraham Lincoln was the sixteenth President of the United States, serving from March until his assassination.
+Aristotle was a Greek philosopher and scientist born in the city of Stagira, Chalkidice, on the northern periphery.
+The quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat by the door."""
+
+
+@pytest.fixture(scope="module")
+def spm_official_dir(tmp_path_factory) -> Path:
+    """CONSTRUCTED: the weights the official TensorFlow code wrote for fixtures/official/separate, with a
+    SentencePiece vocabulary trained here (128 pieces, official ETC's SentencePiece layout: <pad> 0, </s> 1,
+    <s> 2, <unk> 3, unused pieces from id 4, no <mask>) in place of its WordPiece file."""
+    import shutil
+
+    spm = pytest.importorskip("sentencepiece")
+    d = tmp_path_factory.mktemp("spm_official") / "etc_spm"
+    shutil.copytree(FIXTURES / "separate", d)
+    (d / "vocab_bert_uncased_english.txt").unlink()
+    _train_spm(spm, d, 128)
+    return d
+
+
+def _train_spm(spm, d: Path, size: int) -> None:
+    corpus = d.parent / "corpus.txt"
+    corpus.write_text("\n".join([SPM_TEXT] * 20))
+    spm.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(d / "vocab_gpt_for_etc"), vocab_size=size, model_type="unigram",
+        character_coverage=1.0, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
+        user_defined_symbols=[f"<unused_{i}>" for i in range(40)], minloglevel=2)
+    (d / "vocab_gpt_for_etc.vocab").unlink()
+
+
+def test_lift_sentencepiece_official_writes_dict_and_matches_official_outputs(spm_official_dir, tmp_path, capsys):
+    import sentencepiece as spm
+    import torch
+
+    from etc_fairseq.cli.lift import main as lift_main
+    from etc_fairseq.models import EtcModel
+    from etc_fairseq.official import OFFICIAL_INPUT_NAMES, forward_official_inputs
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    out = tmp_path / "lifted" / "model.pt"
+    assert lift_main([str(spm_official_dir), "--out", str(out)]) == 0, capsys.readouterr().err
+    stdout = capsys.readouterr().out
+    assert "has no <mask> piece: dictionary row 128 (<mask>) is new" in stdout
+    assert sorted(p.name for p in out.parent.iterdir()) == ["dict.txt", "etc_tokenizer.json", "model.pt",
+                                                            "vocab_gpt_for_etc.model"]
+    sp = spm.SentencePieceProcessor(model_file=str(spm_official_dir / "vocab_gpt_for_etc.model"))
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    hub = EtcModel.from_pretrained(str(out.parent), checkpoint_file="model.pt").eval()
+    d = hub.task.source_dictionary
+    # fairseq's first four are <s> <pad> </s> <unk>; every other piece keeps its official id; <mask> is new
+    assert d.symbols[:4] == ["<s>", "<pad>", "</s>", "<unk>"] and d.symbols[128] == "<mask>" and len(d) == 129
+    assert d.symbols[4:128] == pieces[4:]
+    to_fairseq = np.array([d.index(p) for p in pieces])
+    assert sorted(to_fairseq) == list(range(128))
+    z = np.load(spm_official_dir / "official_io.npz")
+    feats = {k: z[k] for k in OFFICIAL_INPUT_NAMES if k in z.files}
+    feats["token_ids"], feats["global_token_ids"] = to_fairseq[feats["token_ids"]], to_fairseq[feats["global_token_ids"]]
+    with torch.no_grad():
+        long_out, global_out = forward_official_inputs(hub, feats)
+    np.testing.assert_allclose(long_out.numpy(), z["long_output"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(global_out.numpy(), z["global_output"], atol=1e-5, rtol=0)
+
+    tok = WordPieceTokenizer.from_model(out.parent)
+    assert tok.kind == "sentencepiece"
+    # official SentencePiece global tokens: sentence </s> (1), CPC mask <s> (2), CLS / question /
+    # candidate / paragraph the pieces with ids 40..43
+    assert tok.global_ids == {"sentence": d.index("</s>"), "cpc_mask": d.index("<s>"), "cls": d.index(pieces[40]),
+                              "question": d.index(pieces[41]), "candidate": d.index(pieces[42]),
+                              "paragraph": d.index(pieces[43])}
+    words = "The cat sleeps on the mat".split()
+    ids, wop = tok.encode_words(words)
+    assert ids == [d.index(p) for w in words for p in sp.encode(w, out_type=str)]
+    assert wop == [i for i, w in enumerate(words) for _ in sp.encode(w, out_type=str)]
+
+
+def test_lift_sentencepiece_of_the_wrong_size_is_one_line(spm_official_dir, tmp_path, capsys):
+    import shutil
+
+    import sentencepiece as spm
+
+    from etc_fairseq.cli.lift import main as lift_main
+
+    bad = tmp_path / "bad"
+    shutil.copytree(spm_official_dir, bad)
+    _train_spm(spm, bad, 120)
+    assert lift_main([str(bad), "--out", str(tmp_path / "out" / "model.pt")]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"etc-lift: error: {bad / 'vocab_gpt_for_etc.model'}: 120 pieces but "
+                   f"{bad / 'etc_config.json'} field 'vocab_size' is 128"]
+    assert not (tmp_path / "out").exists()

@@ -50,7 +50,11 @@ HF_PREFIXES = {"bert": "bert.", "roberta": "roberta."}
 SPECIALS = {
     "bert": {"[CLS]": "<s>", "[PAD]": "<pad>", "[SEP]": "</s>", "[UNK]": "<unk>", "[MASK]": "<mask>"},
     "roberta": {"<s>": "<s>", "<pad>": "<pad>", "</s>": "</s>", "<unk>": "<unk>", "<mask>": "<mask>"},
+    # official ETC's SentencePiece vocabulary (etc_large); a model without <mask> gets a fresh <mask> row
+    "sentencepiece": {"<s>": "<s>", "<pad>": "<pad>", "</s>": "</s>", "<unk>": "<unk>", "<mask>": "<mask>"},
 }
+#: source vocabulary kinds whose <mask> may be missing (then ``fairseq_order`` gives -1: a new row)
+_MASK_MAY_BE_NEW = ("sentencepiece",)
 _FAIRSEQ_FIRST = ("<s>", "<pad>", "</s>", "<unk>")
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_accurate", "gelu_pytorch_tanh": "gelu_accurate", "relu": "relu"}
 
@@ -172,9 +176,12 @@ def read_vocabulary(directory: Path, kind: str, size: int) -> Tuple[List[str], L
 
 
 def fairseq_order(vocab: List[str], kind: str, source: str) -> Tuple[List[str], List[int]]:
-    """(fairseq symbols in id order, source id of each) for a source vocabulary (see the module docstring)."""
+    """(fairseq symbols in id order, source id of each) for a source vocabulary (see the module docstring).
+    The source id is -1 for a ``<mask>`` the vocabulary lacks (SentencePiece only): a new row."""
     specials = SPECIALS[kind]
     index = {tok: i for i, tok in enumerate(vocab)}
+    if kind in _MASK_MAY_BE_NEW and "<mask>" not in index:
+        index["<mask>"] = -1
     missing = [tok for tok in specials if tok not in index]
     if missing:
         raise LiftError(f"{source}: special token {missing[0]!r} not in the vocabulary")

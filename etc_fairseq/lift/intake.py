@@ -109,7 +109,12 @@ def _config(arch: Optional[str], source_fields: Dict[str, Any], overrides: Dict[
 def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int]) -> LiftedModel:
     """An official ETC directory -> ETC fairseq state (the converted encoder; LM and other heads fresh)."""
     from etc_fairseq.encoder.io import config_to_dict
-    from etc_fairseq.official.convert import OFFICIAL_FIXED_BLOCK_TOKEN_ID, convert_official_checkpoint
+    from etc_fairseq.official.convert import (
+        OFFICIAL_GLOBAL_TOKEN_IDS,
+        OFFICIAL_VOCAB_FILES,
+        convert_official_checkpoint,
+        sentencepiece_pieces,
+    )
 
     from .huggingface import fairseq_dictionary, fairseq_order
 
@@ -128,23 +133,22 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
         raise LiftError(f"{directory / 'etc_config.json'}: field {clash[0]} is fixed by the official weights "
                         f"({enc_fields[clash[0]]!r}); it cannot be overridden")
     vocab_file = conv.vocab_file
-    rows = conv.encoder.vocab_size
-    tokenizer: Dict[str, Any] = {}
-    if vocab_file is not None and vocab_file.suffix == ".txt":
+    if vocab_file is None:
+        raise LiftError(f"{directory}: no vocabulary file (expected one of {', '.join(OFFICIAL_VOCAB_FILES)}); "
+                        "etc-lift writes the dict.txt the converted token rows follow from it")
+    if vocab_file.suffix == ".txt":
         vocab = vocab_file.read_text(encoding="utf-8").split("\n")
         if vocab and vocab[-1] == "":
             vocab.pop()
         symbols, order = fairseq_order(vocab, "bert", str(vocab_file))
-        tokenizer = {"type": "wordpiece", "vocab": vocab_file.name, "lowercase": True,
-                     "global_token_pieces": {"sentence": vocab[OFFICIAL_FIXED_BLOCK_TOKEN_ID],
-                                             "cpc_mask": vocab[2], "question": vocab[3], "candidate": vocab[4],
-                                             "paragraph": vocab[5]}}
+        tokenizer: Dict[str, Any] = {"type": "wordpiece", "vocab": vocab_file.name, "lowercase": True}
+        roles = OFFICIAL_GLOBAL_TOKEN_IDS["wordpiece"]
     else:
-        raise LiftError(
-            f"{directory}: no WordPiece vocabulary (vocab_bert_uncased_english.txt); the SentencePiece "
-            "checkpoints (etc_large) are converted by etc_fairseq.official.convert_official_checkpoint but "
-            "etc-lift cannot yet write their fairseq dictionary"
-        )
+        vocab = sentencepiece_pieces(vocab_file, conv.encoder.vocab_size)
+        symbols, order = fairseq_order(vocab, "sentencepiece", str(vocab_file))
+        tokenizer = {"type": "sentencepiece", "model": vocab_file.name}
+        roles = OFFICIAL_GLOBAL_TOKEN_IDS["sentencepiece"]
+    tokenizer["global_token_pieces"] = {role: vocab[i] for role, i in roles.items() if i < len(vocab)}
     perm = torch.tensor(order)
     dictionary = fairseq_dictionary(symbols)
     model = build_etc_model(cfg, dictionary, seed)
@@ -152,15 +156,23 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
     enc_state = conv.encoder.state_dict()
     for k, v in enc_state.items():
         key = SENTENCE_ENCODER + k
-        if key not in state or state[key].shape != v.shape:
+        rows = len(perm) if k == "embed_tokens.weight" else v.shape[0]  # fairseq order may add a <mask> row
+        if key not in state or state[key].shape != (rows,) + tuple(v.shape[1:]):
             raise LiftError(f"{directory}: converted tensor {k} does not fit the ETC model built from the config")
-        state[key] = v[perm].clone() if k == "embed_tokens.weight" else v.clone()
+        if k == "embed_tokens.weight":
+            new_rows = perm < 0  # a <mask> the source vocabulary lacks keeps ETC's own initialisation
+            state[key] = torch.where(new_rows[:, None], state[key], v[perm.clamp(min=0)])
+        else:
+            state[key] = v.clone()
     lm = "encoder.lm_head.weight"
     if lm in state:
         state[lm] = state[SENTENCE_ENCODER + "embed_tokens.weight"]
     fresh = sorted(k for k in state if not k.startswith(SENTENCE_ENCODER) and k != lm)
     lines = [conv.summary(), f"created fresh (ETC's own initialisation): {len(fresh)} tensors outside the encoder "
              "(LM head dense/LayerNorm/bias, pretraining heads; official ETC releases no heads)"]
+    if (perm < 0).any():
+        lines.append(f"{vocab_file} has no <mask> piece: dictionary row {len(symbols) - 1} (<mask>) is new, "
+                     "with ETC's own initialisation")
     return LiftedModel("official-etc", state, cfg, lines, symbols=symbols, tokenizer_files=[vocab_file],
                        tokenizer=tokenizer, provenance={"official_checkpoint": str(directory),
                                                         "skipped_training_variables": len(conv.skipped)})

@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "OFFICIAL_FIELD_HANDLING",
     "OFFICIAL_FIXED_BLOCK_TOKEN_ID",
+    "OFFICIAL_GLOBAL_TOKEN_IDS",
     "OFFICIAL_INPUT_NAMES",
     "OfficialConversion",
     "convert_official_checkpoint",
@@ -54,6 +55,18 @@ __all__ = [
 
 #: The global token id official ETC was pretrained with for every sentence (and fixed-block) global token.
 OFFICIAL_FIXED_BLOCK_TOKEN_ID = 1
+
+#: vocabulary kind -> pretrained role (see :data:`etc_fairseq.structure.global_tokens.PRETRAINED_ROLES`) ->
+#: official token id of that global token. Sentence (1) and CPC mask (2) tokens were used in pretraining;
+#: the others are the official fine-tuning converters' defaults (HotpotQA / WikiHop / NQ), e.g. CLS is
+#: BERT's ``[CLS]`` (101) but ``<unused_39>`` (40) in the SentencePiece vocabulary, whose ``<s>`` (2) is
+#: the CPC mask token.
+OFFICIAL_GLOBAL_TOKEN_IDS: Dict[str, Dict[str, int]] = {
+    "wordpiece": {"cls": 101, "sentence": OFFICIAL_FIXED_BLOCK_TOKEN_ID, "cpc_mask": 2, "question": 3,
+                  "candidate": 4, "paragraph": 5},
+    "sentencepiece": {"cls": 40, "sentence": OFFICIAL_FIXED_BLOCK_TOKEN_ID, "cpc_mask": 2, "question": 41,
+                      "candidate": 42, "paragraph": 43},
+}
 
 #: How each official ``EtcConfig`` field is carried over (documentation and the test that none is forgotten).
 OFFICIAL_FIELD_HANDLING: Dict[str, str] = {
@@ -290,14 +303,38 @@ def find_official_vocab(directory: Union[str, Path]) -> Optional[Path]:
 
 
 def official_padding_idx(vocab_file: Optional[Path]) -> int:
-    """The padding id: ``[PAD]``'s line in a WordPiece vocabulary (0 in BERT's), else 0 (official ETC
-    pads with 0 whatever the vocabulary: its masks, not the id, keep padding out of attention)."""
+    """The padding id: ``[PAD]``'s line in a WordPiece vocabulary (0 in BERT's), ``<pad>``'s id in a
+    SentencePiece model, else 0 (official ETC pads with 0 whatever the vocabulary: its masks, not the id,
+    keep padding out of attention)."""
     if vocab_file is not None and vocab_file.suffix == ".txt":
         with open(vocab_file, encoding="utf-8") as f:
             for i, line in enumerate(f):
                 if line.rstrip("\n") == "[PAD]":
                     return i
+    if vocab_file is not None and vocab_file.suffix == ".model":
+        pieces = sentencepiece_pieces(vocab_file)
+        if "<pad>" in pieces:
+            return pieces.index("<pad>")
     return 0
+
+
+def sentencepiece_pieces(model_file: Union[str, Path], expected_size: Optional[int] = None) -> List[str]:
+    """Every piece of a SentencePiece ``.model`` in id order (official ``vocab_gpt_for_etc.model``).
+
+    Raises:
+        OfficialConversionError: not a SentencePiece model, or ``expected_size`` pieces expected.
+    """
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.load(str(model_file))
+    except (RuntimeError, OSError) as e:
+        raise OfficialConversionError(f"{model_file}: not a SentencePiece model ({e})") from None
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    if expected_size is not None and len(pieces) != expected_size:
+        raise OfficialConversionError(f"{model_file}: {len(pieces)} pieces but the config's vocab_size is {expected_size}")
+    return pieces
 
 
 def convert_official_checkpoint(directory: Union[str, Path], checkpoint: Optional[Union[str, Path]] = None,
@@ -335,6 +372,12 @@ def convert_official_checkpoint(directory: Union[str, Path], checkpoint: Optiona
         if rows != c["vocab_size"]:
             raise OfficialConversionError(
                 f"{vocab_file}: {rows} entries but {config_path} field 'vocab_size' is {c['vocab_size']}"
+            )
+    elif vocab_file is not None:
+        pieces = sentencepiece_pieces(vocab_file)
+        if len(pieces) != c["vocab_size"]:
+            raise OfficialConversionError(
+                f"{vocab_file}: {len(pieces)} pieces but {config_path} field 'vocab_size' is {c['vocab_size']}"
             )
     encoder = EtcEncoder(cfg, c["vocab_size"], official_padding_idx(vocab_file), OFFICIAL_FIXED_BLOCK_TOKEN_ID)
     state = encoder.state_dict()

@@ -19,7 +19,7 @@ block, ...) lives entirely in :class:`GlobalTokenType`, whose embedding table ha
   word piece's own dictionary id.
 * a model converted from a source that was *pretrained* with its own global
   tokens (Google's official ETC: every sentence global token is ``[unused0]``,
-  its id 1) names them per **role** (:data:`PRETRAINED_ROLES`: ``sentence``,
+  its id 1) names them per **role** (:data:`PRETRAINED_ROLES`: ``cls``, ``sentence``,
   ``cpc_mask``, ``paragraph``, ``candidate``; the keys of ``global_token_pieces``
   in the ``etc_tokenizer.json`` that ``etc-lift`` writes).  Given those ids
   (``role_ids``), :func:`global_token_id` uses them instead of ``<s>``, so
@@ -78,8 +78,10 @@ MIRROR_TYPES = frozenset({GlobalTokenType.QUESTION})
 #: type -> the role whose pretrained token a converted source model uses for it (see the module
 #: docstring). The official ETC code gives titles, fixed blocks and NQ's long-answer candidates the
 #: sentence token, HotpotQA/WikiHop documents the paragraph token and WikiHop candidates the candidate
-#: token; CLS is the dictionary's ``<s>`` (BERT's ``[CLS]`` row) for every source.
+#: token. CLS is BERT's ``[CLS]`` (the dictionary's ``<s>``) but ``<unused_39>`` in official ETC's
+#: SentencePiece vocabulary, whose ``<s>`` is the CPC mask token; the long CLS uses the same id.
 PRETRAINED_ROLES: Dict[GlobalTokenType, str] = {
+    GlobalTokenType.CLS: "cls",
     GlobalTokenType.SENTENCE: "sentence",
     GlobalTokenType.TITLE: "sentence",
     GlobalTokenType.FIXED_BLOCK: "sentence",

@@ -88,7 +88,8 @@ def layout_example(
     Args:
         question: the question's piece ids.
         paragraphs: ``[(title piece ids, [sentence piece ids, ...]), ...]``.
-        dictionary: the fairseq Dictionary (``bos()`` is the CLS / special global token id).
+        dictionary: the fairseq Dictionary (``bos()`` is the CLS / special global token id unless ``role_ids``
+            names others).
         max_long_len, max_global_len: budgets (>= 1 each; CLS takes one of each).
         flat: the flat-structure ablation (no CONTEXT tokens, no parents, one context).
         role_ids: the source model's pretrained global token ids (``WordPieceTokenizer.global_ids``; see
@@ -99,7 +100,7 @@ def layout_example(
     if max_long_len < 1 or max_global_len < 1:
         raise ValueError(f"max_long_len and max_global_len must be >= 1, got {max_long_len}, {max_global_len}")
     cls_id = global_token_id(dictionary, GlobalTokenType.CLS, role_ids=role_ids)
-    long_tokens, long_segment, long_context = [int(dictionary.bos())], [0], [0]
+    long_tokens, long_segment, long_context = [cls_id], [0], [0]
     g_tokens, g_types, g_parent, g_context = [cls_id], [int(GlobalTokenType.CLS)], [-1], [0]
 
     def add_global(token_type: GlobalTokenType, parent: int, ctx: int, piece: Optional[int] = None) -> int:

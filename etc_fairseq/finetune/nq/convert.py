@@ -268,7 +268,8 @@ def split_windows(
     from etc_fairseq.structure.global_tokens import global_token_table
 
     d = tok.dictionary
-    cls_id, sep_id, global_ids = d.bos(), d.eos(), global_token_table(d, tok.global_ids)
+    global_ids = global_token_table(d, tok.global_ids)
+    cls_id, sep_id = global_ids["CLS"], d.eos()
     for path in files:
         for ex in read_nq_file(path):
             enc = encode_example(tok, ex, max_question_pieces)
