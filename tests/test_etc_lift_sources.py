@@ -137,22 +137,6 @@ def test_existing_output_is_not_replaced(tmp_path, capsys):
     assert not (tmp_path / "dict.txt").exists()
 
 
-@pytest.mark.parametrize("name", ["shared", "separate", "kv_shared_preln"])
-def test_printed_fairseq_flags_rebuild_the_stored_config(name, tmp_path):
-    from etc_fairseq.cli.lift import build_parser, model_overrides
-    from etc_fairseq.lift import etc_config_dict
-    from etc_fairseq.lift.intake import fairseq_flags, lift_source
-    from etc_fairseq.models import config_for_arch
-
-    _, lifted = lift_source(FIXTURES / name)
-    flags = fairseq_flags(lifted.etc_cfg, "etc_base")
-    parser = build_parser()
-    args = parser.parse_args([str(FIXTURES / name), "--out", str(tmp_path / "m.pt"), *flags])
-    overrides, _ = model_overrides(parser, args)
-    rebuilt = config_for_arch("etc_base", **overrides)
-    assert etc_config_dict(rebuilt) == etc_config_dict(lifted.etc_cfg)
-
-
 def test_huggingface_directory_lifts_without_arch_and_reloads_from_pretrained(tmp_path, capsys):
     transformers = pytest.importorskip("transformers")
     from etc_fairseq.models import EtcModel

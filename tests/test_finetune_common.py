@@ -12,6 +12,7 @@ def _tokenizer(tmp_path):
     from fairseq.data import Dictionary
 
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+    from etc_fairseq.tokenization import SourceTokenizer
 
     d = Dictionary()
     for w in ("the", "tower", "paris"):
@@ -19,7 +20,8 @@ def _tokenizer(tmp_path):
     path = tmp_path / "src" / "dict.txt"
     path.parent.mkdir()
     d.save(str(path))
-    return WordPieceTokenizer("spm", Dictionary.load(str(path)), dict_path=path)
+    whole_words = SourceTokenizer("sentencepiece", lambda text: ([text], [(0, len(text))]))
+    return WordPieceTokenizer("spm", Dictionary.load(str(path)), whole_words, dict_path=path)
 
 
 def _example(n_long, n_global):
@@ -48,7 +50,10 @@ def test_converter_pipeline_writes_dictionary_splits_and_one_summary(tmp_path):
     assert read_meta(out, "valid")["num_examples"] == 2 and read_meta(out, "valid")["dropped"] == 0
     assert [r["id"] for r in read_side(out, "valid")] == ["ex3", "ex5"]
     summary = json.loads((out / SUMMARY_FILE).read_text())
+    bos = tok.dictionary.bos()
     assert summary == {"dataset": "demo", "max_long_len": 8, "tokenizer": "spm", "tokenizer_stats": str(tok.stats),
+                       "global_token_ids": {t: bos for t in ("FIXED_BLOCK", "CLS", "SENTENCE", "PARAGRAPH", "CONTEXT",
+                                                             "TITLE", "CANDIDATE", "CPC_MASK", "VDOM_NODE")},
                        "splits": {"valid": {"examples": 2}}}
 
 

@@ -206,3 +206,32 @@ def test_lift_sentencepiece_of_the_wrong_size_is_one_line(spm_official_dir, tmp_
     assert err == [f"etc-lift: error: {bad / 'vocab_gpt_for_etc.model'}: 120 pieces but "
                    f"{bad / 'etc_config.json'} field 'vocab_size' is 128"]
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# fairseq-train --finetune-from-model: the model fields stored in the checkpoint, no model flags needed
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["etc", "etc_base", "etc_tiny"])
+def test_finetune_from_model_takes_the_stored_model_fields(lifted_official, tmp_path, arch):
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from etc_fairseq.checkpoint_io import load_checkpoint
+
+    ckpt = lifted_official / "model.pt"
+    argv = [str(tmp_path), "--user-dir", str(REPO / "user_dir"), "--task", "etc_hotpotqa", "--arch", arch,
+            "--finetune-from-model", str(ckpt), "--local-radius", "2", "--dropout", "0.25"]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    stored = load_checkpoint(ckpt)["cfg"]["model"]
+    assert stored["encoder_embed_dim"] == 32 and stored["embedding_size"] == 16 and stored["relative_bias"]
+    for name, value in stored.items():
+        if name not in ("_name", "local_radius", "dropout"):
+            assert cfg.model[name] == value, name
+    # flags on the command line win over the checkpoint
+    assert cfg.model.local_radius == 2 and cfg.model.dropout == 0.25 and stored["local_radius"] == 3
+    # without --finetune-from-model the architecture's own values
+    plain = convert_namespace_to_omegaconf(options.parse_args_and_arch(
+        options.get_training_parser(), argv[:7] + ["--local-radius", "2"]))
+    assert plain.model.encoder_embed_dim != 32

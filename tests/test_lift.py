@@ -446,7 +446,7 @@ def test_cli_prints_summary(roberta_checkpoint, tmp_path, capsys):
     assert rc == 0 and out.is_file()
     assert re.search(r"lifted \d+ ETC tensors from 41 RoBERTa tensors", text)
     assert "attention k" in text and "relative-label embeddings" in text and "created fresh" in text
-    assert "--finetune-from-model" in text and "--use-absolute-positions" in text
+    assert "--finetune-from-model" in text and "the model fields come from the checkpoint" in text
 
 
 def test_fairseq_train_finetunes_from_lifted_checkpoint(lifted_via_cli, mlm_data, tmp_path):

@@ -12,7 +12,9 @@ Sources with a config of their own need no ``--arch``: it only names the archite
 the fields the source does not determine (default etc_base); model flags override. Next to ``--out`` go
 ``dict.txt``, the tokenizer files and ``etc_tokenizer.json``, so ``EtcModel.from_pretrained(DIR,
 checkpoint_file=...)`` and ``etc-prepare --from-model DIR`` find everything. The model flags are
-fairseq-train's own ``--arch etc_*`` flags; the checkpoint stores the architecture and every field.
+fairseq-train's own ``--arch etc_*`` flags; the checkpoint stores the architecture and every field, which
+``fairseq-train --finetune-from-model`` uses for every field its command line does not set
+(:mod:`etc_fairseq.models.architectures`).
 
 Errors that are the user's (missing or unsafe files, size or dictionary mismatches) are printed as one
 line on stderr with exit status 1 and nothing is written; ``--debug`` shows the traceback instead.
@@ -204,14 +206,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(text)
         print(f"wrote {', '.join(str(p) for p in written)} (--arch {arch}, {etc_cfg.encoder_layers} layers, "
               f"width {etc_cfg.encoder_embed_dim}; every model field is stored in the checkpoint)")
-        print("fine-tune / continue pretraining with (EtcModel.from_pretrained needs no flags):")
-        from etc_fairseq.lift.intake import fairseq_flags
-
-        try:
-            flags = fairseq_flags(etc_cfg, str(arch))
-        except LiftError:
-            pass  # keep the flags given on the command line
-        cmd = ["fairseq-train", "DATA", "--user-dir", "user_dir", "--arch", str(arch), *flags,
+        print("fine-tune / continue pretraining with (the model fields come from the checkpoint; "
+              "EtcModel.from_pretrained needs no flags either):")
+        cmd = ["fairseq-train", "DATA", "--user-dir", "user_dir", "--arch", str(arch),
                "--finetune-from-model", str(args.out), "..."]
         print("  " + " ".join(cmd))
     return 0

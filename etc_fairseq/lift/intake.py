@@ -13,8 +13,8 @@ Sources (:func:`detect_source`):
 Output, all computed in memory before anything is written (a failure writes nothing):
 
 - the checkpoint (``--out``), a plain fairseq checkpoint whose ``cfg.model`` holds the architecture and
-  every ETC field, so ``EtcModel.from_pretrained`` and ``fairseq-train --finetune-from-model`` build the
-  same model;
+  every ETC field, so ``EtcModel.from_pretrained`` and ``fairseq-train --finetune-from-model`` (without
+  model flags: :mod:`etc_fairseq.models.architectures`) build the same model;
 - next to it ``dict.txt`` (the fairseq dictionary the token rows are ordered by; sources with their own
   vocabulary), the source's tokenizer files and ``etc_tokenizer.json`` (which tokenizer, which files,
   which vocabulary string each special global token was pretrained with; read by
@@ -300,37 +300,10 @@ def model_encoder_dir(lifted: LiftedModel, directory: PathLike) -> None:
     model.encoder.sentence_encoder.save_pretrained(directory)
 
 
-def fairseq_flags(etc_cfg, arch: str) -> List[str]:
-    """The ``fairseq-train`` model flags that turn ``--arch arch`` into ``etc_cfg`` (fields that differ from
-    the architecture's values; ``fairseq-train --finetune-from-model`` builds the model from its command line).
-
-    Raises:
-        LiftError: a field that is True for ``arch`` and False here (fairseq has no flag to unset it).
-    """
-    base = _config(arch, {}, {})
-    flags: List[str] = []
-    for name in etc_config_dict(etc_cfg):
-        if name == "_name":
-            continue
-        mine, theirs = getattr(etc_cfg, name), getattr(base, name)
-        mine = getattr(mine, "value", mine)
-        theirs = getattr(theirs, "value", theirs)
-        if mine == theirs:
-            continue
-        flag = "--" + name.replace("_", "-")
-        if isinstance(mine, bool):
-            if not mine:
-                raise LiftError(f"{name}=False cannot be written as a fairseq-train flag for --arch {arch}")
-            flags.append(flag)
-        else:
-            flags += [flag, str(mine)]
-    return flags
-
-
 def checkpoint_config(etc_cfg) -> Dict[str, Any]:
     """The ``cfg.model`` dict a written checkpoint holds (architecture name under ``_name``)."""
     return etc_config_dict(etc_cfg)
 
 
 __all__ = ["DEFAULT_ARCH", "SOURCE_KINDS", "TOKENIZER_DESCRIPTION", "LiftedModel", "detect_source",
-           "fairseq_flags", "lift_source", "write_lifted", "LiftReport"]
+           "lift_source", "write_lifted", "LiftReport"]

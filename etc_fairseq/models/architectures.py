@@ -2,17 +2,72 @@
 
 Each function only fills fields the user did not set, so fairseq's own model flags
 (``--encoder-layers``, ``--local-radius``, ...) override the architecture, as for RoBERTa.
+
+``fairseq-train --finetune-from-model FILE`` builds the model from its command line before it loads
+FILE's weights. So that a checkpoint which stores its own model (``etc-lift`` output, an earlier
+fine-tuning) needs no model flags, every ``etc*`` architecture (the plain ``etc`` one included) first fills
+the fields the command line did not set from FILE's stored ``cfg.model`` (read through the one safe
+loader and its config gate, :mod:`etc_fairseq.checkpoint_io`); flags given on the command line still win,
+and the architecture's values fill only what neither sets.
 Parameter counts (tests/test_model.py checks them within 2%): ``etc_base`` ~166M and
 ``etc_base_shared`` ~109M with a 30,522-token vocabulary; ``etc_large`` ~558M with RoBERTa's 50,265.
 """
 
-from fairseq.models import register_model_architecture
+import functools
+import logging
+
+from fairseq.models import ARCH_CONFIG_REGISTRY, register_model_architecture
 from fairseq.utils import safe_getattr, safe_hasattr
+
+logger = logging.getLogger(__name__)
 
 
 def _set_default(args, name, value):
     if not safe_hasattr(args, name) or safe_getattr(args, name) is None:
         setattr(args, name, value)
+
+
+@functools.lru_cache(maxsize=4)
+def stored_model_fields(path: str):
+    """``{field: value}`` of the ETC model config stored in checkpoint ``path`` (``cfg.model``; fields of
+    :class:`~etc_fairseq.models.etc.EtcConfig` only, ``${...}`` references left out).
+
+    Raises:
+        CheckpointLoadError: unreadable file, or a config that is not an ETC model's (one line).
+    """
+    from etc_fairseq.checkpoint_io import _plain, load_checkpoint, validate_checkpoint_config
+    from etc_fairseq.models.etc import EtcConfig
+
+    state = load_checkpoint(path, mmap=True)
+    validate_checkpoint_config(state, path)
+    model = _plain(state["cfg"]["model"])
+    fields = {k: v for k, v in model.items() if k in EtcConfig.__dataclass_fields__
+              and not (isinstance(v, str) and v.startswith("${"))}
+    return tuple(sorted(fields.items()))
+
+
+def fields_from_finetune_checkpoint(args) -> None:
+    """Fill the model fields ``args`` lacks from ``args.finetune_from_model``'s stored config (see the
+    module docstring); nothing without ``--finetune-from-model``."""
+    path = safe_getattr(args, "finetune_from_model", None)
+    if not path:
+        return
+    filled = []
+    for name, value in stored_model_fields(str(path)):
+        if not safe_hasattr(args, name) or safe_getattr(args, name) is None:
+            setattr(args, name, value)
+            filled.append(name)
+    if filled:
+        logger.info(f"{len(filled)} model fields from the config stored in {path} (command-line flags win)")
+
+
+def _etc_model_architecture(args):
+    """``--arch etc``: the dataclass defaults, after the fields of a ``--finetune-from-model`` checkpoint."""
+    fields_from_finetune_checkpoint(args)
+
+
+# fairseq registers a no-op architecture under the model's own name; ours reads the fine-tuning checkpoint
+ARCH_CONFIG_REGISTRY["etc"] = _etc_model_architecture
 
 
 def _separate_projections(args):
@@ -32,6 +87,7 @@ def _shared_projections(args):
 
 @register_model_architecture("etc", "etc_base")
 def etc_base_architecture(args):
+    fields_from_finetune_checkpoint(args)
     _set_default(args, "encoder_layers", 12)
     _set_default(args, "encoder_embed_dim", 768)
     _set_default(args, "encoder_ffn_embed_dim", 3072)
@@ -45,12 +101,14 @@ def etc_base_architecture(args):
 
 @register_model_architecture("etc", "etc_base_shared")
 def etc_base_shared_architecture(args):
+    fields_from_finetune_checkpoint(args)
     _shared_projections(args)
     etc_base_architecture(args)
 
 
 @register_model_architecture("etc", "etc_large")
 def etc_large_architecture(args):
+    fields_from_finetune_checkpoint(args)
     _set_default(args, "encoder_layers", 24)
     _set_default(args, "encoder_embed_dim", 1024)
     _set_default(args, "encoder_ffn_embed_dim", 4096)
@@ -62,6 +120,7 @@ def etc_large_architecture(args):
 
 @register_model_architecture("etc", "etc_large_shared")
 def etc_large_shared_architecture(args):
+    fields_from_finetune_checkpoint(args)
     _shared_projections(args)
     etc_large_architecture(args)
 
@@ -69,6 +128,7 @@ def etc_large_shared_architecture(args):
 @register_model_architecture("etc", "etc_tiny")
 def etc_tiny_architecture(args):
     """A few hundred thousand parameters (plus embeddings): for tests, demos and CPU smoke runs."""
+    fields_from_finetune_checkpoint(args)
     _set_default(args, "encoder_layers", 2)
     _set_default(args, "encoder_embed_dim", 64)
     _set_default(args, "encoder_ffn_embed_dim", 256)
