@@ -39,6 +39,10 @@ def test_from_model_tokenizer_is_the_source_wordpiece_with_pretrained_global_ids
                               "question": d.index(vocab[3]), "candidate": d.index(vocab[4]),
                               "paragraph": d.index(vocab[5]), "cls": d.bos()}  # [CLS] (101) is fairseq's <s>
     assert d.index("[unused0]") not in (d.bos(), d.unk())
+    # the global tokens the converted model makes itself (fixed blocks) are official ETC's sentence token too
+    from etc_fairseq.checkpoint_io import load_checkpoint
+
+    assert load_checkpoint(lifted_official / "model.pt")["cfg"]["model"]["fixed_block_token"] == "[unused0]"
     for t in (T.SENTENCE, T.TITLE, T.FIXED_BLOCK, T.PARAGRAPH):
         assert global_token_id(d, t, role_ids=tok.global_ids) == d.index("[unused0]")
     assert global_token_id(d, T.CPC_MASK, role_ids=tok.global_ids) == d.index("[unused1]")
@@ -169,6 +173,8 @@ def test_lift_sentencepiece_official_writes_dict_and_matches_official_outputs(sp
     assert d.symbols[:4] == ["<s>", "<pad>", "</s>", "<unk>"] and d.symbols[128] == "<mask>" and len(d) == 129
     assert d.symbols[4:128] == pieces[4:]
     to_fairseq = np.array([d.index(p) for p in pieces])
+    # fixed-block global tokens the model makes itself: official ETC's sentence token, </s> (official id 1)
+    assert hub.model.encoder.sentence_encoder.fixed_block_token_id == d.index("</s>") == to_fairseq[1]
     assert sorted(to_fairseq) == list(range(128))
     z = np.load(spm_official_dir / "official_io.npz")
     feats = {k: z[k] for k in OFFICIAL_INPUT_NAMES if k in z.files}

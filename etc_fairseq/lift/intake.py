@@ -106,32 +106,13 @@ def _config(arch: Optional[str], source_fields: Dict[str, Any], overrides: Dict[
         raise LiftError(str(e)) from None
 
 
-def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int]) -> LiftedModel:
-    """An official ETC directory -> ETC fairseq state (the converted encoder; LM and other heads fresh)."""
-    from etc_fairseq.encoder.io import config_to_dict
-    from etc_fairseq.official.convert import (
-        OFFICIAL_GLOBAL_TOKEN_IDS,
-        OFFICIAL_VOCAB_FILES,
-        convert_official_checkpoint,
-        sentencepiece_pieces,
-    )
+def _official_vocabulary(directory: Path, conv):
+    """(official vocabulary in id order, fairseq symbols, official id of each symbol, etc_tokenizer.json
+    content) of a converted official checkpoint (WordPiece ``.txt`` or SentencePiece ``.model``)."""
+    from etc_fairseq.official.convert import OFFICIAL_GLOBAL_TOKEN_IDS, OFFICIAL_VOCAB_FILES, sentencepiece_pieces
 
-    from .huggingface import fairseq_dictionary, fairseq_order
+    from .huggingface import fairseq_order
 
-    conv = convert_official_checkpoint(directory)
-    enc_fields = config_to_dict(conv.encoder.cfg)
-    cfg = _config(arch, enc_fields, overrides)
-    changed = sorted(k for k in overrides if k in enc_fields and overrides[k] != enc_fields[k])
-    weights_fixed = {"encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
-                     "embedding_size", "segment_vocab_size", "relative_vocab_size", "index_position_embeddings",
-                     "shared_q", "shared_kv", "shared_kv_per_side", "shared_out_proj", "separate_ffn",
-                     "separate_attention_layer_norm", "shared_relative_embeddings", "relative_bias",
-                     "separate_embedding_layer_norm", "no_global_type_embeddings", "use_absolute_positions",
-                     "relative_structure_labels", "relative_pos_max_distance"}
-    clash = [k for k in changed if k in weights_fixed]
-    if clash:
-        raise LiftError(f"{directory / 'etc_config.json'}: field {clash[0]} is fixed by the official weights "
-                        f"({enc_fields[clash[0]]!r}); it cannot be overridden")
     vocab_file = conv.vocab_file
     if vocab_file is None:
         raise LiftError(f"{directory}: no vocabulary file (expected one of {', '.join(OFFICIAL_VOCAB_FILES)}); "
@@ -149,6 +130,33 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
         tokenizer = {"type": "sentencepiece", "model": vocab_file.name}
         roles = OFFICIAL_GLOBAL_TOKEN_IDS["sentencepiece"]
     tokenizer["global_token_pieces"] = {role: vocab[i] for role, i in roles.items() if i < len(vocab)}
+    return vocab, symbols, order, tokenizer
+
+
+def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int]) -> LiftedModel:
+    """An official ETC directory -> ETC fairseq state (the converted encoder; LM and other heads fresh)."""
+    from etc_fairseq.encoder.io import config_to_dict
+    from etc_fairseq.official.convert import OFFICIAL_FIXED_BLOCK_TOKEN_ID, convert_official_checkpoint
+
+    from .huggingface import fairseq_dictionary
+
+    conv = convert_official_checkpoint(directory)
+    enc_fields = config_to_dict(conv.encoder.cfg)
+    _, symbols, order, tokenizer = _official_vocabulary(directory, conv)
+    # the global tokens the model makes itself are the sentence token official ETC was pretrained with
+    enc_fields["fixed_block_token"] = symbols[order.index(OFFICIAL_FIXED_BLOCK_TOKEN_ID)]
+    cfg = _config(arch, enc_fields, overrides)
+    changed = sorted(k for k in overrides if k in enc_fields and overrides[k] != enc_fields[k])
+    weights_fixed = {"encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
+                     "embedding_size", "segment_vocab_size", "relative_vocab_size", "index_position_embeddings",
+                     "shared_q", "shared_kv", "shared_kv_per_side", "shared_out_proj", "separate_ffn",
+                     "separate_attention_layer_norm", "shared_relative_embeddings", "relative_bias",
+                     "separate_embedding_layer_norm", "no_global_type_embeddings", "use_absolute_positions",
+                     "relative_structure_labels", "relative_pos_max_distance"}
+    clash = [k for k in changed if k in weights_fixed]
+    if clash:
+        raise LiftError(f"{directory / 'etc_config.json'}: field {clash[0]} is fixed by the official weights "
+                        f"({enc_fields[clash[0]]!r}); it cannot be overridden")
     perm = torch.tensor(order)
     dictionary = fairseq_dictionary(symbols)
     model = build_etc_model(cfg, dictionary, seed)
@@ -171,9 +179,9 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
     lines = [conv.summary(), f"created fresh (ETC's own initialisation): {len(fresh)} tensors outside the encoder "
              "(LM head dense/LayerNorm/bias, pretraining heads; official ETC releases no heads)"]
     if (perm < 0).any():
-        lines.append(f"{vocab_file} has no <mask> piece: dictionary row {len(symbols) - 1} (<mask>) is new, "
+        lines.append(f"{conv.vocab_file} has no <mask> piece: dictionary row {len(symbols) - 1} (<mask>) is new, "
                      "with ETC's own initialisation")
-    return LiftedModel("official-etc", state, cfg, lines, symbols=symbols, tokenizer_files=[vocab_file],
+    return LiftedModel("official-etc", state, cfg, lines, symbols=symbols, tokenizer_files=[conv.vocab_file],
                        tokenizer=tokenizer, provenance={"official_checkpoint": str(directory),
                                                         "skipped_training_variables": len(conv.skipped)})
 

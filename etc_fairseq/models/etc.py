@@ -48,6 +48,12 @@ class EtcConfig(FairseqDataclass, EtcEncoderConfig):
     load_checkpoint_heads: bool = field(
         default=False, metadata={"help": "(re-)register classification heads found in a checkpoint"}
     )
+    fixed_block_token: str = field(
+        default="<s>",
+        metadata={"help": "dictionary symbol of the global tokens the model makes itself (fixed blocks, when no "
+                  "global input is given): <s>, or the sentence token a converted model was pretrained with "
+                  "([unused0] for official ETC; etc-lift sets it)"},
+    )
 
 
 class EtcFairseqEncoder(FairseqEncoder):
@@ -57,7 +63,10 @@ class EtcFairseqEncoder(FairseqEncoder):
     def __init__(self, cfg: EtcConfig, dictionary):
         super().__init__(dictionary)
         self.cfg = cfg
-        self.special_global_id = special_global_token_id(dictionary)
+        symbol = getattr(cfg, "fixed_block_token", "<s>")
+        self.special_global_id = special_global_token_id(dictionary) if symbol == "<s>" else dictionary.index(symbol)
+        if self.special_global_id == dictionary.unk() and symbol != "<unk>":
+            raise ValueError(f"--fixed-block-token {symbol!r} is not in the dictionary")
         self.sentence_encoder = EtcEncoder(cfg, len(dictionary), dictionary.pad(), self.special_global_id)
         self.lm_head = LMHead(
             cfg.encoder_embed_dim, self.sentence_encoder.embed_tokens.weight, cfg.activation_fn,

@@ -1,45 +1,65 @@
 #!/usr/bin/env bash
-# Official ETC -> etc-fairseq, checked against the official outputs.
+# Google's released ETC -> etc-fairseq -> fine-tuned on HotpotQA -> evaluated with the official metric.
 #   bash examples/official_etc/run.sh [ETC_DIR]
-# ETC_DIR: a downloaded official checkpoint directory (etc_config.json, model.ckpt.*, vocabulary).
-# Without it, the fixture made by the official TensorFlow code (tests/fixtures/official/separate) is used.
+# ETC_DIR: a downloaded official checkpoint directory (etc_config.json, model.ckpt.*, vocabulary), e.g.
+# etc_base_2x_pretrain or etc_large. Without it, the fixture the official TensorFlow code wrote
+# (tests/fixtures/official/separate: tiny config, random weights, 128-piece vocabulary) is used: that run
+# shows the commands work end to end, its scores mean nothing.
+#
+# HotpotQA: HOTPOTQA_TRAIN / HOTPOTQA_DEV (the official hotpot_train_v1.1.json / hotpot_dev_distractor_v1.json)
+# if you have them; otherwise the CONSTRUCTED files of examples/hotpotqa/construct.py (real Wikipedia
+# paragraphs of the dump sample, hand-written questions; not HotpotQA results).
+#
+# Knobs: MAX_UPDATE [20], BATCH_SIZE [4], LR [5e-4], SEED [1], OUT [runs/official_etc], ETC_VENV (a virtual
+# environment whose python to use; default: python on PATH), EXTRA_TRAIN_ARGS (appended to fairseq-train,
+# e.g. "--fp16" on a GPU; the script passes --cpu only when no GPU is visible).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${ETC_VENV:+$ETC_VENV/bin/}python
 SRC=${1:-tests/fixtures/official/separate}
 OUT=${OUT:-runs/official_etc}
+MAX_UPDATE=${MAX_UPDATE:-20}
+BATCH_SIZE=${BATCH_SIZE:-4}
+LR=${LR:-5e-4}
+SEED=${SEED:-1}
+export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
+CPU=()
+if ! $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then CPU=(--cpu); fi
 rm -rf "$OUT"
-echo "=== 1/3 etc-lift $SRC -> $OUT ==="
-$PY -m etc_fairseq.cli.lift "$SRC" --out "$OUT/model.pt" --encoder-dir "$OUT/core"
-echo "=== 2/3 EtcModel.from_pretrained($OUT) ==="
-$PY - "$SRC" "$OUT" <<'PY'
+mkdir -p "$OUT"
+start=$(date +%s)
+stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
+
+stage "1/6 etc-lift $SRC -> $OUT/model (checkpoint, dict.txt, tokenizer, etc_tokenizer.json)"
+$PY -m etc_fairseq.cli.lift "$SRC" --out "$OUT/model/model.pt"
+
+stage "2/6 the converted model against the official outputs (fixture directories hold them)"
+$PY - "$SRC" "$OUT/model" <<'PY'
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from etc_fairseq.lift.huggingface import SPECIALS
 from etc_fairseq.models import EtcModel
 from etc_fairseq.official import OFFICIAL_INPUT_NAMES, forward_official_inputs
-from etc_fairseq.tokenization import load_tokenizer
+from etc_fairseq.official.convert import find_official_vocab, sentencepiece_pieces
+from etc_fairseq.tokenization import BERT_SPECIALS_IN_FAIRSEQ
 
-src, out = Path(sys.argv[1]), sys.argv[2]
-hub = EtcModel.from_pretrained(out, checkpoint_file="model.pt").eval()
-d = hub.task.source_dictionary
-tok = load_tokenizer(out)
-pieces = tok.tokenize_words("The sentence global token is the one ETC was pretrained with .".split())
-print("pieces:", pieces.pieces[:12], "word ids:", pieces.word_ids[:12])
-print("sentence global token:", tok.global_token_pieces["sentence"], "-> dictionary id", tok.global_token_id("sentence", d))
+src, model_dir = Path(sys.argv[1]), sys.argv[2]
 io = src / "official_io.npz"
 if not io.is_file():
+    print(f"{io}: not there (a released checkpoint); skipped")
     sys.exit(0)
-print("=== 3/3 the converted model on the official inputs ===")
+hub = EtcModel.from_pretrained(model_dir, checkpoint_file="model.pt").eval()
+d = hub.task.source_dictionary
+vocab_file = find_official_vocab(src)
+if vocab_file.suffix == ".txt":
+    vocab = [BERT_SPECIALS_IN_FAIRSEQ.get(t, t) for t in vocab_file.read_text(encoding="utf-8").split("\n") if t]
+else:
+    vocab = sentencepiece_pieces(vocab_file)
+to_fairseq = np.array([d.index(t) for t in vocab])  # official id -> fairseq dictionary id
 z = np.load(io)
-# official ids -> the fairseq dictionary the converted token rows follow (BERT's specials renamed)
-vocab_file = next(src.glob("vocab*.txt"))
-vocab = [t for t in vocab_file.read_text(encoding="utf-8").split("\n") if t]
-to_fairseq = np.array([d.index(SPECIALS["bert"].get(t, t)) for t in vocab])
 feats = {k: z[k] for k in OFFICIAL_INPUT_NAMES if k in z.files}
 feats["token_ids"], feats["global_token_ids"] = to_fairseq[feats["token_ids"]], to_fairseq[feats["global_token_ids"]]
 with torch.no_grad():
@@ -47,3 +67,34 @@ with torch.no_grad():
 print("max |ours - official|: long %.2e, global %.2e" % (
     np.abs(long_out.numpy() - z["long_output"]).max(), np.abs(global_out.numpy() - z["global_output"]).max()))
 PY
+
+stage "3/6 HotpotQA files"
+if [ -n "${HOTPOTQA_TRAIN:-}" ] && [ -n "${HOTPOTQA_DEV:-}" ]; then
+  TRAIN=$HOTPOTQA_TRAIN; DEV=$HOTPOTQA_DEV
+  echo "official files: $TRAIN, $DEV"
+else
+  TRAIN=$OUT/files/constructed_train.json; DEV=$OUT/files/constructed_dev.json
+  DUMP=$($PY -c "from pathlib import Path; import os; from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample as f; print(f(Path(os.environ['ETC_FAIRSEQ_CACHE'])))")
+  $PY examples/hotpotqa/construct.py --dump "$DUMP" --out "$OUT/files"
+fi
+
+stage "4/6 etc-prepare hotpotqa --from-model $OUT/model -> $OUT/data"
+$PY -m etc_fairseq.cli.prepare hotpotqa --from-model "$OUT/model" --train "$TRAIN" --valid "$DEV" --out "$OUT/data"
+
+stage "5/6 fairseq-train --finetune-from-model $OUT/model/model.pt ($MAX_UPDATE updates; no model flags)"
+# shellcheck disable=SC2086
+$PY -m fairseq_cli.train "$OUT/data" --user-dir user_dir --task etc_hotpotqa --criterion etc_hotpotqa --arch etc \
+  --finetune-from-model "$OUT/model/model.pt" \
+  --batch-size "$BATCH_SIZE" --required-batch-size-multiple 1 \
+  --optimizer adam --adam-betas '(0.9,0.98)' --lr "$LR" --lr-scheduler fixed --clip-norm 1.0 \
+  --max-update "$MAX_UPDATE" --no-epoch-checkpoints --disable-validation \
+  --log-format simple --log-interval 10 --num-workers 0 --seed "$SEED" "${CPU[@]}" ${EXTRA_TRAIN_ARGS:-} \
+  --save-dir "$OUT/checkpoints"
+
+stage "6/6 etc-predict (supporting-fact threshold tuned on dev) + etc-evaluate (official HotpotQA metric)"
+$PY -m etc_fairseq.cli.predict hotpotqa --path "$OUT/checkpoints/checkpoint_last.pt" --data "$OUT/data" \
+  --split valid --tune-sp-threshold --output "$OUT/dev_predictions.json" --report "$OUT/dev_report.json"
+$PY -m etc_fairseq.cli.evaluate hotpotqa --predictions "$OUT/dev_predictions.json" --gold "$DEV" \
+  --output "$OUT/dev_metrics.json"
+
+stage "done in $(( $(date +%s) - start ))s"
