@@ -128,3 +128,30 @@ def test_predict_help_shows_the_device_default(capsys):
     help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     here = "cuda" if torch.cuda.is_available() else "cpu"
     assert f"--device DEVICE cpu, cuda or cuda:N (default: cuda when a GPU is visible, else cpu; here {here})" in help_text
+
+
+def test_record_fields_messages_name_where_field_expected_and_got():
+    # the one field checker every dataset schema uses
+    from etc_fairseq.finetune.common.fields import RecordFields
+    from etc_fairseq.prepare.documents import InputFormatError
+
+    r = RecordFields("f.json: record 3")
+    rec = r.record({"id": "q1", "n": True, "xs": ["a", ""], "opt": None, "f": 1})
+    r.identify("id", r.get(rec, "id", str, "a non-empty string", check=bool))
+    assert r.where == "f.json: record 3 (id q1)"
+    assert r.get(rec, "f", float, "a number") == 1 and r.get(rec, "opt", str, "a string", default=None) is None
+    assert r.get(rec, "absent", int, "an integer", default=-1) == -1
+    cases = [
+        (lambda: r.get(rec, "n", int, "an integer"), "field 'n': expected an integer, got true"),  # a bool is no int
+        (lambda: r.get(rec, "absent", str, "a string"), "field 'absent': expected a string, got nothing"),
+        (lambda: r.get(rec, "opt", str, "a string"), "field 'opt': expected a string, got null"),
+        (lambda: r.str_list(rec, "xs", non_empty_items=True), "field 'xs[1]': expected a non-empty string, got \"\""),
+        (lambda: r.get(rec, "id", str, "x", check=lambda v: len(v) > 5), "field 'id': expected x, got \"q1\""),
+        (lambda: r.get({"s": "y" * 200}, "s", int, "an int"), "got \"" + "y" * 76 + "..."),
+        (lambda: RecordFields("g:2").record([1]), "g:2: expected a JSON object, got [1]"),
+    ]
+    for call, message in cases:
+        with pytest.raises(InputFormatError) as e:
+            call()
+        assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
+        assert str(e.value).startswith(("f.json: record 3 (id q1): field ", "g:2"))

@@ -336,9 +336,10 @@ def _bad_variants(page):
     missing_feature = dict(page, VDOM=json.dumps(nodes2))
     return [
         (bad_json, r"field 'VDOM' is not a valid JSON string"),
-        (out_of_bounds, r"field 'VDOM' node 1: word range .* out of bounds"),
-        (missing, r"field 'KeyPhrases' missing"),
-        (missing_feature, r"field 'VDOM' node 0: field 'feature' missing"),
+        (out_of_bounds, r"field 'VDOM\[1\].start_idx/end_idx': expected a word range 0 <= start_idx <= end_idx <= \d+ "
+                        r"\(the number of words in 'text'\), got \[\d+, \d+\]"),
+        (missing, r"field 'KeyPhrases': expected a list of word lists .*, got nothing"),
+        (missing_feature, r"field 'VDOM\[0\].feature': expected a list of 20 finite numbers, got nothing"),
     ]
 
 
@@ -379,7 +380,7 @@ def test_bad_record_cli_error_and_nothing_written(openkp_files, pretrain_data, t
     assert prepare_cli.main(["openkp", "--train", str(path), "--out", str(out), "--pretrain-dir", str(pretrain_data)]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("etc-prepare openkp: error: ")
-    assert f"{path}:3 (url {bad['url']!r}): field 'VDOM' node 1" in err and "out of bounds" in err
+    assert f"{path}:3 (url {bad['url']!r}): field 'VDOM[1].start_idx/end_idx': expected a word range" in err
     assert not out.exists() and list(tmp_path.iterdir()) == [path]
 
 

@@ -95,13 +95,13 @@ GOOD = {"id": "CONSTRUCTED_0", "query": "r s", "candidates": ["a b", "c"], "supp
 @pytest.mark.parametrize(
     "change, field, expected",
     [
-        ({"answer": "zzz"}, "answer", "not among the candidates"),
-        ({"supports": "A B here."}, "supports", "expected a list of strings, got str"),
-        ({"supports": ["ok", 3]}, "supports", "item 1: expected a string"),
+        ({"answer": "zzz"}, "answer", 'expected one of the 2 candidates (compared lower-cased and stripped), got "zzz"'),
+        ({"supports": "A B here."}, "supports", 'expected a list of strings, got "A B here."'),
+        ({"supports": ["ok", 3]}, "supports[1]", "expected a string, got 3"),
         ({"candidates": []}, "candidates", "at least one candidate"),
-        ({"candidates": ["a", " "]}, "candidates", "non-empty string"),
-        ({"query": None}, "query", "non-empty string"),
-        ({"answer": 1}, "answer", "expected a string"),
+        ({"candidates": ["a", " "]}, "candidates[1]", 'expected a non-empty string, got " "'),
+        ({"query": None}, "query", "expected a non-empty string, got null"),
+        ({"answer": 1}, "answer", "expected a string, got 1"),
     ],
 )
 def test_read_errors_name_file_record_and_field(tmp_path, change, field, expected):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
+from etc_fairseq.finetune.common.fields import RecordFields, is_kind
 from etc_fairseq.prepare.documents import InputFormatError
 
 
@@ -75,46 +76,28 @@ class HotpotRecord:
     type: Optional[str] = None
 
 
+def _is_pair(value, first, second) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == 2 and is_kind(value[0], first) and is_kind(value[1], second)
+
+
 def parse_record(rec, index: int, path) -> HotpotRecord:
     """Validate one JSON record; InputFormatError names the file, the record (``_id`` or index) and field."""
-    if not isinstance(rec, dict):
-        raise InputFormatError(f"{path}: record {index}: expected an object, got {type(rec).__name__}")
-    _id = rec.get("_id")
-    if not isinstance(_id, str) or not _id:
-        raise InputFormatError(f"{path}: record {index}: field '_id' must be a non-empty string, got {_id!r}")
-    where = f"{path}: record {index} (_id {_id})"
-    question = rec.get("question")
-    if not isinstance(question, str):
-        raise InputFormatError(f"{where}: field 'question' must be a string, got {type(question).__name__}")
-    ctx = rec.get("context")
-    if not isinstance(ctx, list):
-        raise InputFormatError(f"{where}: field 'context' must be a list of [title, [sentences]], got {type(ctx).__name__}")
+    r = RecordFields(f"{path}: record {index}")
+    r.record(rec)
+    _id = r.get(rec, "_id", str, "a non-empty string", check=bool)
+    r.identify("_id", _id)
+    question = r.get(rec, "question", str, "a string")
+    ctx = r.get(rec, "context", list, "a list of [title, [sentences]]")
     context = []
     for p, par in enumerate(ctx):
-        if (
-            not isinstance(par, (list, tuple))
-            or len(par) != 2
-            or not isinstance(par[0], str)
-            or not isinstance(par[1], list)
-            or not all(isinstance(s, str) for s in par[1])
-        ):
-            raise InputFormatError(f"{where}: field 'context[{p}]' must be [title, [sentence strings]], got {str(par)[:80]}")
+        if not _is_pair(par, str, list) or not all(isinstance(s, str) for s in par[1]):
+            raise r.fail(f"context[{p}]", "[title, [sentence strings]]", par)
         context.append((par[0], list(par[1])))
-    answer = rec.get("answer")
-    if answer is not None and not isinstance(answer, str):
-        raise InputFormatError(f"{where}: field 'answer' must be a string, got {type(answer).__name__}")
-    sf = rec.get("supporting_facts")
-    facts = None
-    if sf is not None:
-        if not isinstance(sf, list) or not all(
-            isinstance(f, (list, tuple)) and len(f) == 2 and isinstance(f[0], str) and isinstance(f[1], int)
-            and not isinstance(f[1], bool) for f in sf
-        ):
-            raise InputFormatError(f"{where}: field 'supporting_facts' must be a list of [title, sentence_index]")
-        facts = [(f[0], int(f[1])) for f in sf]
-    rtype = rec.get("type")
-    if rtype is not None and not isinstance(rtype, str):
-        raise InputFormatError(f"{where}: field 'type' must be a string, got {type(rtype).__name__}")
+    answer = r.get(rec, "answer", str, "a string", default=None)
+    sf = r.get(rec, "supporting_facts", list, "a list of [title, sentence_index]", default=None,
+               check=lambda facts: all(_is_pair(f, str, int) for f in facts))
+    facts = None if sf is None else [(f[0], int(f[1])) for f in sf]
+    rtype = r.get(rec, "type", str, "a string", default=None)
     return HotpotRecord(_id, question, context, answer, facts, rtype)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
+from etc_fairseq.finetune.common.fields import RecordFields
 from etc_fairseq.prepare.documents import InputFormatError
 
 PathLike = Union[str, Path]
@@ -87,48 +88,19 @@ def is_html_token_text(token: str) -> bool:
     return len(token) >= 3 and token[0] == "<" and token[-1] == ">"
 
 
-class _Record:
-    """Typed access to one JSON record with errors naming file, line and field."""
-
-    def __init__(self, obj: Any, where: str):
-        self.obj = obj
-        self.where = where
-
-    def fail(self, field_name: str, expected: str, got: Any = None) -> InputFormatError:
-        shown = json.dumps(got)[:80] if got is not None else "nothing"
-        return InputFormatError(f"{self.where}: field {field_name!r}: expected {expected}, got {shown}")
-
-    def get(self, container: Any, key: Union[str, int], path: str, kind, expected: str, default=...):
-        if isinstance(key, str):
-            if not isinstance(container, dict) or key not in container:
-                if default is not ...:
-                    return default
-                raise self.fail(path, expected)
-            value = container[key]
-        else:
-            value = container[key]
-        if kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif kind is bool:
-            ok = isinstance(value, bool) or value in (0, 1)
-        else:
-            ok = isinstance(value, kind)
-        if not ok:
-            raise self.fail(path, expected, value)
-        return value
-
-    def span(self, d: Any, path: str, num_words: Optional[int]) -> NqSpan:
-        if not isinstance(d, dict):
-            raise self.fail(path, "an object with start_token/end_token", d)
-        s = self.get(d, "start_token", f"{path}.start_token", int, "an integer")
-        e = self.get(d, "end_token", f"{path}.end_token", int, "an integer")
-        sb = self.get(d, "start_byte", f"{path}.start_byte", int, "an integer", default=-1)
-        eb = self.get(d, "end_byte", f"{path}.end_byte", int, "an integer", default=-1)
-        if (s < 0) != (e < 0):
-            raise self.fail(path, "start_token and end_token both -1 (null) or both >= 0", d)
-        if s >= 0 and (s >= e or (num_words is not None and e > num_words)):
-            raise self.fail(path, f"0 <= start_token < end_token <= {num_words} document tokens", d)
-        return NqSpan(s, e, sb, eb)
+def _span(r: RecordFields, d: Any, path: str, num_words: Optional[int]) -> NqSpan:
+    """One ``{start_token, end_token[, start_byte, end_byte]}`` object, checked (-1/-1 = null)."""
+    if not isinstance(d, dict):
+        raise r.fail(path, "an object with start_token/end_token", d)
+    s = r.get(d, "start_token", int, "an integer", name=f"{path}.start_token")
+    e = r.get(d, "end_token", int, "an integer", name=f"{path}.end_token")
+    sb = r.get(d, "start_byte", int, "an integer", name=f"{path}.start_byte", default=-1)
+    eb = r.get(d, "end_byte", int, "an integer", name=f"{path}.end_byte", default=-1)
+    if (s < 0) != (e < 0):
+        raise r.fail(path, "start_token and end_token both -1 (null) or both >= 0", d)
+    if s >= 0 and (s >= e or (num_words is not None and e > num_words)):
+        raise r.fail(path, f"0 <= start_token < end_token <= {num_words} document tokens", d)
+    return NqSpan(s, e, sb, eb)
 
 
 def parse_nq_record(obj: Any, where: str, with_document: bool = True) -> NqExample:
@@ -141,26 +113,23 @@ def parse_nq_record(obj: Any, where: str, with_document: bool = True) -> NqExamp
     Raises:
         InputFormatError naming ``where`` and the field.
     """
-    r = _Record(obj, where)
-    if not isinstance(obj, dict):
-        raise r.fail("(record)", "a JSON object", obj)
-    if "example_id" not in obj or not isinstance(obj["example_id"], (int, str)) or isinstance(obj["example_id"], bool):
-        raise r.fail("example_id", "an integer or string", obj.get("example_id"))
-    r.where = f"{where} (example_id {obj['example_id']})"
+    r = RecordFields(where)
+    r.record(obj)
+    r.identify("example_id", r.get(obj, "example_id", (int, str), "an integer or string"))
     words: List[str] = []
     is_html: List[bool] = []
     num_words: Optional[int] = None
     if with_document:
-        question = r.get(obj, "question_text", "question_text", str, "a string")
+        question = r.get(obj, "question_text", str, "a string")
         if "document_tokens" in obj:
-            toks = r.get(obj, "document_tokens", "document_tokens", list, "a list of token objects")
+            toks = r.get(obj, "document_tokens", list, "a list of token objects")
             for i, t in enumerate(toks):
                 if not isinstance(t, dict):
                     raise r.fail(f"document_tokens[{i}]", "an object {token, html_token, ...}", t)
-                words.append(r.get(t, "token", f"document_tokens[{i}].token", str, "a string"))
-                is_html.append(bool(r.get(t, "html_token", f"document_tokens[{i}].html_token", bool, "true or false")))
+                words.append(r.get(t, "token", str, "a string", name=f"document_tokens[{i}].token"))
+                is_html.append(bool(r.get(t, "html_token", bool, "true or false", name=f"document_tokens[{i}].html_token")))
         elif "document_text" in obj:
-            text = r.get(obj, "document_text", "document_text", str, "a string")
+            text = r.get(obj, "document_text", str, "a string")
             words = text.split(" ") if text else []
             is_html = [is_html_token_text(w) for w in words]
         else:
@@ -170,26 +139,26 @@ def parse_nq_record(obj: Any, where: str, with_document: bool = True) -> NqExamp
         question = obj.get("question_text", "")
     candidates: List[Tuple[int, int, bool]] = []
     if with_document:
-        cands = r.get(obj, "long_answer_candidates", "long_answer_candidates", list, "a list of spans")
+        cands = r.get(obj, "long_answer_candidates", list, "a list of spans")
         for i, c in enumerate(cands):
-            sp = r.span(c, f"long_answer_candidates[{i}]", num_words)
+            sp = _span(r, c, f"long_answer_candidates[{i}]", num_words)
             if sp.is_null:
                 raise r.fail(f"long_answer_candidates[{i}]", "a non-null span", c)
-            top = r.get(c, "top_level", f"long_answer_candidates[{i}].top_level", bool, "true or false", default=True)
+            top = r.get(c, "top_level", bool, "true or false", name=f"long_answer_candidates[{i}].top_level", default=True)
             candidates.append((sp.start_token, sp.end_token, bool(top)))
     annotations: List[NqAnnotation] = []
-    anns = r.get(obj, "annotations", "annotations", list, "a list of annotations")
+    anns = r.get(obj, "annotations", list, "a list of annotations")
     for i, a in enumerate(anns):
         if not isinstance(a, dict):
             raise r.fail(f"annotations[{i}]", "an object", a)
-        la = r.get(a, "long_answer", f"annotations[{i}].long_answer", dict, "an object")
-        long_span = r.span(la, f"annotations[{i}].long_answer", num_words)
-        cand = r.get(la, "candidate_index", f"annotations[{i}].long_answer.candidate_index", int, "an integer", default=-1)
+        la = r.get(a, "long_answer", dict, "an object", name=f"annotations[{i}].long_answer")
+        long_span = _span(r, la, f"annotations[{i}].long_answer", num_words)
+        cand = r.get(la, "candidate_index", int, "an integer", name=f"annotations[{i}].long_answer.candidate_index", default=-1)
         if with_document and not long_span.is_null and not (0 <= cand < len(candidates)):
             raise r.fail(f"annotations[{i}].long_answer.candidate_index", f"an index into the {len(candidates)} candidates", cand)
-        sa = r.get(a, "short_answers", f"annotations[{i}].short_answers", list, "a list of spans")
-        shorts = [r.span(s, f"annotations[{i}].short_answers[{j}]", num_words) for j, s in enumerate(sa)]
-        yn = r.get(a, "yes_no_answer", f"annotations[{i}].yes_no_answer", str, "NONE, YES or NO", default="NONE")
+        sa = r.get(a, "short_answers", list, "a list of spans", name=f"annotations[{i}].short_answers")
+        shorts = [_span(r, s, f"annotations[{i}].short_answers[{j}]", num_words) for j, s in enumerate(sa)]
+        yn = r.get(a, "yes_no_answer", str, "NONE, YES or NO", name=f"annotations[{i}].yes_no_answer", default="NONE")
         if yn.upper() not in YES_NO_VALUES:
             raise r.fail(f"annotations[{i}].yes_no_answer", "NONE, YES or NO", yn)
         annotations.append(NqAnnotation(long_span, shorts, yn.upper(), cand))

@@ -15,6 +15,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from etc_fairseq.finetune.common.fields import RecordFields, is_kind
 from etc_fairseq.prepare.documents import InputFormatError, open_text
 
 #: a keyphrase: its words (a phrase given as one string is refused, see :func:`parse_keyphrases`)
@@ -58,58 +59,38 @@ def parse_record(item: object, where: str, require_keyphrases: bool) -> OpenKPRe
     Raises:
         InputFormatError: naming file, line, url and field, and what was expected.
     """
-    if not isinstance(item, dict):
-        raise InputFormatError(f"{where}: expected a JSON object, got {type(item).__name__}")
-    url = item.get("url")
-    if not isinstance(url, str) or not url:
-        raise InputFormatError(f"{where}: field 'url' missing or not a non-empty string")
-    where = f"{where} (url {url!r})"
-    text = item.get("text")
-    if not isinstance(text, str):
-        raise InputFormatError(f"{where}: field 'text' missing or not a string")
-    words = text.split()
-    if "VDOM" not in item:
-        raise InputFormatError(f"{where}: field 'VDOM' missing")
-    vdom = item["VDOM"]
+    r = RecordFields(where)
+    r.record(item)
+    url = r.get(item, "url", str, "a non-empty string", check=bool)
+    r.identify("url", repr(url))
+    words = r.get(item, "text", str, "a string").split()
+    vdom = r.get(item, "VDOM", (str, list), "a JSON list of nodes (or a string holding one)")
     if isinstance(vdom, str):
         try:
             vdom = json.loads(vdom)
         except json.JSONDecodeError as e:
-            raise InputFormatError(f"{where}: field 'VDOM' is not a valid JSON string ({e})") from None
-    if not isinstance(vdom, list):
-        raise InputFormatError(f"{where}: field 'VDOM' must be a JSON list of nodes, got {type(vdom).__name__}")
+            raise InputFormatError(f"{r.where}: field 'VDOM' is not a valid JSON string ({e})") from None
+        if not isinstance(vdom, list):
+            raise r.fail("VDOM", "a JSON list of nodes", vdom)
     nodes = []
     for i, node in enumerate(vdom):
-        nw = f"{where}: field 'VDOM' node {i}"
+        name = f"VDOM[{i}]"
         if not isinstance(node, dict):
-            raise InputFormatError(f"{nw}: expected an object, got {type(node).__name__}")
-        for key in ("start_idx", "end_idx", "feature"):
-            if key not in node:
-                raise InputFormatError(f"{nw}: field '{key}' missing")
-        start, end = node["start_idx"], node["end_idx"]
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
-            raise InputFormatError(f"{nw}: 'start_idx'/'end_idx' must be integers, got {start!r}, {end!r}")
+            raise r.fail(name, "an object {start_idx, end_idx, feature}", node)
+        start = r.get(node, "start_idx", int, "an integer", name=f"{name}.start_idx")
+        end = r.get(node, "end_idx", int, "an integer", name=f"{name}.end_idx")
         if not 0 <= start <= end <= len(words):
-            raise InputFormatError(
-                f"{nw}: word range start_idx={start}, end_idx={end} out of bounds (need 0 <= start_idx <= "
-                f"end_idx <= {len(words)}, the number of words in 'text')"
-            )
-        feats = node["feature"]
-        if (
-            not isinstance(feats, list)
-            or len(feats) != NUM_VISUAL_FEATURES
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in feats)
-        ):
-            got = f"{len(feats)} values" if isinstance(feats, list) else type(feats).__name__
-            raise InputFormatError(f"{nw}: field 'feature' must be a list of {NUM_VISUAL_FEATURES} numbers, got {got}")
-        if not all(np.isfinite(feats)):
-            raise InputFormatError(f"{nw}: field 'feature' has a non-finite value")
+            raise r.fail(f"{name}.start_idx/end_idx", f"a word range 0 <= start_idx <= end_idx <= {len(words)} (the "
+                         "number of words in 'text')", [start, end])
+        feats = r.get(node, "feature", list, f"a list of {NUM_VISUAL_FEATURES} finite numbers", name=f"{name}.feature",
+                      check=lambda f: len(f) == NUM_VISUAL_FEATURES and all(is_kind(v, float) for v in f)
+                      and bool(np.isfinite(f).all()))
         nodes.append(VdomNode(start, end, [float(v) for v in feats]))
     keyphrases = None
     if "KeyPhrases" in item:
-        keyphrases = parse_keyphrases(item["KeyPhrases"], where)
+        keyphrases = parse_keyphrases(item["KeyPhrases"], r.where)
     elif require_keyphrases:
-        raise InputFormatError(f"{where}: field 'KeyPhrases' missing (needed for training and validation files)")
+        raise r.fail("KeyPhrases", "a list of word lists (training and validation files need it)")
     return OpenKPRecord(url, words, nodes, keyphrases)
 
 
@@ -141,8 +122,9 @@ def parse_keyphrases(value, where: str) -> List[Phrase]:
             value = json.loads(value)
         except json.JSONDecodeError as e:
             raise InputFormatError(f"{where}: field 'KeyPhrases' is a string but not JSON ({e})") from None
+    r = RecordFields(where)
     if not isinstance(value, list):
-        raise InputFormatError(f"{where}: field 'KeyPhrases' must be a list of word lists, got {type(value).__name__}")
+        raise r.fail("KeyPhrases", "a list of word lists", value)
     for i, p in enumerate(value):
         if isinstance(p, str):
             raise InputFormatError(
@@ -150,7 +132,7 @@ def parse_keyphrases(value, where: str) -> List[Phrase]:
                 f"such as {p.split()[:5]!r} (the official evaluator scores a string phrase 0)"
             )
         if not isinstance(p, list) or not all(isinstance(w, str) for w in p):
-            raise InputFormatError(f"{where}: field 'KeyPhrases' must be a list of word lists, got element {p!r}")
+            raise r.fail(f"KeyPhrases[{i}]", "a list of words (strings)", p)
     return value
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Union
 
+from etc_fairseq.finetune.common.fields import RecordFields
 from etc_fairseq.prepare.documents import InputFormatError
 
 PathLike = Union[str, Path]
@@ -77,18 +78,6 @@ class WikiHopRecord:
     answer: Optional[str]
 
 
-def _check_str_list(path, i, rid, name, value, allow_empty_items: bool) -> List[str]:
-    where = f"{path}: record {i} (id {rid!r}): field {name!r}"
-    if not isinstance(value, list):
-        raise InputFormatError(f"{where}: expected a list of strings, got {type(value).__name__}")
-    for j, item in enumerate(value):
-        if not isinstance(item, str):
-            raise InputFormatError(f"{where}: item {j}: expected a string, got {type(item).__name__}")
-        if not allow_empty_items and not item.strip():
-            raise InputFormatError(f"{where}: item {j}: expected a non-empty string, got {item!r}")
-    return value
-
-
 def read_wikihop(path: PathLike) -> List[WikiHopRecord]:
     """Read and validate an official WikiHop JSON file.
 
@@ -112,29 +101,20 @@ def read_wikihop(path: PathLike) -> List[WikiHopRecord]:
     out: List[WikiHopRecord] = []
     seen = set()
     for i, rec in enumerate(data):
-        if not isinstance(rec, dict):
-            raise InputFormatError(f"{path}: record {i}: expected a JSON object, got {type(rec).__name__}")
-        rid = rec.get("id")
-        if not isinstance(rid, str) or not rid:
-            raise InputFormatError(f"{path}: record {i}: field 'id': expected a non-empty string, got {rid!r}")
+        r = RecordFields(f"{path}: record {i}")
+        r.record(rec)
+        rid = r.get(rec, "id", str, "a non-empty string", check=bool)
+        r.identify("id", repr(rid))
         if rid in seen:
-            raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'id': duplicate id")
+            raise InputFormatError(f"{r.where}: field 'id': duplicate id")
         seen.add(rid)
-        query = rec.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'query': expected a non-empty string, got {query!r}")
-        candidates = _check_str_list(path, i, rid, "candidates", rec.get("candidates"), allow_empty_items=False)
+        query = r.get(rec, "query", str, "a non-empty string", check=str.strip)
+        candidates = r.str_list(rec, "candidates", non_empty_items=True)
         if not candidates:
-            raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'candidates': expected at least one candidate")
-        supports = _check_str_list(path, i, rid, "supports", rec.get("supports"), allow_empty_items=True)
-        answer = rec.get("answer")
-        if answer is not None:
-            if not isinstance(answer, str):
-                raise InputFormatError(f"{path}: record {i} (id {rid!r}): field 'answer': expected a string, got {type(answer).__name__}")
-            if not any(is_correct(c, answer) for c in candidates):
-                raise InputFormatError(
-                    f"{path}: record {i} (id {rid!r}): field 'answer': {answer!r} is not among the candidates "
-                    f"({len(candidates)} candidates, compared lower-cased and stripped)"
-                )
+            raise r.fail("candidates", "at least one candidate", candidates)
+        supports = r.str_list(rec, "supports")
+        answer = r.get(rec, "answer", str, "a string", default=None)
+        if answer is not None and not any(is_correct(c, answer) for c in candidates):
+            raise r.fail("answer", f"one of the {len(candidates)} candidates (compared lower-cased and stripped)", answer)
         out.append(WikiHopRecord(rid, query, list(candidates), list(supports), answer))
     return out
