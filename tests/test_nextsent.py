@@ -26,6 +26,7 @@ from etc_fairseq.finetune.nextsent.schema import (
     split_articles,
     word_overlap_ranking,
 )
+from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.structure.global_tokens import GlobalTokenType as T
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,6 +68,13 @@ def test_records_deterministic_heldout_and_answer_follows_question(articles):
         assert any(list(para[:s]) + list(para[s + 1:]) == sents and para[s] == r.question
                    for para in by_title[r.article].paragraphs)
         assert record_from_json(json.loads(json.dumps(record_to_json(r)))) == r
+    # a bad record is one line naming where, the field, what was expected and what was found
+    bad = dict(record_to_json(recs[0]), answer=[0, 99])
+    with pytest.raises(InputFormatError, match=r"^gold.json: record 4 \(id '[^']+'\): field 'answer': expected "
+                       r"\[paragraph index, sentence index\] into 'paragraphs', got \[0, 99\]$"):
+        record_from_json(bad, "gold.json: record 4")
+    with pytest.raises(InputFormatError, match=r"field 'paragraphs\[0\].sentences': expected a list of strings"):
+        record_from_json(dict(bad, paragraphs=[{"title": "T", "sentences": "one"}]), "gold.json: record 4")
     # the default shape: 1 + up to 2 paragraphs of the article, 2 paragraphs of each of 4 distractors
     assert Counter(len({t for t, _ in r.paragraphs}) for r in recs) == {5: 30}
     with pytest.raises(ValueError, match="need at least 5"):

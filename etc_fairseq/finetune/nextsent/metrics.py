@@ -67,7 +67,7 @@ def evaluate_files(predictions: Path, gold: Path) -> Dict[str, float]:
     from etc_fairseq.finetune.nextsent.schema import record_from_json
 
     preds = json.loads(Path(predictions).read_text(encoding="utf-8"))
-    records = [record_from_json(d) for d in json.loads(Path(gold).read_text(encoding="utf-8"))]
+    records = [record_from_json(d, f"{gold}: record {i}") for i, d in enumerate(json.loads(Path(gold).read_text(encoding="utf-8")))]
     acc = rr = 0.0
     missing = 0
     for rec in records:

@@ -87,13 +87,31 @@ def record_to_json(rec: NextSentRecord) -> dict:
     }
 
 
-def record_from_json(d: dict) -> NextSentRecord:
+def record_from_json(d, where: str = "record") -> NextSentRecord:
+    """A record as :func:`record_to_json` writes it, checked (``where`` names file and record in errors:
+    one line naming the field, what was expected and what was found)."""
+    from etc_fairseq.finetune.common.fields import RecordFields
+
+    r = RecordFields(where)
+    r.record(d)
+    r.identify("id", repr(r.get(d, "id", str, "a non-empty string", check=bool)))
+    paragraphs = []
+    for i, p in enumerate(r.get(d, "paragraphs", list, "a list of {title, sentences}")):
+        if not isinstance(p, dict):
+            raise r.fail(f"paragraphs[{i}]", "an object {title, sentences}", p)
+        title = r.get(p, "title", str, "a string", name=f"paragraphs[{i}].title")
+        sentences = r.get(p, "sentences", list, "a list of strings", name=f"paragraphs[{i}].sentences",
+                          check=lambda xs: all(isinstance(x, str) for x in xs))
+        paragraphs.append((title, list(sentences)))
+    answer = r.get(d, "answer", list, "[paragraph index, sentence index] into 'paragraphs'",
+                   check=lambda a: len(a) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in a)
+                   and 0 <= a[0] < len(paragraphs) and 0 <= a[1] < len(paragraphs[a[0]][1]))
     return NextSentRecord(
         id=d["id"],
-        question=d["question"],
-        paragraphs=[(p["title"], list(p["sentences"])) for p in d["paragraphs"]],
-        answer=(int(d["answer"][0]), int(d["answer"][1])),
-        article=d["article"],
+        question=r.get(d, "question", str, "a string"),
+        paragraphs=paragraphs,
+        answer=(int(answer[0]), int(answer[1])),
+        article=r.get(d, "article", str, "a string"),
     )
 
 
