@@ -404,3 +404,12 @@ def test_radius_comes_from_the_architecture_etc_prepare_recorded(tmp_path):
     assert _structure_settings(_show_args(out, "--radius", "5"))[:3] == (5, 4, 16)
     r, _, _, source = _structure_settings(_show_args(tmp_path))  # nothing recorded: etc_base, said so
     assert r == 84 and "default" in source and "pass --arch" in source
+
+
+def test_title_record_id_is_read_through_the_side_reader(tmp_path):
+    from etc_fairseq.cli.show import _side_record_id
+
+    (tmp_path / "valid.side.jsonl").write_text('{"_id": "h1"}\n{"example_id": 42}\n{"words": []}\nnot json\n')
+    assert [_side_record_id(tmp_path, "valid", i) for i in range(3)] == ["h1", "42", None]
+    assert _side_record_id(tmp_path, "valid", 3) is None  # a bad line: no id in the title, no failure
+    assert _side_record_id(tmp_path, "valid", 9) is None and _side_record_id(tmp_path, "test", 0) is None

@@ -183,19 +183,18 @@ def _prepared_dataset_name(data: Path) -> Optional[str]:
 
 
 def _side_record_id(data: Path, split: str, index: int) -> Optional[str]:
-    """The record id (``id`` / ``_id`` / ``example_id``) of side record ``index``, if the side data has one."""
-    path = data / f"{split}.side.jsonl"
+    """The record id (``id`` / ``_id`` / ``example_id``) of side record ``index``, if the side data has one
+    (read through the one side reader, :class:`~etc_fairseq.data.structured.SideRecords`)."""
+    from etc_fairseq.data.structured import SideRecords, side_path
+
     try:
-        with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f):
-                if i == index:
-                    rec = json.loads(line)
-                    for key in ("id", "_id", "example_id"):
-                        if isinstance(rec, dict) and rec.get(key) is not None:
-                            return str(rec[key])
-                    return None
-    except (OSError, json.JSONDecodeError):
+        side = SideRecords(side_path(data, split))
+        rec = side[index] if index < len(side) else None
+    except (OSError, ValueError):  # the title then shows no id; the picture does not need it
         return None
+    for key in ("id", "_id", "example_id"):
+        if isinstance(rec, dict) and rec.get(key) is not None:
+            return str(rec[key])
     return None
 
 
