@@ -241,3 +241,59 @@ def test_finetune_from_model_takes_the_stored_model_fields(lifted_official, tmp_
     plain = convert_namespace_to_omegaconf(options.parse_args_and_arch(
         options.get_training_parser(), argv[:7] + ["--local-radius", "2"]))
     assert plain.model.encoder_embed_dim != 32
+
+
+# ---------------------------------------------------------------------------------------------------------
+# etc-prepare pretrain --from-model: continued pretraining data for a converted model
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_prepare_pretrain_from_model_wordpiece(lifted_official, wiki_dump, tmp_path):
+    import torch
+
+    from etc_fairseq.cli.prepare import main
+    from etc_fairseq.data.packing import plan_examples
+    from etc_fairseq.data.pretraining_corpus import PretrainingCorpus
+    from etc_fairseq.data.pretraining_dataset import PretrainingDataset
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+    from etc_fairseq.structure.global_tokens import GlobalTokenType as T
+
+    out = tmp_path / "pretrain"
+    assert main(["pretrain", "--input", str(wiki_dump), "--out", str(out), "--from-model", str(lifted_official),
+                 "--max-docs", "4", "--valid-docs", "1", "--max-sentence-pieces", "40"]) == 0
+    bin_dir = out / "bin"
+    meta = json.loads((bin_dir / "pretrain.json").read_text())
+    assert meta["tokenizer"] == "wordpiece" and meta["tokenizer_files"] == {"model_dir": "../model"}
+    assert (bin_dir / "dict.txt").read_text() == (lifted_official / "dict.txt").read_text()
+    tok = WordPieceTokenizer.from_pretrain_dir(bin_dir)
+    assert tok.kind == "wordpiece" and tok.global_ids == WordPieceTokenizer.from_model(lifted_official).global_ids
+    d = tok.dictionary
+    assert meta["global_token_ids"]["sentence"] == d.index("[unused0]")
+    # the tokenized text is the converted model's WordPiece cut of the raw sentences
+    raw = (out / "raw" / "train.txt").read_text().split("\n")
+    first = next(line for line in raw if line.strip())
+    assert (out / "tok" / "train.txt").read_text().split("\n")[0].split() == tok.source.tokenize(first).pieces
+    # pretraining examples: sentence global tokens are [unused0], CPC-masked ones [unused1]
+    d.add_symbol("<mask>")
+    corpus = PretrainingCorpus.load(bin_dir, "train", dictionary=d)
+    examples = plan_examples(corpus.all_doc_sentence_lengths(), 256, 32)
+    ds = PretrainingDataset(corpus, examples, d, max_long_len=256, max_global_len=32, cpc_sentence_prob=0.5)
+    item = ds[0]
+    types, tokens = item["global_types"], item["global_tokens"]
+    assert (types == int(T.CPC_MASK)).any() and (types == int(T.SENTENCE)).any()
+    assert torch.equal(tokens[types == int(T.SENTENCE)].unique(), torch.tensor([d.index("[unused0]")]))
+    assert torch.equal(tokens[types == int(T.CPC_MASK)].unique(), torch.tensor([d.index("[unused1]")]))
+    # whole-word masking knows WordPiece continuations
+    # whole-word masking: a WordPiece word continues at "##" (the fixture's 128 pieces have none: a small
+    # dictionary shows the rule), byte-level BPE words start at "Ġ"
+    from fairseq.data import Dictionary
+
+    from etc_fairseq.data.pretraining_corpus import word_start_mask
+
+    assert corpus.tokenizer == "wordpiece" and corpus.word_start_mask[d.index("the")]
+    small = Dictionary()
+    for sym in ("play", "##ing", "\u0120play", "ing"):
+        small.add_symbol(sym)
+    ids = [small.index(s) for s in ("play", "##ing", "\u0120play", "ing")]
+    assert word_start_mask(small, "wordpiece")[ids].tolist() == [True, False, True, True]
+    assert word_start_mask(small, "byte_level_bpe")[ids].tolist() == [False, False, True, False]

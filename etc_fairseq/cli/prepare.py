@@ -281,6 +281,9 @@ def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--gpt2-encoder-json", type=Path, default=None, metavar="FILE", help="GPT-2's encoder.json (--tokenizer gpt2)")
     g.add_argument("--gpt2-vocab-bpe", type=Path, default=None, metavar="FILE", help="GPT-2's vocab.bpe (--tokenizer gpt2)")
+    g.add_argument("--from-model", type=Path, default=None, metavar="DIR",
+                   help="an etc-lift output directory: cut the text with the converted model's tokenizer, use its "
+                   "dict.txt and record the global token ids it was pretrained with (instead of --tokenizer)")
     add_spm_arguments(p)
     g = p.add_argument_group("documents and sentences")
     g.add_argument(
@@ -317,6 +320,7 @@ def _pretrain_run(args: argparse.Namespace) -> int:
         srcdict=args.srcdict,
         gpt2_encoder_json=args.gpt2_encoder_json,
         gpt2_vocab_bpe=args.gpt2_vocab_bpe,
+        from_model=args.from_model,
         **_corpus_kwargs(args),
     )
     print(summary.format())

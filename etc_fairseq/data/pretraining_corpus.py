@@ -27,7 +27,9 @@ PathLike = Union[str, Path]
 
 FORMAT = "etc-pretrain-v1"
 META_FILE = "pretrain.json"
-TOKENIZERS = ("spm", "gpt2")
+#: the tokenizer kinds a corpus can have: ``etc-prepare pretrain --tokenizer spm|gpt2``, and the source
+#: kinds ``--from-model`` adds (BERT WordPiece, Hugging Face byte-level BPE)
+TOKENIZERS = ("spm", "gpt2", "wordpiece", "byte_level_bpe")
 SPM_WORD_START = "\u2581"
 GPT2_SPACE = "\u0120"
 
@@ -45,8 +47,9 @@ def word_start_mask(dictionary, tokenizer_kind: str, gpt2_encoder_json: Optional
     Args:
         dictionary: a ``fairseq.data.Dictionary`` (pass it after adding ``<mask>`` if the task adds one).
         tokenizer_kind: ``"spm"`` (symbols are sentencepiece pieces; a word starts at a piece beginning with
-            "▁") or ``"gpt2"`` (symbols are GPT-2 ids in decimal; a word starts at a token whose text
-            begins with a space).
+            "▁"), ``"gpt2"`` (symbols are GPT-2 ids in decimal; a word starts at a token whose text
+            begins with a space), ``"wordpiece"`` (a word continues at a piece beginning with "##") or
+            ``"byte_level_bpe"`` (symbols are byte-level BPE strings; a word starts at one beginning with "Ġ").
         gpt2_encoder_json: GPT-2's ``encoder.json`` (required for ``gpt2``).
     Returns:
         bool ``[len(dictionary)]``. The first ``dictionary.nspecial`` symbols, fairseq's ``madeupword``
@@ -72,6 +75,11 @@ def word_start_mask(dictionary, tokenizer_kind: str, gpt2_encoder_json: Optional
         if tokenizer_kind == "spm":
             if not (sym.startswith("<") and sym.endswith(">")):
                 mask[i] = sym.startswith(SPM_WORD_START)
+        elif tokenizer_kind == "wordpiece":
+            mask[i] = not sym.startswith("##")
+        elif tokenizer_kind == "byte_level_bpe":
+            if not (sym.startswith("<") and sym.endswith(">")):
+                mask[i] = sym.startswith(GPT2_SPACE)
         else:
             if sym.isdigit() and int(sym) in decoder:
                 mask[i] = decoder[int(sym)].startswith(GPT2_SPACE)

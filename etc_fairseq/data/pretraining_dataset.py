@@ -39,7 +39,7 @@ from fairseq.data import FairseqDataset
 
 from etc_fairseq.data.masking import apply_80_10_10, choose_cpc_sentences, whole_word_mask
 from etc_fairseq.data.packing import Example, greedy_pack, plan_examples
-from etc_fairseq.structure.global_tokens import GlobalTokenType, special_global_token_id
+from etc_fairseq.structure.global_tokens import MIRROR_TYPES, GlobalTokenType, global_token_id
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,11 @@ class PretrainingDataset(FairseqDataset):
         self.mask_idx = dictionary.index("<mask>")
         if self.mask_idx == dictionary.unk():
             raise ValueError("the dictionary has no <mask> symbol (the task adds it)")
-        self.global_id = special_global_token_id(dictionary)
+        # global token id per GlobalTokenType: <s>, or the ids a converted source model was pretrained with
+        # (``global_token_ids`` of pretrain.json, written by ``etc-prepare pretrain --from-model``)
+        role_ids = getattr(corpus, "meta", {}).get("global_token_ids") or {}
+        self.global_ids = np.array([dictionary.bos() if t in MIRROR_TYPES else global_token_id(dictionary, t, role_ids=role_ids)
+                                    for t in GlobalTokenType], dtype=np.int64)  # [NUM_GLOBAL_TOKEN_TYPES]
         nspecial = dictionary.nspecial
         ids = np.arange(len(dictionary))
         ok = (ids >= nspecial) & (ids != self.mask_idx)
@@ -245,7 +249,7 @@ class PretrainingDataset(FairseqDataset):
             src, picked, self.mask_idx, self.random_choices, rng, self.leave_unmasked_prob, self.random_token_prob
         )
         target = np.where(picked, long, self.pad)
-        global_tokens = np.full(len(global_types), self.global_id, dtype=np.int64)
+        global_tokens = self.global_ids[global_types]
         return {
             "id": int(index),
             "source": torch.from_numpy(src.astype(np.int64)),

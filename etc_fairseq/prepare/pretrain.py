@@ -7,6 +7,10 @@ Output layout of :func:`prepare_pretraining` (``out`` = the output directory)::
     out/raw/{train,valid}.titles   one document title per line, in the same order
     out/spm.model, out/spm.vocab   (--tokenizer spm) the sentencepiece model, trained on raw/train.txt or copied
     out/gpt2/{encoder.json,vocab.bpe}  (--tokenizer gpt2) copies of the GPT-2 BPE files used
+    out/model/                     (--from-model DIR) copies of DIR's dict.txt, tokenizer files and
+                                   etc_tokenizer.json (an etc-lift output: the corpus is cut with the converted
+                                   model's own tokenizer, ids follow its dict.txt, and bin/pretrain.json records
+                                   the global token ids it was pretrained with as ``global_token_ids``)
     out/tok/{train,valid}.txt      the same layout, tokenized: sentencepiece pieces or GPT-2 ids (decimal);
                                    a sentence longer than --max-sentence-pieces is cut at word starts over
                                    several lines, each of which is a sentence from then on
@@ -41,12 +45,14 @@ import numpy as np
 
 from etc_fairseq.data.indexed import load_dictionary, load_split
 from etc_fairseq.data.pretraining_corpus import FORMAT, META_FILE
+from etc_fairseq.data.pretraining_corpus import TOKENIZERS as CORPUS_TOKENIZERS
 
 from .binarize import binarize
 from .documents import Document, DocumentFilter, InputFormatError, PathLike
 from .mlm import prepare_output_dir, staged_output_dir, spool_and_split, write_json_atomic
 from .sentences import split_sentences
 from .sources import SourceStats, iter_documents
+from .gpt2 import wrap_tokens
 from .spm import EncodeStats, copy_model, encode_document_file, load_spm, train_spm
 
 logger = logging.getLogger(__name__)
@@ -55,6 +61,8 @@ SPLITS = ("train", "valid")
 TOKENIZERS = ("spm", "gpt2")
 DEFAULT_MIN_SENTENCES = 7
 DEFAULT_MAX_SENTENCE_PIECES = 256
+#: the etc_tokenizer.json fields that name tokenizer files (copied into out/model/ with --from-model)
+_TOKENIZER_FILE_FIELDS = ("vocab", "merges", "model", "encoder_json", "vocab_bpe")
 
 
 @dataclass
@@ -243,8 +251,71 @@ class PretrainSummary:
         return "\n".join(lines)
 
 
-def _check_args(tokenizer, min_sentences, max_sentence_pieces, spm_model, srcdict, gpt2_encoder_json, gpt2_vocab_bpe):
-    if tokenizer not in TOKENIZERS:
+def _from_model(from_model, tokenizer, spm_model, srcdict, gpt2_encoder_json, gpt2_vocab_bpe):
+    """The ``--from-model`` directory's tokenizer: (WordPieceTokenizer, corpus tokenizer kind, spm model,
+    dict.txt, GPT-2 files). SentencePiece and GPT-2 BPE models take the ``spm`` / ``gpt2`` paths with their
+    own files; WordPiece and byte-level BPE are corpus kinds of their own."""
+    from etc_fairseq.tokenization import TOKENIZER_DESCRIPTION
+
+    from .tokenizer import WordPieceTokenizer
+
+    if spm_model or srcdict or gpt2_encoder_json or gpt2_vocab_bpe or tokenizer != "spm":
+        raise ValueError("--from-model already names the dictionary and tokenizer; drop --tokenizer, --spm-model, "
+                         "--srcdict and --gpt2-*")
+    tok = WordPieceTokenizer.from_model(from_model)
+    desc = json.loads((Path(from_model) / TOKENIZER_DESCRIPTION).read_text(encoding="utf-8"))
+    d = Path(from_model)
+    if tok.kind == "sentencepiece":
+        return tok, "spm", d / desc["model"], tok.dict_path, None, None
+    if tok.kind == "gpt2_bpe":
+        return tok, "gpt2", None, tok.dict_path, d / desc["encoder_json"], d / desc["vocab_bpe"]
+    return tok, tok.kind, None, tok.dict_path, None, None
+
+
+def encode_with_source(tokenizer, kind: str, src: PathLike, dst: PathLike, max_line_pieces: int = 0) -> EncodeStats:
+    """Like :func:`~etc_fairseq.prepare.spm.encode_document_file`, with a ``--from-model`` tokenizer
+    (:class:`~etc_fairseq.tokenization.SourceTokenizer` of kind ``wordpiece`` or ``byte_level_bpe``): each
+    sentence line becomes its pieces (``dict.txt`` spelling), cut at word starts (a WordPiece word continues
+    at ``##``, a byte-level word starts at ``Ġ``) when longer than ``max_line_pieces``."""
+    from etc_fairseq.data.pretraining_corpus import GPT2_SPACE
+
+    stats = EncodeStats()
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    in_doc = False
+    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
+        for line in f:
+            line = line.strip()
+            if not line:  # document boundary
+                if in_doc:
+                    out.write("\n")
+                    stats.docs += 1
+                in_doc = False
+                continue
+            pieces = tokenizer.tokenize(line).pieces
+            if not pieces:
+                continue
+            if kind == "wordpiece":
+                starts = [not p.startswith("##") for p in pieces]
+            else:
+                starts = [i == 0 or p.startswith(GPT2_SPACE) for i, p in enumerate(pieces)]
+            stats.unk += sum(1 for p in pieces if p == "<unk>")
+            chunks = wrap_tokens(pieces, starts, max_line_pieces)
+            stats.paragraphs += 1
+            stats.wrapped += len(chunks) > 1
+            for c in chunks:
+                out.write(" ".join(c) + "\n")
+                stats.lines += 1
+                stats.pieces += len(c)
+            in_doc = True
+    if in_doc:
+        stats.docs += 1
+    return stats
+
+
+def _check_args(tokenizer, min_sentences, max_sentence_pieces, spm_model, srcdict, gpt2_encoder_json, gpt2_vocab_bpe,
+                from_model=False):
+    if tokenizer not in TOKENIZERS and not (from_model and tokenizer in CORPUS_TOKENIZERS):
         raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {tokenizer!r}")
     if min_sentences < 1:
         raise ValueError(f"--min-sentences must be >= 1, got {min_sentences}")
@@ -289,6 +360,7 @@ def prepare_pretraining(
     spm_input_sentence_size: int = 2_000_000,
     overwrite: bool = False,
     in_process: bool = True,
+    from_model: Optional[PathLike] = None,
 ) -> PretrainSummary:
     """Prepare an ETC pre-training corpus (see the module docstring for the output layout).
 
@@ -312,6 +384,9 @@ def prepare_pretraining(
         spm_model_type / character_coverage / spm_input_sentence_size: sentencepiece training options.
         overwrite: replace an existing output directory.
         in_process: run fairseq-preprocess in this process rather than a subprocess.
+        from_model: an ``etc-lift`` output directory: cut the text with its tokenizer, binarize with its
+            ``dict.txt`` and record its pretrained global token ids (replaces ``tokenizer``, ``spm_model``,
+            ``srcdict`` and the GPT-2 files).
     Returns:
         :class:`PretrainSummary`.
     Raises:
@@ -323,7 +398,12 @@ def prepare_pretraining(
     t0 = time.monotonic()
     args = {k: (str(v) if isinstance(v, Path) else v) for k, v in locals().items() if k != "t0"}
     args["inputs"] = [str(p) for p in inputs]
-    _check_args(tokenizer, min_sentences, max_sentence_pieces, spm_model, srcdict, gpt2_encoder_json, gpt2_vocab_bpe)
+    source = None
+    if from_model is not None:
+        source, tokenizer, spm_model, srcdict, gpt2_encoder_json, gpt2_vocab_bpe = _from_model(
+            from_model, tokenizer, spm_model, srcdict, gpt2_encoder_json, gpt2_vocab_bpe)
+    _check_args(tokenizer, min_sentences, max_sentence_pieces, spm_model, srcdict, gpt2_encoder_json, gpt2_vocab_bpe,
+                from_model=source is not None)
     out = prepare_output_dir(out_dir, overwrite)
 
     # 1. documents -> sentences -> raw/{train,valid}.txt
@@ -354,7 +434,17 @@ def prepare_pretraining(
     # 2. tokenize -> tok/{train,valid}.txt (same layout)
     tok_files: Dict[str, Path] = {}
     enc: Dict[str, EncodeStats] = {}
-    if tokenizer == "spm":
+    if source is not None:
+        (out / "model").mkdir()
+        desc = json.loads((source.model_dir / "etc_tokenizer.json").read_text(encoding="utf-8"))
+        for name in ["dict.txt", "etc_tokenizer.json"] + [desc[k] for k in _TOKENIZER_FILE_FIELDS if desc.get(k)]:
+            shutil.copyfile(source.model_dir / name, out / "model" / name)
+        tok_files["model_dir"] = out / "model"
+    if tokenizer in ("wordpiece", "byte_level_bpe"):
+        for s in SPLITS:
+            enc[s] = encode_with_source(source.source, tokenizer, out / "raw" / f"{s}.txt", out / "tok" / f"{s}.txt",
+                                        max_sentence_pieces)
+    elif tokenizer == "spm":
         if spm_model is not None:
             model = copy_model(spm_model, out / "spm")
             logger.info("reusing sentencepiece model %s", spm_model)
@@ -432,6 +522,7 @@ def prepare_pretraining(
         "format": FORMAT,
         "tokenizer": tokenizer,
         "tokenizer_files": rel,
+        "global_token_ids": dict(source.global_ids) if source is not None else {},
         "min_sentences": min_sentences,
         "max_sentence_pieces": max_sentence_pieces,
         "splits": {s: {"docs": splits[s].docs, "sentences": splits[s].items, "pieces": splits[s].pieces} for s in SPLITS},

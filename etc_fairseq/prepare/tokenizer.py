@@ -143,7 +143,8 @@ class WordPieceTokenizer:
 
     @classmethod
     def from_pretrain_dir(cls, bin_dir: PathLike) -> "WordPieceTokenizer":
-        """The tokenizer of an ``etc-prepare pretrain`` output (``DIR/bin``: ``pretrain.json`` + ``dict.txt``)."""
+        """The tokenizer of an ``etc-prepare pretrain`` output (``DIR/bin``: ``pretrain.json`` + ``dict.txt``;
+        a corpus prepared ``--from-model`` gives that model's tokenizer and global token ids)."""
         from etc_fairseq.data.indexed import dictionary_path
 
         bin_dir = Path(bin_dir)
@@ -156,6 +157,8 @@ class WordPieceTokenizer:
             raise FileNotFoundError(f"{info_path}: missing (not an etc-prepare pretrain bin/ directory)") from None
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             raise InputFormatError(f"{info_path}: not a valid pretrain.json ({e!r})") from None
+        if "model_dir" in files:
+            return cls.from_model(files["model_dir"])
         if kind == "spm":
             return cls.from_files(dictionary_path(bin_dir), spm_model=files["spm_model"])
         return cls.from_files(
