@@ -173,7 +173,7 @@ def test_word_start_mask_sentencepiece_exact():
     assert sentence_word_starts([5, 7, 5], word_start_mask(d, "spm")).tolist() == [True, False, False]
     assert sentence_word_starts([], word_start_mask(d, "spm")).tolist() == []
     with pytest.raises(ValueError, match="tokenizer_kind"):
-        word_start_mask(d, "wordpiece")
+        word_start_mask(d, "bpe")
 
 
 def test_word_start_mask_gpt2_exact(gpt2_files):
