@@ -1,14 +1,16 @@
 """etc-fairseq: ETC (Extended Transformer Construction, Ainslie et al., EMNLP 2020) for fairseq.
 
-Layers, lowest first; a module imports only from its own layer or lower ones (the one exception is
-fairseq's own pattern: ``models`` calls ``hub`` from ``EtcModel.from_pretrained``):
+Layers, lowest first; a module imports only from its own layer or lower ones (``tests/test_layering.py``
+checks it). Two exceptions: fairseq's own pattern, ``models`` calls ``hub`` from ``EtcModel.from_pretrained``;
+and code that reads fairseq's registries imports ``register`` inside the function that needs our model, tasks
+and criterions registered:
 
 1. leaves (importing only each other; fairseq, where needed, only inside functions):
    ``commands`` (the ``etc-*`` subcommand record and registry), ``text`` (answer normalisation),
    ``tokenization`` (the tokenizer of a lifted model's source), ``errors`` (``CheckpointLoadError``, the one
    error for a model file that cannot be loaded, raised by ``encoder`` and ``checkpoint_io`` alike),
    ``checkpoint_io`` (the one safe checkpoint loader), ``criterion_metrics`` (what every ``reduce_metrics``
-   shares), ``fairseq_compat`` (narrow fairseq fixes)
+   shares), ``fairseq_compat`` (narrow fairseq fixes), ``tracing`` (whether torch.compile or XLA is tracing)
 2. ``attention``   the global-local attention kernel (blocked l2l) and its dense reference
 3. ``structure``   pure functions: structure ids -> 4 masks + 4 relative-label tensors; the one
                    relative-label vocabulary and the global-token types
