@@ -388,6 +388,10 @@ def _choose_cell(rows: int, cols: int, max_px: int) -> int:
     return int(max(1, min(16, max_px // max(rows, cols, 1))))
 
 
+#: the largest grid side :func:`render_structure` draws, in pixels (a 10000 x 10000 RGBA canvas is 400 MB)
+MAX_PICTURE_PX = 10000
+
+
 def render_structure(
     grids: LabelGrids,
     out_png: Union[str, Path, BinaryIO],
@@ -436,6 +440,13 @@ def render_structure(
     c = int(cell) if cell is not None else _choose_cell(G + L, G + right_cols, max_px)
     if c < 1:
         raise ValueError(f"cell must be >= 1 pixel, got {c}")
+    side = max(G + L, G + right_cols) * c
+    if side > MAX_PICTURE_PX:
+        fit = max(1, MAX_PICTURE_PX // max(G + L, G + right_cols))
+        raise ValueError(
+            f"cell size {c} px gives a grid of {side} px a side for {G} global and {L} long tokens, more than "
+            f"{MAX_PICTURE_PX} px: use a cell size of at most {fit} (--cell-size) or show fewer tokens (--max-tokens)"
+        )
     show_text = c >= 8
     font_px = min(c - 1, 11) if show_text else 9
     font_pt = font_px * 72.0 / _DPI

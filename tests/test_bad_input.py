@@ -331,9 +331,10 @@ def test_etc_lift_never_writes_over_its_inputs(tmp_path, capsys):
     ckpt.write_bytes(b"the user's only copy")
     dict_txt = tmp_path / "dict.txt"
     dict_txt.write_text("a 1\n")
-    for out, victim in ((ckpt, ckpt), (tmp_path / "." / "roberta.pt", ckpt), (dict_txt, dict_txt)):
+    for out, flag, victim in ((ckpt, "SOURCE", ckpt), (tmp_path / "." / "roberta.pt", "SOURCE", ckpt), (dict_txt, "--dict", dict_txt)):
         err = _lift_error([str(ckpt), "--arch", "etc_tiny", "--dict", str(dict_txt), "--out", str(out), "--overwrite"], capsys)
-        assert err == f"etc-lift: error: --out {out} is the input {victim}: an output may never replace an input"
+        assert err == (f"etc-lift: error: --out {out} is the input {flag} {victim}: an output may never replace an "
+                       "input; write elsewhere")
     assert ckpt.read_bytes() == b"the user's only copy" and dict_txt.read_text() == "a 1\n"
 
 
@@ -346,7 +347,7 @@ def test_etc_lift_overwrite_replaces_only_its_own_outputs(tmp_path, capsys):
     assert err == f"etc-lift: error: --out {other} exists and is not a checkpoint etc-lift wrote; --overwrite replaces only those"
     assert other.read_bytes() == b"something else the user keeps here"
     err = _lift_error([str(ckpt), "--arch", "etc_tiny", "--out", str(tmp_path), "--overwrite"], capsys)
-    assert err == f"etc-lift: error: --out {tmp_path} is a directory; give the checkpoint file to write"
+    assert err == f"etc-lift: error: --out {tmp_path}: is a directory; give the file to write"
 
 
 @pytest.mark.parametrize("flag, value, message", [

@@ -9,14 +9,22 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from etc_fairseq.commands import Subcommand
 
 
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose argument errors are one line (``PROG: error: ... (see PROG --help)``,
+    exit status 2) instead of the usage block followed by the error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:
     """A parser with ``-v/-q/--debug`` and one sub-parser per subcommand (chosen one in ``args._subcommand``)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -47,21 +55,37 @@ def setup_logging(verbose: bool, quiet: bool) -> None:
         logging.getLogger(name).setLevel(logging.WARNING if not verbose else logging.DEBUG)
 
 
-def run_cli(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None) -> int:
-    """Parse ``argv`` and run the chosen subcommand.
-
-    Returns:
-        0 on success, 1 on a data/user error (one line on stderr naming the command), 2 on bad arguments
-        (argparse exits).
-    """
-    args = parser.parse_args(argv)
-    setup_logging(args.verbose, args.quiet)
+def report_user_errors(prog: str, debug: bool, body: Callable[[], int]) -> int:
+    """Run ``body()``; a user error (:data:`etc_fairseq.prepare.errors.USER_ERRORS`: bad input, refused
+    output, any ``OSError`` such as a full disk or a read-only directory) becomes one line
+    ``PROG: error: ...`` on stderr and exit status 1 (``debug``: the traceback instead). The one handler of
+    every ``etc-*`` command."""
+    from etc_fairseq.guards import one_line_error
     from etc_fairseq.prepare.errors import USER_ERRORS
 
     try:
-        return args._subcommand.run(args)
+        return body()
     except USER_ERRORS as e:
-        if args.debug:
+        if debug:
             raise
-        print(f"{parser.prog} {args.subcommand}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {one_line_error(e)}", file=sys.stderr)
         return 1
+
+
+def run_cli(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None) -> int:
+    """Parse ``argv`` and run the chosen subcommand, after checking that no output option (``--out``,
+    ``--output``, ``--report``) names, holds or sits on an input (:func:`etc_fairseq.guards.check_command_outputs`).
+
+    Returns:
+        0 on success, 1 on a data/user error (one line on stderr naming the command), 2 on bad arguments
+        (one line from argparse).
+    """
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose, args.quiet)
+    from etc_fairseq.guards import check_command_outputs
+
+    def body() -> int:
+        check_command_outputs(args)
+        return args._subcommand.run(args)
+
+    return report_user_errors(f"{parser.prog} {args.subcommand}", args.debug, body)

@@ -83,7 +83,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGr
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``etc-lift`` argument parser."""
-    p = argparse.ArgumentParser(
+    from etc_fairseq.cli.common import OneLineArgumentParser
+
+    p = OneLineArgumentParser(
         prog="etc-lift", description=DESCRIPTION, epilog=EPILOG,
     )
     p.add_argument("source", type=Path, metavar="SOURCE",
@@ -143,7 +145,7 @@ def model_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     return overrides, flags
 
 
-def check_output(out: Path, inputs: Sequence[Path], overwrite: bool) -> None:
+def check_output(out: Path, inputs: Dict[str, Optional[Path]], overwrite: bool) -> None:
     """Refuse an ``--out`` that is one of the inputs, a directory, or (even with ``--overwrite``) an
     existing file etc-lift did not write: ``--overwrite`` replaces only a previous etc-lift output.
 
@@ -151,13 +153,13 @@ def check_output(out: Path, inputs: Sequence[Path], overwrite: bool) -> None:
         LiftError: one line naming the file.
     """
     from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint
+    from etc_fairseq.guards import OutputRefusedError, check_outputs_against_inputs
     from etc_fairseq.lift import LiftError
 
-    for path in inputs:
-        if path.exists() and out.resolve() == path.resolve():
-            raise LiftError(f"--out {out} is the input {path}: an output may never replace an input")
-    if out.is_dir():
-        raise LiftError(f"--out {out} is a directory; give the checkpoint file to write")
+    try:
+        check_outputs_against_inputs({"--out": out}, inputs, file_outputs=["--out"])
+    except OutputRefusedError as e:
+        raise LiftError(str(e)) from None
     if not out.exists():
         return
     if not overwrite:
@@ -187,17 +189,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from etc_fairseq.lift.intake import lift_source, write_lifted
 
     try:
-        check_output(args.out, [args.source] + ([args.dict] if args.dict else []), args.overwrite)
+        check_output(args.out, {"SOURCE": args.source, "--dict": args.dict}, args.overwrite)
         overrides, flags = model_overrides(parser, args)
         line, lifted = lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed,
                                    dict_path=args.dict, drop_unknown=args.drop_unknown)
         if not args.quiet:
             print(f"etc-lift: {line}")
         written = write_lifted(lifted, args.out, overwrite=args.overwrite, encoder_dir=args.encoder_dir)
-    except (LiftError, CheckpointLoadError, ValueError) as e:
+    except (LiftError, CheckpointLoadError, ValueError, OSError) as e:
         if args.debug:
             raise
-        print(f"etc-lift: error: {e}", file=sys.stderr)
+        from etc_fairseq.guards import one_line_error
+
+        print(f"etc-lift: error: {one_line_error(e)}", file=sys.stderr)
         return 1
     if not args.quiet:
         etc_cfg = lifted.etc_cfg

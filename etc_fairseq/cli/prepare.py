@@ -26,6 +26,7 @@ from typing import List, Optional, Sequence
 
 from etc_fairseq.cli.common import build_parser as _build_parser, run_cli
 from etc_fairseq.commands import Subcommand, dataset_subcommands
+from etc_fairseq.guards import fraction, non_negative_int, positive_int
 
 logger = logging.getLogger("etc_fairseq.cli.prepare")
 
@@ -67,15 +68,15 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="where fetched data is kept (default: $ETC_FAIRSEQ_CACHE, else ~/.cache/etc-fairseq)",
     )
-    g.add_argument("--max-docs", type=int, default=None, metavar="N", help="use only the first N documents that pass the filters")
+    g.add_argument("--max-docs", type=positive_int, default=None, metavar="N", help="use only the first N documents that pass the filters")
     g.add_argument(
         "--min-paragraph-chars",
-        type=int,
+        type=non_negative_int,
         default=30,
         metavar="N",
         help="drop paragraphs shorter than N characters (mostly list items and markup leftovers; default 30)",
     )
-    g.add_argument("--min-doc-chars", type=int, default=200, metavar="N", help="drop documents shorter than N characters (default 200)")
+    g.add_argument("--min-doc-chars", type=non_negative_int, default=200, metavar="N", help="drop documents shorter than N characters (default 200)")
 
 
 def add_output_arguments(p: argparse.ArgumentParser) -> None:
@@ -88,7 +89,7 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory (must be empty or absent)")
     g.add_argument("--overwrite", action="store_true", help="delete an existing output directory first")
     g.add_argument("--seed", type=int, default=1, help="seed for splits and sampling (default 1)")
-    g.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers (default 1)")
+    g.add_argument("--workers", type=positive_int, default=1, help="fairseq-preprocess workers (default 1)")
 
 
 def add_spm_arguments(p: argparse.ArgumentParser) -> None:
@@ -98,12 +99,12 @@ def add_spm_arguments(p: argparse.ArgumentParser) -> None:
         p: the subcommand parser.
     """
     g = p.add_argument_group("sentencepiece")
-    g.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE, help=f"sentencepiece vocabulary size (default {DEFAULT_VOCAB_SIZE})")
+    g.add_argument("--vocab-size", type=positive_int, default=DEFAULT_VOCAB_SIZE, help=f"sentencepiece vocabulary size (default {DEFAULT_VOCAB_SIZE})")
     g.add_argument("--spm-model-type", default="unigram", choices=["unigram", "bpe", "char", "word"], help="default unigram")
     g.add_argument("--character-coverage", type=float, default=0.9995, help="default 0.9995")
     g.add_argument(
         "--spm-input-sentence-size",
-        type=int,
+        type=positive_int,
         default=2_000_000,
         metavar="N",
         help="train sentencepiece on at most N lines (a seeded sample when there are more; default 2000000)",
@@ -156,11 +157,11 @@ def _mlm_arguments(p: argparse.ArgumentParser) -> None:
     add_spm_arguments(p)
     g = p.add_argument_group("split and layout")
     split = g.add_mutually_exclusive_group()
-    split.add_argument("--valid-fraction", type=float, default=None, help="share of documents for validation (default 0.05)")
-    split.add_argument("--valid-docs", type=int, default=None, metavar="N", help="exactly N documents for validation")
+    split.add_argument("--valid-fraction", type=fraction, default=None, help="share of documents for validation (default 0.05)")
+    split.add_argument("--valid-docs", type=positive_int, default=None, metavar="N", help="exactly N documents for validation")
     g.add_argument(
         "--max-line-pieces",
-        type=int,
+        type=non_negative_int,
         default=510,
         metavar="N",
         help="wrap paragraphs longer than N pieces over several lines at word starts, so that "
@@ -207,7 +208,7 @@ def _cls_arguments(p: argparse.ArgumentParser) -> None:
     add_output_arguments(p)
     add_spm_arguments(p)
     g = p.add_argument_group("task")
-    g.add_argument("--num-articles", type=int, default=8, metavar="N", help="number of classes: the N longest documents (default 8)")
+    g.add_argument("--num-articles", type=positive_int, default=8, metavar="N", help="number of classes: the N longest documents (default 8)")
     g.add_argument(
         "--from-mlm",
         type=Path,
@@ -216,9 +217,9 @@ def _cls_arguments(p: argparse.ArgumentParser) -> None:
         help="an `etc-prepare mlm` output directory: reuse its spm.model and bin/dict.txt so that token ids "
         "match a model pretrained on it (same as --spm-model DIR/spm.model --srcdict DIR/bin/dict.txt)",
     )
-    g.add_argument("--max-example-pieces", type=int, default=254, metavar="N", help="longest example; longer paragraphs give several windows (default 254)")
-    g.add_argument("--min-example-pieces", type=int, default=16, metavar="N", help="drop shorter windows (default 16)")
-    g.add_argument("--valid-fraction", type=float, default=0.1, help="share of each article's paragraphs for validation (default 0.1)")
+    g.add_argument("--max-example-pieces", type=positive_int, default=254, metavar="N", help="longest example; longer paragraphs give several windows (default 254)")
+    g.add_argument("--min-example-pieces", type=positive_int, default=16, metavar="N", help="drop shorter windows (default 16)")
+    g.add_argument("--valid-fraction", type=fraction, default=0.1, help="share of each article's paragraphs for validation (default 0.1)")
 
 
 def _cls_run(args: argparse.Namespace) -> int:
@@ -288,22 +289,22 @@ def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("documents and sentences")
     g.add_argument(
         "--min-sentences",
-        type=int,
+        type=positive_int,
         default=7,
         metavar="N",
         help="drop documents with fewer than N sentences (the ETC paper filters at 7; default 7)",
     )
     g.add_argument(
         "--max-sentence-pieces",
-        type=int,
+        type=non_negative_int,
         default=256,
         metavar="N",
         help="cut sentences longer than N tokens at word starts into several sentences, and count them "
         "(default 256; 0 = never)",
     )
     split = g.add_mutually_exclusive_group()
-    split.add_argument("--valid-fraction", type=float, default=None, help="share of documents for validation (default 0.05)")
-    split.add_argument("--valid-docs", type=int, default=None, metavar="N", help="exactly N documents for validation")
+    split.add_argument("--valid-fraction", type=fraction, default=None, help="share of documents for validation (default 0.05)")
+    split.add_argument("--valid-docs", type=positive_int, default=None, metavar="N", help="exactly N documents for validation")
 
 
 def _pretrain_run(args: argparse.Namespace) -> int:

@@ -36,6 +36,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from etc_fairseq.cli.common import OneLineArgumentParser
+from etc_fairseq.guards import non_negative_int, positive_int
+
 logger = logging.getLogger("etc_fairseq.cli.show")
 
 KINDS = ("pretrain", "structured", "masked_lm")
@@ -147,13 +150,13 @@ def load_pretrain_example(data: Path, split: str, index: int, max_long_len: int,
 
 def load_structured_example(data: Path, split: str, index: int) -> LoadedExample:
     """Example ``index`` of a structured fine-tuning directory (:class:`StructuredDataset`, core fields)."""
-    from fairseq.data import Dictionary
+    from etc_fairseq.data.indexed import load_dictionary
 
     from etc_fairseq.data.structured import StructuredDataset
 
     if not (data / "dict.txt").is_file():
         raise FileNotFoundError(f"{data / 'dict.txt'}: missing (a prepared fine-tuning directory holds its dictionary)")
-    pad = Dictionary.load(str(data / "dict.txt")).pad()
+    pad = load_dictionary(data / "dict.txt").pad()
     ds = StructuredDataset(data, split, (), pad_idx=pad)
     _check_index(index, len(ds), f"{data} {split}")
     # copies: the items are views into fairseq's memory map, which is closed when ``ds`` is collected
@@ -261,7 +264,7 @@ def token_texts(ids: Sequence[int], dictionary, gpt2_decoder: Optional[dict]) ->
 # command line
 # ---------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineArgumentParser(
         prog="etc-show",
         description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -269,27 +272,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data", type=Path, metavar="DATA", help="a prepared directory (see above)")
     p.add_argument("--kind", choices=("auto",) + KINDS, default="auto", help="data kind (default: detected)")
     p.add_argument("--split", default=None, help="split name (default: valid, else train, else the only one)")
-    p.add_argument("--index", type=int, default=0, help="example index in the split (default 0)")
+    p.add_argument("--index", type=non_negative_int, default=0, help="example index in the split (default 0)")
     p.add_argument("--out", type=Path, required=True, metavar="PNG", help="output PNG (written atomically)")
     m = p.add_argument_group("model structure (from --arch unless given)")
     m.add_argument("--arch", default=None, help="ETC architecture giving r, k and the fixed block length (default: the one "
                    "etc-prepare --arch recorded in prepare.json, else etc_base)")
-    m.add_argument("--radius", type=int, default=None, metavar="R", help="l2l radius r")
-    m.add_argument("--max-distance", type=int, default=None, metavar="K", help="relative positions clipped at k")
+    m.add_argument("--radius", type=non_negative_int, default=None, metavar="R", help="l2l radius r")
+    m.add_argument("--max-distance", type=non_negative_int, default=None, metavar="K", help="relative positions clipped at k")
     m.add_argument("--hard-g2l", action="store_true", help="hard g2l masking (global tokens see only their own long tokens)")
     m.add_argument("--hard-l2g", action="store_true", help="hard l2g masking")
-    m.add_argument("--fixed-block-len", type=int, default=None, metavar="N", help="masked_lm: long tokens per global token")
+    m.add_argument("--fixed-block-len", type=positive_int, default=None, metavar="N", help="masked_lm: long tokens per global token")
     d = p.add_argument_group("building the example")
-    d.add_argument("--max-long-len", type=int, default=512, help="pretrain: long input length (default 512, the task's)")
-    d.add_argument("--max-global-len", type=int, default=64, help="pretrain: global input length (default 64, the task's)")
+    d.add_argument("--max-long-len", type=positive_int, default=512, help="pretrain: long input length (default 512, the task's)")
+    d.add_argument("--max-global-len", type=positive_int, default=64, help="pretrain: global input length (default 64, the task's)")
     d.add_argument("--seed", type=int, default=1, help="pretrain: seed of the task's masking (which sentences are CPC)")
-    d.add_argument("--tokens-per-sample", type=int, default=512, help="masked_lm: block size incl. <s> (default 512)")
+    d.add_argument("--tokens-per-sample", type=positive_int, default=512, help="masked_lm: block size incl. <s> (default 512)")
     d.add_argument("--sample-break-mode", default="none", choices=("none", "complete", "complete_doc", "eos"),
                    help="masked_lm: fairseq's block break mode (default none)")
     v = p.add_argument_group("picture")
-    v.add_argument("--max-tokens", type=int, default=None, metavar="N", help="show only the first N long tokens (said in the title)")
-    v.add_argument("--max-global-tokens", type=int, default=None, metavar="N", help="show only the first N global tokens")
-    v.add_argument("--cell-size", type=int, default=None, metavar="PX", help="cell size in pixels (default: fit 3000 px, at most 16)")
+    v.add_argument("--max-tokens", type=positive_int, default=None, metavar="N", help="show only the first N long tokens (said in the title)")
+    v.add_argument("--max-global-tokens", type=positive_int, default=None, metavar="N", help="show only the first N global tokens")
+    v.add_argument("--cell-size", type=positive_int, default=None, metavar="PX", help="cell size in pixels (default: fit 3000 px, at most 16; a picture "
+                   "larger than 10000 px a side is refused)")
     v.add_argument("--gpt2-encoder-json", type=Path, default=None, metavar="FILE",
                    help="decode GPT-2 ids with this encoder.json (default: found next to the data, if any)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -344,7 +348,7 @@ def _structure_settings(args) -> Tuple[int, int, int, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fairseq.data import Dictionary
+    from etc_fairseq.data.indexed import load_dictionary
 
     from etc_fairseq.prepare.atomic import atomic_file
     from etc_fairseq.prepare.gpt2 import load_gpt2_decoder
@@ -369,7 +373,7 @@ def run(args: argparse.Namespace) -> int:
     grids = label_grids(L, G, ex.structure, vocab, radius, hard_g2l=args.hard_g2l, hard_l2g=args.hard_l2g)
     grids = crop_grids(grids, args.max_tokens, args.max_global_tokens)
 
-    dictionary = Dictionary.load(str(data / "dict.txt"))
+    dictionary = load_dictionary(data / "dict.txt")
     dictionary.add_symbol("<mask>")  # as every task does
     enc = args.gpt2_encoder_json or find_gpt2_encoder_json(data, kind)
     if args.gpt2_encoder_json is not None and not args.gpt2_encoder_json.is_file():
@@ -396,20 +400,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from etc_fairseq.cli.common import setup_logging
+    from etc_fairseq.cli.common import report_user_errors, setup_logging
+    from etc_fairseq.guards import check_command_outputs
 
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(args.verbose, args.quiet)
-    from etc_fairseq.prepare.errors import USER_ERRORS
 
-    try:
+    def body() -> int:
+        check_command_outputs(args, file_outputs=("out",), dir_outputs=())
         return run(args)
-    except USER_ERRORS as e:
-        if args.debug:
-            raise
-        print(f"etc-show: error: {e}", file=sys.stderr)
-        return 1
+
+    return report_user_errors("etc-show", args.debug, body)
 
 
 if __name__ == "__main__":

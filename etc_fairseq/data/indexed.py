@@ -18,8 +18,50 @@ def dictionary_path(data_dir: PathLike) -> Path:
     return Path(data_dir) / DICT_FILE
 
 
+#: the symbols fairseq's ``Dictionary`` adds itself (a ``dict.txt`` line with one of them is a duplicate)
+_DICTIONARY_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
+#: fairseq's flag at the end of a ``dict.txt`` line that may repeat a symbol on purpose
+_OVERWRITE_FLAG = "#fairseq:overwrite"
+
+
+def check_dictionary_file(path: PathLike) -> int:
+    """Check a fairseq ``dict.txt`` the way ``Dictionary.load`` reads it (``SYMBOL COUNT`` per line, an
+    optional ``#fairseq:overwrite`` flag), with errors that name the file and line.
+
+    Returns:
+        the number of symbols it defines.
+    Raises:
+        FileNotFoundError / InputFormatError: missing, a directory, not UTF-8, a malformed line, a duplicate
+        symbol (also one of fairseq's own ``<s> <pad> </s> <unk>``), or no symbol at all (every piece
+        would become ``<unk>``).
+    """
+    from etc_fairseq.guards import InputFormatError, iter_input_lines
+
+    first_line = {s: "fairseq's built-in symbols" for s in _DICTIONARY_SPECIALS}
+    n = 0
+    for line_no, line in iter_input_lines(path, "a fairseq dict.txt"):
+        where = f"{path}:{line_no}"
+        try:
+            word, field = line.rstrip().rsplit(" ", 1)
+            overwrite = field == _OVERWRITE_FLAG
+            if overwrite:
+                word, field = word.rsplit(" ", 1)
+            int(field)
+        except ValueError:
+            raise InputFormatError(f"{where}: expected '<symbol> <count>' (a fairseq dict.txt line), got {line.rstrip()!r}") from None
+        if word in first_line and not overwrite:
+            raise InputFormatError(f"{where}: duplicate symbol {word!r} (also at {first_line[word]}); a fairseq dict.txt "
+                             f"lists each symbol once (or marks a repeat with {_OVERWRITE_FLAG})")
+        first_line.setdefault(word, f"line {line_no}")
+        n += 1
+    if n == 0:
+        raise InputFormatError(f"{path}: an empty dictionary (no symbols): every piece would become <unk>; "
+                         "give the dict.txt of the model's vocabulary")
+    return n
+
+
 def load_dictionary(path: PathLike):
-    """Load a fairseq ``dict.txt``.
+    """Load a fairseq ``dict.txt`` after :func:`check_dictionary_file` (one-line errors naming the line).
 
     Args:
         path: the file.
@@ -28,6 +70,7 @@ def load_dictionary(path: PathLike):
     """
     from fairseq.data import Dictionary
 
+    check_dictionary_file(path)
     return Dictionary.load(str(path))
 
 

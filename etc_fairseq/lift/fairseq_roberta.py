@@ -281,13 +281,14 @@ def masked_lm_dictionary(dict_path: PathLike):
     Raises:
         LiftError: the file is missing or malformed.
     """
-    from fairseq.data import Dictionary
 
     dict_path = Path(dict_path)
     if not dict_path.is_file():
         raise LiftError(f"{dict_path}: no such dictionary file")
+    from etc_fairseq.data.indexed import load_dictionary
+
     try:
-        d = Dictionary.load(str(dict_path))
+        d = load_dictionary(dict_path)
     except Exception as e:
         raise LiftError(f"{dict_path}: not a fairseq dict.txt ({e})") from None
     d.add_symbol("<mask>")

@@ -117,6 +117,10 @@ def binarize(
             raise FileNotFoundError(f"{value}: no such {name} file for fairseq preprocessing")
     if trainpref is None and srcdict is None:
         raise BinarizeError("binarize needs a train file to build the dictionary from, or an existing srcdict")
+    if srcdict is not None:
+        from etc_fairseq.data.indexed import check_dictionary_file
+
+        check_dictionary_file(srcdict)  # fairseq-preprocess would take an empty one and map everything to <unk>
     if destdir.exists() and not overwrite:
         raise BinarizeError(f"{destdir}: already exists (pass overwrite=True / --overwrite to replace it)")
     destdir.parent.mkdir(parents=True, exist_ok=True)

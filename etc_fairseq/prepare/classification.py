@@ -208,6 +208,10 @@ def prepare_article_classification(
     for name, value in (("spm_model", spm_model), ("srcdict", srcdict)):
         if value is not None and not Path(value).is_file():
             raise FileNotFoundError(f"{value}: no such file (given as {name})")
+    if srcdict is not None:
+        from etc_fairseq.data.indexed import check_dictionary_file
+
+        check_dictionary_file(srcdict)
     dictionary_source = "given"
     if spm_model is not None and srcdict is None:
         sibling = Path(spm_model).parent / "bin" / "dict.txt"

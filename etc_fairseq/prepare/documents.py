@@ -20,15 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Set, TextIO, Union
 
+from etc_fairseq.guards import InputFormatError  # noqa: F401  (the one input error class; re-exported here)
+
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
 
 _WS_RE = re.compile(r"\s+")
-
-
-class InputFormatError(ValueError):
-    """An input file is missing, unreadable, or not in the layout it was expected to have."""
 
 
 @dataclass

@@ -8,7 +8,9 @@ from .sample_data import SampleDataError
 from .spm import SpmTrainingError
 
 # DumpFormatError is an InputFormatError; OutputExistsError a FileExistsError. ValueError covers bad
-# split/size arguments and too little data after filtering (`etc-prepare --debug` shows the traceback).
+# split/size arguments and too little data after filtering, and the guards' InputFormatError / OutputRefusedError;
+# OSError a missing, unreadable or unwritable path (a full disk, a read-only directory, a path under a file).
+# `etc-prepare --debug` shows the traceback.
 USER_ERRORS = (
     InputFormatError,
     SampleDataError,
@@ -18,4 +20,5 @@ USER_ERRORS = (
     FileNotFoundError,
     FileExistsError,
     ValueError,
+    OSError,
 )

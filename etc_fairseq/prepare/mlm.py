@@ -157,7 +157,7 @@ def staged_output_dir(prepare: Callable) -> Callable:
         final = Path(out_dir).expanduser()
         if final.exists() and (not final.is_dir() or any(final.iterdir())) and not overwrite:
             raise OutputExistsError(f"{final}: output directory exists and is not empty (use --overwrite to replace it)")
-        with atomic_directory(final, overwrite=True) as staging:
+        with atomic_directory(final, overwrite=True, marker="prepare.json") as staging:
             summary = prepare(inputs, staging, *args, overwrite=True, **kwargs)
             _rebase_paths(summary, str(staging), str(final))
             meta = staging / "prepare.json"
@@ -280,6 +280,10 @@ def prepare_mlm(
     for name in ("spm_model", "srcdict"):
         if args[name] is not None and not Path(args[name]).is_file():
             raise FileNotFoundError(f"{args[name]}: no such file (given as {name})")
+    if srcdict is not None:
+        from etc_fairseq.data.indexed import check_dictionary_file
+
+        check_dictionary_file(srcdict)
     out = prepare_output_dir(out_dir, overwrite)
 
     stats = SourceStats()

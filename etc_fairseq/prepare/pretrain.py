@@ -334,6 +334,10 @@ def _check_args(tokenizer, min_sentences, max_sentence_pieces, spm_model, srcdic
     ):
         if p is not None and not Path(p).is_file():
             raise FileNotFoundError(f"{p}: no such file (given as {name})")
+    if srcdict is not None:
+        from etc_fairseq.data.indexed import check_dictionary_file
+
+        check_dictionary_file(srcdict)
 
 
 @staged_output_dir

@@ -22,6 +22,7 @@ import shutil
 import time
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from etc_fairseq.guards import non_negative_int
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def add_output_arguments(p: argparse.ArgumentParser):
     g = p.add_argument_group("output")
     g.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory (written atomically)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    g.add_argument("--log-every", type=int, default=1000, metavar="N", help="progress line every N examples")
+    g.add_argument("--log-every", type=non_negative_int, default=1000, metavar="N", help="progress line every N examples")
     return g
 
 
@@ -80,7 +81,7 @@ def prepared_directory(out_dir: PathLike, tokenizer, overwrite: bool = False) ->
 
     if getattr(tokenizer, "dict_path", None) is None:
         raise ValueError("the tokenizer does not know its dict.txt (build it with WordPieceTokenizer.from_files)")
-    with atomic_directory(out_dir, overwrite=overwrite) as tmp:
+    with atomic_directory(out_dir, overwrite=overwrite, marker=SUMMARY_FILE) as tmp:
         shutil.copyfile(tokenizer.dict_path, dictionary_path(tmp))
         yield tmp
 

@@ -12,7 +12,23 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
 
+from etc_fairseq.guards import positive_int
+
 logger = logging.getLogger(__name__)
+
+
+def device_name(text: str) -> str:
+    """argparse type of ``--device``: ``cpu``, ``cuda`` or ``cuda:N`` on a machine that has that device."""
+    kind, _, index = text.partition(":")
+    if kind == "cpu" and not index:
+        return text
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
+    if not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: CUDA is not available on this machine (use --device cpu)")
+    if index and int(index) >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(f"{text}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return text
 
 
 def add_predict_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,9 +37,9 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, required=True, help="the directory written by etc-prepare for this task")
     p.add_argument("--split", default="valid", help="prepared split to predict (default: valid)")
     p.add_argument("--output", type=Path, required=True, help="prediction file to write (official format)")
-    p.add_argument("--batch-size", type=int, default=8, help="examples per batch (default 8)")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="examples per batch (default 8)")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    p.add_argument("--device", default=device,
+    p.add_argument("--device", type=device_name, default=device,
                    help=f"cpu, cuda or cuda:N (default: cuda when a GPU is visible, else cpu; here {device})")
     p.add_argument(
         "--model-overrides", default="{}", help='python dict of model config overrides, e.g. "{\'local_radius\': 84}"'
@@ -41,8 +57,13 @@ def load_checkpoint(path: Path, data: Path, overrides: Optional[Dict[str, Any]] 
     import etc_fairseq.register  # noqa: F401  (our model/tasks/criterions)
     from fairseq import checkpoint_utils
 
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint")
+    from etc_fairseq.data.indexed import check_dictionary_file, dictionary_path
+    from etc_fairseq.guards import check_input_file
+
+    check_input_file(Path(path), "a checkpoint file (--path)")
+    if not Path(data).is_dir():
+        raise FileNotFoundError(f"{data}: no such prepared directory (--data; run etc-prepare first)")
+    check_dictionary_file(dictionary_path(data))  # the task reads it after the model is loaded
     arg_overrides = dict(overrides or {})
     arg_overrides["data"] = str(data)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=arg_overrides)

@@ -60,6 +60,7 @@ from etc_fairseq.finetune.common.convert import (
     write_split,
     write_summary,
 )
+from etc_fairseq.guards import positive_int
 from etc_fairseq.finetune.hotpotqa.schema import AnswerType, HotpotRecord, answer_type_of, read_hotpotqa, target_fields
 from etc_fairseq.text import normalize_answer
 from etc_fairseq.finetune.common.layout import STRUCTURE_FIELD_NAMES, Unit, layout_example
@@ -328,10 +329,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input", type=Path, action="append", default=[], metavar="FILE",
                    help="more files, each paired with the --split NAME at the same position (repeatable)")
     g.add_argument("--split", action="append", default=[], metavar="NAME", help="split name of the matching --input")
-    g.add_argument("--max-examples", type=int, default=None, metavar="N", help="only the first N records of each file")
+    g.add_argument("--max-examples", type=positive_int, default=None, metavar="N", help="only the first N records of each file")
     g = p.add_argument_group("layout")
-    g.add_argument("--max-long-len", type=int, default=4096, help="long input budget (default 4096)")
-    g.add_argument("--max-global-len", type=int, default=256, help="global input budget (default 256)")
+    g.add_argument("--max-long-len", type=positive_int, default=4096, help="long input budget (default 4096)")
+    g.add_argument("--max-global-len", type=positive_int, default=256, help="global input budget (default 256)")
     g.add_argument("--flat-structure", action="store_true",
                    help="the paper's flat-structure ablation: no paragraph/title hierarchy, no context cut")
     g.add_argument("--keep-unfound-train", action="store_true",

@@ -34,6 +34,7 @@ from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.spans import best_span, select_above_threshold
 from etc_fairseq.finetune.hotpotqa.metrics import HEADLINE_KEYS
 from etc_fairseq.finetune.hotpotqa.schema import AnswerType, Gold, SideUnit as U
+from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +180,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    "metrics and write the predictions of the best by joint F1")
     p.add_argument("--thresholds", type=float, nargs="+", default=list(DEFAULT_THRESHOLDS),
                    help="candidates for --tune-sp-threshold (default linspace(0, 1, 11), as in the paper)")
-    p.add_argument("--max-answer-len", type=int, default=30, help="longest answer span in long tokens (default 30)")
+    p.add_argument("--max-answer-len", type=positive_int, default=30, help="longest answer span in long tokens (default 30)")
     p.add_argument("--report", type=Path, default=None, help="write the tuning table / metrics as JSON here")
 
 

@@ -155,23 +155,17 @@ def evaluate(predictions: Mapping[str, Mapping], gold: Sequence[Gold]) -> Dict[s
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _load_json(path: Path):
-    from etc_fairseq.prepare.documents import InputFormatError
+def _load_json(path: Path, what: str):
+    from etc_fairseq.guards import load_json_file
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputFormatError(f"{path}: not valid JSON ({e})") from None
+    return load_json_file(path, what)
 
 
 def load_predictions(path: Path) -> dict:
     """A prediction file ``{"answer": {id: text}, "sp": {id: [[title, idx], ...]}}``, checked."""
     from etc_fairseq.prepare.documents import InputFormatError
 
-    data = _load_json(path)
+    data = _load_json(path, "a HotpotQA prediction JSON file")
     if not isinstance(data, dict) or not ({"answer", "sp"} & set(data)):
         raise InputFormatError(f"{path}: expected an object with 'answer' and/or 'sp'")
     for key in ("answer", "sp"):

@@ -103,17 +103,17 @@ def parse_record(rec, index: int, path) -> HotpotRecord:
 
 def read_hotpotqa(path) -> List[HotpotRecord]:
     """Read and validate an official HotpotQA JSON file (a list of records)."""
+    from etc_fairseq.guards import UniqueIds, load_json_file
+
     path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputFormatError(f"{path}: not valid JSON ({e})") from None
+    data = load_json_file(path, "an official HotpotQA JSON file")
     if not isinstance(data, list):
         raise InputFormatError(f"{path}: expected a JSON list of HotpotQA records, got {type(data).__name__}")
-    return [parse_record(rec, i, path) for i, rec in enumerate(data)]
+    records = [parse_record(rec, i, path) for i, rec in enumerate(data)]
+    ids = UniqueIds("_id")
+    for i, rec in enumerate(records):
+        ids.add(rec.id, f"{path}: record {i}")
+    return records
 
 
 class Gold(NamedTuple):

@@ -30,6 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.guards import fraction, non_negative_int, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -192,17 +193,17 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                      help="the project's real Wikipedia sample (about 100 articles), fetched once into --cache-dir")
     g.add_argument("--cache-dir", type=Path, default=None,
                    help="where the sample is kept (default: $ETC_FAIRSEQ_CACHE, else ~/.cache/etc-fairseq)")
-    g.add_argument("--max-articles", type=int, default=None, metavar="N", help="use the first N articles only")
-    g.add_argument("--train", type=int, default=2000, metavar="N", help="train records (default 2000)")
-    g.add_argument("--valid", type=int, default=300, metavar="N", help="held-out records (default 300)")
-    g.add_argument("--heldout-fraction", type=float, default=0.2, help="articles held out for valid (default 0.2)")
+    g.add_argument("--max-articles", type=positive_int, default=None, metavar="N", help="use the first N articles only")
+    g.add_argument("--train", type=positive_int, default=2000, metavar="N", help="train records (default 2000)")
+    g.add_argument("--valid", type=positive_int, default=300, metavar="N", help="held-out records (default 300)")
+    g.add_argument("--heldout-fraction", type=fraction, default=0.2, help="articles held out for valid (default 0.2)")
     g.add_argument("--seed", type=int, default=1, help="everything is a function of the seed (default 1)")
-    g.add_argument("--same-article", type=int, default=2, help="other paragraphs of the question's article (default 2)")
-    g.add_argument("--distractors", type=int, default=4, help="distractor articles (default 4)")
-    g.add_argument("--distractor-paragraphs", type=int, default=2, help="paragraphs per distractor article (default 2)")
+    g.add_argument("--same-article", type=non_negative_int, default=2, help="other paragraphs of the question's article (default 2)")
+    g.add_argument("--distractors", type=non_negative_int, default=4, help="distractor articles (default 4)")
+    g.add_argument("--distractor-paragraphs", type=non_negative_int, default=2, help="paragraphs per distractor article (default 2)")
     g = p.add_argument_group("layout")
-    g.add_argument("--max-long-len", type=int, default=DEFAULT_MAX_LONG_LEN, help=f"long budget (default {DEFAULT_MAX_LONG_LEN})")
-    g.add_argument("--max-global-len", type=int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global budget (default {DEFAULT_MAX_GLOBAL_LEN})")
+    g.add_argument("--max-long-len", type=positive_int, default=DEFAULT_MAX_LONG_LEN, help=f"long budget (default {DEFAULT_MAX_LONG_LEN})")
+    g.add_argument("--max-global-len", type=positive_int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global budget (default {DEFAULT_MAX_GLOBAL_LEN})")
     x = g.add_mutually_exclusive_group()
     x.add_argument("--flat-structure", action="store_true", help="ablation: no paragraph hierarchy, no context cut")
     x.add_argument("--no-globals", action="store_true", help="ablation: only a CLS global token (local attention only)")

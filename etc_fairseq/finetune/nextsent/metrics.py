@@ -66,8 +66,14 @@ def evaluate_files(predictions: Path, gold: Path) -> Dict[str, float]:
     (the random expectation) and is counted; a wrong length is an error."""
     from etc_fairseq.finetune.nextsent.schema import record_from_json
 
-    preds = json.loads(Path(predictions).read_text(encoding="utf-8"))
-    records = [record_from_json(d, f"{gold}: record {i}") for i, d in enumerate(json.loads(Path(gold).read_text(encoding="utf-8")))]
+    from etc_fairseq.guards import UniqueIds, load_json_file
+
+    preds = load_json_file(predictions, "a nextsent prediction JSON file {id: [scores]}")
+    gold_data = load_json_file(gold, "a nextsent records JSON file")
+    records = [record_from_json(d, f"{gold}: record {i}") for i, d in enumerate(gold_data)]
+    ids = UniqueIds("id")
+    for i, rec in enumerate(records):
+        ids.add(rec.id, f"{gold}: record {i}")
     acc = rr = 0.0
     missing = 0
     for rec in records:

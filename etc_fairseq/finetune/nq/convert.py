@@ -64,6 +64,7 @@ from etc_fairseq.finetune.nq.schema import (
     field_specs,
     read_nq_file,
 )
+from etc_fairseq.guards import InputFormatError, positive_int
 from etc_fairseq.prepare.tokenizer import piece_span_of_words
 
 logger = logging.getLogger(__name__)
@@ -345,6 +346,8 @@ def prepare_nq(
     check_split_names(list(splits))
     for files in splits.values():
         for f in files:
+            if Path(f).is_dir():
+                raise InputFormatError(f"{f}: is a directory, expected an NQ jsonl file")
             if not Path(f).is_file():
                 raise FileNotFoundError(f"{f}: no such NQ file")
     rng = random.Random(seed)
@@ -380,15 +383,15 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         many=True)
     WordPieceTokenizer.add_arguments(p)
     g = p.add_argument_group("layout")
-    g.add_argument("--max-long-len", type=int, default=4096, help="long input length (default 4096)")
-    g.add_argument("--max-global-len", type=int, default=None,
+    g.add_argument("--max-long-len", type=positive_int, default=4096, help="long input length (default 4096)")
+    g.add_argument("--max-global-len", type=positive_int, default=None,
                    help="global input length (default: the paper's 128/230/460 for 512/4096/8192)")
-    g.add_argument("--doc-stride", type=int, default=None,
+    g.add_argument("--doc-stride", type=positive_int, default=None,
                    help="pieces between window starts (default: the paper's 128/2048/4096 for 512/4096/8192)")
-    g.add_argument("--max-question-pieces", type=int, default=64, help="truncate longer questions (counted; default 64)")
+    g.add_argument("--max-question-pieces", type=positive_int, default=64, help="truncate longer questions (counted; default 64)")
     g.add_argument("--fixed-blocks", action="store_true",
                    help="global input = one FIXED_BLOCK token per --fixed-block-len long tokens, nothing else")
-    g.add_argument("--fixed-block-len", type=int, default=97, help="long tokens per fixed block (paper: 97)")
+    g.add_argument("--fixed-block-len", type=positive_int, default=97, help="long tokens per fixed block (paper: 97)")
     g.add_argument("--null-window-keep", type=float, default=1.0,
                    help="train split: keep windows without an answer with this probability (default 1: all)")
     g = add_output_arguments(p)

@@ -29,6 +29,7 @@ import torch
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.nq.schema import TYPE_LONG, TYPE_NO, TYPE_NULL, TYPE_SHORT, TYPE_YES
+from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     from etc_fairseq.finetune.common.runner import add_predict_arguments
 
     add_predict_arguments(p)
-    p.add_argument("--max-short-words", type=int, default=38, help="longest short answer in words (paper: 38)")
+    p.add_argument("--max-short-words", type=positive_int, default=38, help="longest short answer in words (paper: 38)")
 
 
 def _run(args: argparse.Namespace) -> int:

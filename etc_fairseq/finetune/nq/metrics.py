@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.guards import positive_int
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.finetune.nq.schema import NqAnnotation, NqSpan, read_nq_file
 
@@ -253,13 +254,10 @@ def parse_predictions(obj: Any, where: str = "predictions") -> Tuple[Dict[Any, N
 
 
 def read_predictions(path: Path) -> Dict[Any, NqLabel]:
+    from etc_fairseq.guards import load_json_file
+
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such prediction file")
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise InputFormatError(f"{path}: not valid JSON ({e})") from None
+    obj = load_json_file(path, "an NQ prediction JSON file")
     pred, dups = parse_predictions(obj, str(path))
     if dups:
         logger.warning(f"{path}: {dups} duplicate example ids (the last prediction of each counts, as officially)")
@@ -269,8 +267,8 @@ def read_predictions(path: Path) -> Dict[Any, NqLabel]:
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--predictions", type=Path, required=True, help='official prediction JSON ({"predictions": [...]})')
     p.add_argument("--gold", type=Path, nargs="+", required=True, help="official NQ jsonl(.gz) files (the 5-way annotated dev set)")
-    p.add_argument("--long-non-null-threshold", type=int, default=2, help="annotators needed for a gold long answer (official: 2)")
-    p.add_argument("--short-non-null-threshold", type=int, default=2, help="annotators needed for a gold short answer (official: 2)")
+    p.add_argument("--long-non-null-threshold", type=positive_int, default=2, help="annotators needed for a gold long answer (official: 2)")
+    p.add_argument("--short-non-null-threshold", type=positive_int, default=2, help="annotators needed for a gold short answer (official: 2)")
     p.add_argument("--output", type=Path, default=None, help="also write the metrics JSON here")
 
 

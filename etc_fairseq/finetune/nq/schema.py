@@ -9,7 +9,6 @@ the task, decoding, the criterion's official metric and ``etc-evaluate nq``.
 """
 from __future__ import annotations
 
-import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,19 +67,6 @@ class NqExample:
     candidates: List[Tuple[int, int, bool]]
     annotations: List[NqAnnotation]
     source: str = ""
-
-
-def open_maybe_gzip(path: PathLike):
-    """Open ``path`` for reading bytes, gunzipping if it starts with the gzip magic bytes (lines are
-    decoded one by one, so that a non-UTF-8 line is reported with its number)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such NQ file")
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    if magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")
-    return open(path, "rb")
 
 
 def is_html_token_text(token: str) -> bool:
@@ -171,22 +157,22 @@ def read_nq_file(path: PathLike, with_document: bool = True) -> Iterator[NqExamp
     Raises:
         FileNotFoundError / InputFormatError naming the file, line and field.
     """
+    from etc_fairseq.guards import UniqueIds, iter_input_lines
+
     n_records = 0
-    with open_maybe_gzip(path) as f:
-        for line_no, raw in enumerate(f, 1):
-            where = f"{path}:{line_no}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputFormatError(f"{where}: not UTF-8 ({e.reason} at byte {e.start + 1})") from None
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputFormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
-            yield parse_nq_record(obj, where, with_document=with_document)
-            n_records += 1
+    ids = UniqueIds("example_id")
+    for line_no, line in iter_input_lines(path, "an NQ jsonl file (.jsonl or .jsonl.gz)"):
+        where = f"{path}:{line_no}"
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputFormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+        example = parse_nq_record(obj, where, with_document=with_document)
+        ids.add(example.example_id, where)
+        yield example
+        n_records += 1
     if n_records == 0:
         raise InputFormatError(f"{path}: no NQ records (the file is empty or has only blank lines)")
 

@@ -52,6 +52,7 @@ from etc_fairseq.finetune.common.convert import (
     write_split,
     write_summary,
 )
+from etc_fairseq.guards import check_input_file, positive_int
 from etc_fairseq.finetune.openkp.metrics import clean_phrases, dedup
 from etc_fairseq.finetune.openkp.schema import (
     DEFAULT_MAX_GLOBAL_LEN,
@@ -300,8 +301,7 @@ def prepare_openkp(inputs: Dict[str, Path], out_dir: Path, tokenizer, *, max_lon
     if max_long < 1 or max_global < 1:
         raise ValueError(f"--max-long-len and --max-global-len must be >= 1, got {max_long}, {max_global}")
     for split, path in inputs.items():
-        if not Path(path).is_file():
-            raise InputFormatError(f"{path}: no such file (--{split})")
+        check_input_file(Path(path), f"an OpenKP jsonl file (--{split})")
     results = {}
     options = dict(max_long_len=max_long, max_global_len=max_global, max_ngram=MAX_NGRAM)
     with prepared_directory(out_dir, tokenizer, overwrite) as tmp:
@@ -328,8 +328,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_split_arguments(p, "input (official OpenKP jsonl, gzip allowed)", {
         "train": "OpenKPTrain.jsonl", "valid": "OpenKPDev.jsonl", "test": "OpenKPEvalPublic.jsonl (no KeyPhrases)"})
     g = add_output_arguments(p)
-    g.add_argument("--max-long-len", type=int, default=DEFAULT_MAX_LONG_LEN, help=f"long tokens (default {DEFAULT_MAX_LONG_LEN})")
-    g.add_argument("--max-global-len", type=int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global tokens = VDOM nodes (default {DEFAULT_MAX_GLOBAL_LEN})")
+    g.add_argument("--max-long-len", type=positive_int, default=DEFAULT_MAX_LONG_LEN, help=f"long tokens (default {DEFAULT_MAX_LONG_LEN})")
+    g.add_argument("--max-global-len", type=positive_int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global tokens = VDOM nodes (default {DEFAULT_MAX_GLOBAL_LEN})")
     WordPieceTokenizer.add_arguments(p)
 
 

@@ -17,6 +17,7 @@ from typing import List, Sequence
 import torch
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     from etc_fairseq.finetune.common.runner import add_predict_arguments
 
     add_predict_arguments(p)
-    p.add_argument("--top-k", type=int, default=5, help="keyphrases per document (default 5, the official metric's deepest cut-off)")
+    p.add_argument("--top-k", type=positive_int, default=5, help="keyphrases per document (default 5, the official metric's deepest cut-off)")
 
 
 def _run(args: argparse.Namespace) -> int:

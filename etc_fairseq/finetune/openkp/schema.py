@@ -16,7 +16,8 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from etc_fairseq.finetune.common.fields import RecordFields, is_kind
-from etc_fairseq.prepare.documents import InputFormatError, open_text
+from etc_fairseq.guards import UniqueIds, iter_input_lines
+from etc_fairseq.prepare.documents import InputFormatError
 
 #: a keyphrase: its words (a phrase given as one string is refused, see :func:`parse_keyphrases`)
 Phrase = Sequence[str]
@@ -97,16 +98,18 @@ def parse_record(item: object, where: str, require_keyphrases: bool) -> OpenKPRe
 def iter_records(path: Path, require_keyphrases: bool) -> Iterator[Tuple[str, OpenKPRecord]]:
     """Yield (``file:line``, record) for every non-blank line of an OpenKP jsonl (gzip/bz2 allowed)."""
     path = Path(path)
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputFormatError(f"{where}: not valid JSON ({e})") from None
-            yield where, parse_record(item, where, require_keyphrases)
+    urls = UniqueIds("url")
+    for lineno, line in iter_input_lines(path, "an OpenKP jsonl file"):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputFormatError(f"{where}: not valid JSON ({e})") from None
+        record = parse_record(item, where, require_keyphrases)
+        urls.add(record.url, where)
+        yield where, record
 
 
 def parse_keyphrases(value, where: str) -> List[Phrase]:

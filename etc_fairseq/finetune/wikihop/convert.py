@@ -76,6 +76,7 @@ from etc_fairseq.finetune.common.convert import (
     write_split,
     write_summary,
 )
+from etc_fairseq.guards import positive_int
 from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, field_specs, is_correct, read_wikihop
 
 logger = logging.getLogger(__name__)
@@ -423,10 +424,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "train": "train.json", "valid": "dev.json", "test": "a test file (answers may be absent)"})
     add_output_arguments(p)
     g = p.add_argument_group("layout")
-    g.add_argument("--max-long-len", type=int, default=DEFAULT_MAX_LONG_LEN, help=f"long input length (default {DEFAULT_MAX_LONG_LEN})")
-    g.add_argument("--max-global-len", type=int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global input length (default {DEFAULT_MAX_GLOBAL_LEN})")
+    g.add_argument("--max-long-len", type=positive_int, default=DEFAULT_MAX_LONG_LEN, help=f"long input length (default {DEFAULT_MAX_LONG_LEN})")
+    g.add_argument("--max-global-len", type=positive_int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global input length (default {DEFAULT_MAX_GLOBAL_LEN})")
     g.add_argument(
-        "--max-links-per-token", type=int, default=DEFAULT_MAX_LINKS_PER_TOKEN, metavar="K",
+        "--max-links-per-token", type=positive_int, default=DEFAULT_MAX_LINKS_PER_TOKEN, metavar="K",
         help=f"most candidates one long token is linked to (extra links are counted; default {DEFAULT_MAX_LINKS_PER_TOKEN})",
     )
     g.add_argument(

@@ -62,11 +62,9 @@ def evaluate(predictions: Mapping[str, str], gold: Sequence[Tuple[str, str]]) ->
 
 def load_predictions(path: Path) -> Dict[str, str]:
     """Read the official prediction format ``{id: candidate}`` (InputFormatError naming the file otherwise)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except json.JSONDecodeError as e:
-        raise InputFormatError(f"{path}: not valid JSON ({e})") from None
+    from etc_fairseq.guards import load_json_file
+
+    data = load_json_file(path, "a WikiHop prediction JSON file {id: candidate}")
     if not isinstance(data, dict):
         raise InputFormatError(f"{path}: expected a JSON object {{id: candidate}}, got {type(data).__name__}")
     for key, value in data.items():

@@ -86,32 +86,35 @@ def read_wikihop(path: PathLike) -> List[WikiHopRecord]:
         InputFormatError: invalid JSON or a bad record; the message names the file, the record (index and
             id) and the field, and says what was expected (e.g. an answer that is not among the candidates).
     """
+    from etc_fairseq.guards import UniqueIds, load_json_file
+
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such WikiHop file")
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except json.JSONDecodeError as e:
-        raise InputFormatError(f"{path}: not valid JSON ({e})") from None
-    except UnicodeDecodeError as e:
-        raise InputFormatError(f"{path}: not UTF-8 text ({e})") from None
+    data = load_json_file(path, "an official WikiHop JSON file")
     if not isinstance(data, list):
         raise InputFormatError(f"{path}: expected a JSON list of WikiHop records, got {type(data).__name__}")
+    if not data:
+        raise InputFormatError(f"{path}: an empty list: no WikiHop records")
     out: List[WikiHopRecord] = []
-    seen = set()
+    ids = UniqueIds("id")
     for i, rec in enumerate(data):
         r = RecordFields(f"{path}: record {i}")
         r.record(rec)
         rid = r.get(rec, "id", str, "a non-empty string", check=bool)
+        ids.add(rid, r.where)
         r.identify("id", repr(rid))
-        if rid in seen:
-            raise InputFormatError(f"{r.where}: field 'id': duplicate id")
-        seen.add(rid)
         query = r.get(rec, "query", str, "a non-empty string", check=str.strip)
         candidates = r.str_list(rec, "candidates", non_empty_items=True)
         if not candidates:
             raise r.fail("candidates", "at least one candidate", candidates)
+        first_at = {}
+        for k, c in enumerate(candidates):
+            key = normalize_answer(c)
+            if key in first_at:
+                raise InputFormatError(
+                    f"{r.where}: field 'candidates': candidate {k} {c!r} repeats candidate {first_at[key]} "
+                    "(compared lower-cased and stripped); each candidate must occur once"
+                )
+            first_at[key] = k
         supports = r.str_list(rec, "supports")
         answer = r.get(rec, "answer", str, "a string", default=None)
         if answer is not None and not any(is_correct(c, answer) for c in candidates):

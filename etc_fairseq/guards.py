@@ -1,0 +1,334 @@
+"""The checks every command makes on what it reads and what it writes, defined once:
+
+- argparse value types for numeric flags (:func:`positive_int`, :func:`non_negative_int`, ...);
+- outputs against inputs (:func:`check_outputs_against_inputs`): no output may be an input, hold an input,
+  or be a directory where a file is written; an existing output directory is replaced only when the command
+  wrote it (:func:`check_replaceable_directory`);
+- opening input files (:func:`read_input_bytes`, :func:`iter_input_lines`, :func:`load_json_file`): a missing
+  file, a directory, a truncated gzip/bz2 stream and bytes that are not UTF-8 each give one
+  :class:`InputFormatError` line naming the file (and the line where there is one);
+- record ids that must be unique within a file (:class:`UniqueIds`);
+- one-line messages for errors the user can fix (:func:`one_line_error`).
+
+A leaf module: standard library only, so any layer (data readers, converters, the CLIs) may use it.
+"""
+from __future__ import annotations
+
+import argparse
+import bz2
+import errno
+import gzip
+import json
+import lzma
+import os
+import zlib
+from pathlib import Path
+from typing import Any, Dict, Hashable, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class InputFormatError(ValueError):
+    """An input file is missing, unreadable, or not in the layout it was expected to have (one line names
+    the file, and the line, record and field where one is at fault)."""
+
+
+class OutputRefusedError(ValueError):
+    """An output location would replace, delete or hide an input, or something the command did not write."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# argparse value types
+# ---------------------------------------------------------------------------------------------------------
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (sizes, lengths, counts of workers or examples)."""
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (where 0 means "none" or "off", as the flag's help says)."""
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """argparse type: a float in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {value}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------------
+# outputs versus inputs
+# ---------------------------------------------------------------------------------------------------------
+def _resolved(path: PathLike) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _is_within(inner: Path, outer: Path) -> bool:
+    return inner == outer or outer in inner.parents
+
+
+def check_outputs_against_inputs(
+    outputs: Mapping[str, PathLike], inputs: Mapping[str, PathLike], file_outputs: Sequence[str] = ()
+) -> None:
+    """Refuse an output location that would destroy or hide an input, compared on resolved paths (so
+    ``d/./x``, ``d/../d/x`` and symbolic links are the same file).
+
+    Args:
+        outputs: option name (e.g. ``--out``) -> path the command writes (a file, or a directory it replaces).
+        inputs: option name -> path the command reads (files or directories; absent ones are skipped).
+        file_outputs: the option names in ``outputs`` that name a file: an existing directory there is refused.
+    Raises:
+        OutputRefusedError: one line naming both options and paths.
+    """
+    seen: Dict[Path, str] = {}
+    for out_flag, out in outputs.items():
+        if out is None:
+            continue
+        out_r = _resolved(out)
+        if out_r in seen:
+            raise OutputRefusedError(f"{out_flag} {out} is also {seen[out_r]}: give each output its own path")
+        seen[out_r] = out_flag
+        check_output_location(out_flag, out)
+        if out_flag in file_outputs and out_r.is_dir():
+            raise OutputRefusedError(f"{out_flag} {out}: is a directory; give the file to write")
+        for in_flag, path in inputs.items():
+            if path is None or not os.path.lexists(Path(path).expanduser()):
+                continue
+            in_r = _resolved(path)
+            if in_r == out_r:
+                raise OutputRefusedError(
+                    f"{out_flag} {out} is the input {in_flag} {path}: an output may never replace an input; "
+                    "write elsewhere"
+                )
+            if _is_within(in_r, out_r):
+                raise OutputRefusedError(
+                    f"{out_flag} {out} holds the input {in_flag} {path}: replacing it would delete the input; "
+                    "write elsewhere"
+                )
+
+
+def check_output_location(flag: str, path: PathLike) -> None:
+    """Refuse, before any work is done, an output whose directory cannot be made or written: an existing
+    ancestor that is a file (``x.json/out``), or one this user may not write into.
+
+    Raises:
+        NotADirectoryError / PermissionError: naming ``path`` and the ancestor at fault.
+    """
+    path = Path(path).expanduser()
+    ancestor = path.parent
+    while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"cannot write {flag} here: {ancestor} is not a directory", str(path))
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"cannot write {flag} here: {ancestor} is not writable", str(path))
+
+
+def path_arguments(args: argparse.Namespace, skip: Iterable[str] = ()) -> Dict[str, Path]:
+    """Every path-valued option of ``args`` (a ``Path`` or a list of them) as ``{--flag[i]: path}``."""
+    skip = set(skip)
+    found: Dict[str, Path] = {}
+    for dest, value in vars(args).items():
+        if dest in skip or dest.startswith("_"):
+            continue
+        flag = "--" + dest.replace("_", "-")
+        if isinstance(value, Path):
+            found[flag] = value
+        elif isinstance(value, (list, tuple)):
+            paths = [v for v in value if isinstance(v, Path)]
+            for i, v in enumerate(paths):
+                found[flag if len(paths) == 1 else f"{flag}[{i}]"] = v
+    return found
+
+
+#: options that name what a command writes: directories it replaces, and files
+OUTPUT_DIR_OPTIONS = ("out",)
+OUTPUT_FILE_OPTIONS = ("output", "report")
+
+
+def check_command_outputs(args: argparse.Namespace, file_outputs: Sequence[str] = OUTPUT_FILE_OPTIONS,
+                          dir_outputs: Sequence[str] = OUTPUT_DIR_OPTIONS) -> None:
+    """:func:`check_outputs_against_inputs` for a parsed command line: the output options named by
+    ``file_outputs`` / ``dir_outputs`` (dests) against every other path-valued option."""
+    out_dests = [d for d in (*dir_outputs, *file_outputs) if isinstance(getattr(args, d, None), Path)]
+    outputs = {"--" + d.replace("_", "-"): getattr(args, d) for d in out_dests}
+    inputs = path_arguments(args, skip=out_dests)
+    check_outputs_against_inputs(outputs, inputs, file_outputs=["--" + d.replace("_", "-") for d in file_outputs])
+
+
+def check_replaceable_directory(dest: PathLike, marker: str, command: str = "etc-prepare") -> None:
+    """Allow ``--overwrite`` to replace ``dest`` only when it is an empty directory or one that ``command``
+    wrote (it holds ``marker``, the file such a run writes last).
+
+    Raises:
+        OutputRefusedError: ``dest`` is a file, or a directory without ``marker`` (names it).
+    """
+    dest = Path(dest)
+    if not dest.exists():
+        return
+    if not dest.is_dir():
+        raise OutputRefusedError(
+            f"{dest}: exists and is not a directory {command} wrote; --overwrite replaces only those"
+        )
+    if (dest / marker).is_file() or not any(dest.iterdir()):
+        return
+    raise OutputRefusedError(
+        f"{dest}: exists and was not written by {command} (no {marker}); --overwrite replaces only "
+        f"{command} outputs: remove it yourself or write elsewhere"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reading inputs
+# ---------------------------------------------------------------------------------------------------------
+#: what decompressors raise on a cut or corrupt stream
+_STREAM_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError)
+
+
+def check_input_file(path: Path, what: str) -> None:
+    """Refuse a directory or a missing path where ``what`` (an input file) is expected, in one line."""
+    if path.is_dir():
+        raise InputFormatError(f"{path}: is a directory, expected {what}")
+    if not path.exists():
+        raise FileNotFoundError(errno.ENOENT, f"no such file ({what} expected)", str(path))
+
+
+def _open_decompressed(path: Path):
+    with open(path, "rb") as f:
+        head = f.read(3)
+    if head[:2] == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    if head == b"BZh":
+        return bz2.open(path, "rb")
+    return open(path, "rb")
+
+
+def _stream_error(path: Path, e: BaseException) -> InputFormatError:
+    return InputFormatError(f"{path}: compressed data is truncated or corrupt ({type(e).__name__}: {e}); "
+                      "download the file again")
+
+
+def read_input_bytes(path: PathLike, what: str = "a file") -> bytes:
+    """The whole (gzip/bz2-decompressed) content of an input file.
+
+    Raises:
+        FileNotFoundError, InputFormatError: one line naming the file.
+    """
+    path = Path(path)
+    check_input_file(path, what)
+    try:
+        with _open_decompressed(path) as f:
+            return f.read()
+    except _STREAM_ERRORS as e:
+        raise _stream_error(path, e) from None
+    except OSError as e:
+        if isinstance(e, gzip.BadGzipFile):
+            raise _stream_error(path, e) from None
+        raise
+
+
+def decode_utf8(data: bytes, where: str) -> str:
+    """``data`` as UTF-8, or an :class:`InputFormatError` naming ``where`` and the byte offset."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputFormatError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start + 1})") from None
+
+
+def read_input_text(path: PathLike, what: str = "a UTF-8 text file") -> str:
+    """The whole content of a (possibly gzip/bz2-compressed) UTF-8 input file; errors name the file and,
+    for bytes that are not UTF-8, the line."""
+    data = read_input_bytes(path, what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputFormatError(f"{path}:{line}: not UTF-8 text ({e.reason} at byte {e.start + 1} of the file)") from None
+
+
+def iter_input_lines(path: PathLike, what: str = "a UTF-8 text file") -> Iterator[Tuple[int, str]]:
+    """Yield ``(line number from 1, line)`` of a (possibly gzip/bz2-compressed) UTF-8 file, streaming; a
+    line that is not UTF-8 or a stream cut short stops with one :class:`InputFormatError` line naming the file."""
+    path = Path(path)
+    check_input_file(path, what)
+    try:
+        with _open_decompressed(path) as f:
+            for line_no, raw in enumerate(f, 1):
+                yield line_no, decode_utf8(raw, f"{path}:{line_no}")
+    except _STREAM_ERRORS as e:
+        raise _stream_error(path, e) from None
+    except gzip.BadGzipFile as e:
+        raise _stream_error(path, e) from None
+
+
+def load_json_file(path: PathLike, what: str = "a JSON file") -> Any:
+    """Parse a whole (possibly compressed) UTF-8 JSON input file; errors name the file (and line, column)."""
+    text = read_input_text(path, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputFormatError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}; {what} expected)") from None
+
+
+class UniqueIds:
+    """Record ids that must be unique within one input file: :meth:`add` refuses a repeat, naming both
+    records.
+
+    Example::
+
+        ids = UniqueIds("_id")
+        for i, rec in enumerate(records):
+            ids.add(rec["_id"], f"{path}: record {i}")
+    """
+
+    def __init__(self, field: str):
+        self.field = field
+        self._first: Dict[Hashable, str] = {}
+
+    def add(self, rid: Hashable, where: str) -> None:
+        """Remember ``rid`` (seen at ``where``, e.g. ``file:line``); InputFormatError if it was seen before."""
+        try:
+            first = self._first.get(rid)
+        except TypeError:  # unhashable: the record's own check names the type
+            return
+        if first is not None:
+            raise InputFormatError(f"{where}: field {self.field!r}: duplicate id {rid!r} (first at {first}); "
+                             "ids must be unique within a file")
+        self._first[rid] = where
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# messages
+# ---------------------------------------------------------------------------------------------------------
+def one_line_error(e: BaseException) -> str:
+    """The message of a user error on one line; an ``OSError`` as ``PATH: reason``."""
+    if isinstance(e, OSError) and e.strerror and e.filename is not None and not isinstance(e, gzip.BadGzipFile):
+        text = f"{e.filename}: {e.strerror}"
+        if e.filename2 is not None:
+            text = f"{e.filename} -> {e.filename2}: {e.strerror}"
+    else:
+        text = str(e) or type(e).__name__
+        if isinstance(e, KeyError) and e.args:
+            text = str(e.args[0])
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())

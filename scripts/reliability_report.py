@@ -1,0 +1,90 @@
+"""Run the project's fault and bad-input suites and print the figures docs/reliability.md quotes.
+
+    python scripts/reliability_report.py            # the default suites (about 5 minutes on 2 cores)
+    python scripts/reliability_report.py --fast     # without the SIGKILL resume runs (tests/test_resume.py)
+    python scripts/reliability_report.py tests/test_reliability_inputs.py   # chosen files
+
+Each test id is one bad input or one fault (the files are parametrized that way), and every case asserts the
+exit status, a one-line error naming the file or flag, and that nothing was written or lost; so "passed" is
+the number of inputs that got a clear error with nothing lost. The report is a table per file and a total,
+plus the same as JSON with ``--json FILE``. Exit status: 0 when every case passed, 1 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import OrderedDict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: the fault and bad-input suites, in the order docs/reliability.md describes them
+SUITES = (
+    "tests/test_reliability_inputs.py",
+    "tests/test_bad_input.py",
+    "tests/test_bad_input_finetune.py",
+    "tests/test_reliability_checkpoints.py",
+    "tests/test_resume.py",
+)
+SLOW = ("tests/test_resume.py",)
+
+
+def run_suites(files, extra_args=()) -> dict:
+    """Run ``files`` in one pytest process with a junit report; returns ``{file: counts}`` and the wall time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "report.xml"
+        cmd = [sys.executable, "-m", "pytest", *files, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *extra_args]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        if not junit.is_file():
+            sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+            raise SystemExit(f"pytest wrote no report (exit status {proc.returncode})")
+        root = ET.parse(junit).getroot()
+    per_file: "OrderedDict[str, dict]" = OrderedDict((f, dict(cases=0, passed=0, failed=0, skipped=0, seconds=0.0)) for f in files)
+    for tc in root.iter("testcase"):
+        path = tc.get("file") or tc.get("classname", "").replace(".", "/") + ".py"
+        key = next((f for f in files if path.endswith(Path(f).name) or Path(f).stem in path), path)
+        row = per_file.setdefault(key, dict(cases=0, passed=0, failed=0, skipped=0, seconds=0.0))
+        row["cases"] += 1
+        row["seconds"] += float(tc.get("time", 0.0))
+        if tc.find("skipped") is not None:
+            row["skipped"] += 1
+        elif tc.find("failure") is not None or tc.find("error") is not None:
+            row["failed"] += 1
+        else:
+            row["passed"] += 1
+    return {"files": per_file, "wall_seconds": wall, "pytest_exit_status": proc.returncode}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="*", help=f"test files (default: {' '.join(SUITES)})")
+    p.add_argument("--fast", action="store_true", help=f"leave out {', '.join(SLOW)}")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
+    args = p.parse_args(argv)
+    files = args.files or [f for f in SUITES if not (args.fast and f in SLOW)]
+    report = run_suites(files)
+    total = dict(cases=0, passed=0, failed=0, skipped=0)
+    print(f"{'file':42s} {'cases':>6s} {'passed':>7s} {'failed':>7s} {'skipped':>8s} {'seconds':>8s}")
+    for f, row in report["files"].items():
+        print(f"{f:42s} {row['cases']:6d} {row['passed']:7d} {row['failed']:7d} {row['skipped']:8d} {row['seconds']:8.1f}")
+        for k in total:
+            total[k] += row[k]
+    print(f"{'total':42s} {total['cases']:6d} {total['passed']:7d} {total['failed']:7d} {total['skipped']:8d} "
+          f"{report['wall_seconds']:8.1f} (wall)")
+    report["total"] = total
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    return 0 if total["failed"] == 0 and report["pytest_exit_status"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
