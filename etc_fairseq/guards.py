@@ -10,7 +10,8 @@
 - record ids that must be unique within a file (:class:`UniqueIds`);
 - one-line messages for errors the user can fix (:func:`one_line_error`).
 
-A leaf module: standard library only, so any layer (data readers, converters, the CLIs) may use it.
+A leaf module (standard library and :mod:`etc_fairseq.errors` only), so any layer (data readers,
+converters, the CLIs) may use it.
 """
 from __future__ import annotations
 
@@ -23,18 +24,13 @@ import lzma
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Dict, Hashable, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Hashable, Iterable, Iterator, Mapping, Sequence, Tuple, Union
+
+from etc_fairseq.errors import InputFormatError, OutputRefusedError  # noqa: F401  (raised here; importable from here)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class InputFormatError(ValueError):
-    """An input file is missing, unreadable, or not in the layout it was expected to have (one line names
-    the file, and the line, record and field where one is at fault)."""
-
-
-class OutputRefusedError(ValueError):
-    """An output location would replace, delete or hide an input, or something the command did not write."""
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Set, TextIO, Union
 
-from etc_fairseq.guards import InputFormatError  # noqa: F401  (the one input error class; re-exported here)
+from etc_fairseq.errors import InputFormatError  # noqa: F401  (the one input error class; re-exported here)
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ the task and the metric.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Union
