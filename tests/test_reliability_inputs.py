@@ -271,7 +271,8 @@ def _(env):
                                "--report", str(out)], ["--report", "--output", "its own path"], absent=[out])
 
 
-for _ds, _flag in (("hotpotqa", "--gold"), ("hotpotqa", "--predictions"), ("nq", "--gold")):
+for _ds, _flag in (("hotpotqa", "--gold"), ("hotpotqa", "--predictions"), ("nq", "--gold"), ("wikihop", "--gold"),
+                   ("openkp", "--predictions")):
     @case(f"evaluate-output-is{_flag[1:]}-{_ds}")
     def _(env, ds=_ds, flag=_flag):
         gold = env.good(ds, "gold.json")
