@@ -99,7 +99,7 @@ def hidden_leftovers(root: Path) -> List[str]:
 
 
 def run_refused(run: Run, capsys) -> str:
-    """Run ``run`` and check the promise; returns the error line (also printed, for ``pytest -s``)."""
+    """Run ``run`` and check the promise; returns the error line."""
     before = {p: snapshot(p) for p in run.keep}
     capsys.readouterr()
     try:
@@ -117,8 +117,6 @@ def run_refused(run: Run, capsys) -> str:
         assert p.exists() and snapshot(p) == snap, f"{p} changed"
     for p in run.absent:
         assert not p.exists(), f"{p} was written"
-    with capsys.disabled():
-        print(f"\n[{rc}] {line}")
     return line
 
 
