@@ -7,8 +7,11 @@ and criterions registered:
 
 1. leaves (importing only each other; fairseq, where needed, only inside functions):
    ``commands`` (the ``etc-*`` subcommand record and registry), ``text`` (answer normalisation),
-   ``tokenization`` (the tokenizer of a lifted model's source), ``errors`` (``CheckpointLoadError``, the one
-   error for a model file that cannot be loaded, raised by ``encoder`` and ``checkpoint_io`` alike),
+   ``tokenization`` (the tokenizer of a lifted model's source), ``errors`` (the user-error classes:
+   ``CheckpointLoadError``, the one error for a model file that cannot be loaded, raised by ``encoder`` and
+   ``checkpoint_io`` alike; ``InputFormatError``; ``OutputRefusedError``), ``guards`` (what every command
+   checks on what it reads and writes: outputs against inputs, strict input readers, unique record ids,
+   argparse value types, the one-line error message),
    ``checkpoint_io`` (the one safe checkpoint loader), ``criterion_metrics`` (what every ``reduce_metrics``
    shares), ``fairseq_compat`` (narrow fairseq fixes), ``tracing`` (whether torch.compile or XLA is tracing)
 2. ``attention``   the global-local attention kernel (blocked l2l) and its dense reference
