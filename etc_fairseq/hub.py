@@ -1,19 +1,20 @@
 """Using a trained ETC checkpoint from Python: :class:`EtcHubInterface` (like fairseq's
-``RobertaHubInterface``), built by ``EtcModel.from_pretrained`` from local files only.
+``RobertaHubInterface``), built by ``EtcModel.from_pretrained`` from local files only. The user guide with
+runnable examples is ``docs/python-api.md``.
 
 ::
 
     from etc_fairseq.models.etc import EtcModel
 
     etc = EtcModel.from_pretrained("runs/etc_pretraining/checkpoints", checkpoint_file="checkpoint_last.pt",
-                                   data_name_or_path="../data/bin")
-    etc.eval()
-    tokens = etc.encode("Anarchism is a political philosophy.")    # int64 [long_len]
+                                   data_name_or_path="../data/bin")   # in eval mode
+    tokens = etc.encode("Anarchism is a political philosophy.")    # int64 [long_len], <s> ... </s>
     long, glob = etc.extract_features(tokens)                       # float [1, long_len, D], [1, G, D]
-    doc = etc.encode_documents([["First sentence.", "Second one."], ["Another document."]])
-    long, glob = etc.extract_features(doc)                          # G = 3: one global token per sentence
+    batch = etc.encode_documents([["First sentence.", "Second one."], ["Another document."]])
+    long, glob = etc.extract_features(batch)                        # [2, L, D], [2, 3, D]: CLS + sentences
     etc.register_classification_head("topic", num_classes=4)
-    log_probs = etc.predict("topic", doc)                           # float [1, 4]
+    log_probs = etc.predict("topic", batch)                         # float [2, 4]
+    etc.fill_mask("Anarchism is a political <mask>.", topk=3)       # [(text, probability, symbol), ...]
 
 What ``from_pretrained`` reads (all local; nothing is downloaded):
 
@@ -22,7 +23,8 @@ What ``from_pretrained`` reads (all local; nothing is downloaded):
   a weights-only pickle with nothing beyond torch's allowlist, and a config naming an ETC model with
   known, typed fields and one of our tasks; anything else is refused and nothing in it runs.
 - the data directory (``data_name_or_path``, relative to ``model_dir`` when it starts with ``.``):
-  ``dict.txt``, as for fairseq-train.
+  ``dict.txt``, as for fairseq-train; for a ``sentence_prediction`` checkpoint the directory holding
+  ``input0/dict.txt`` and ``label/dict.txt`` (``bin/input0`` itself is accepted too).
 - the tokenizer (:func:`find_tokenizer`): explicit files if given; else the ``pretrain.json`` that
   ``etc-prepare pretrain`` writes into its ``bin/`` directory (it names ``../spm.model`` or
   ``../gpt2/{encoder.json,vocab.bpe}``); else ``spm.model`` or GPT-2's ``encoder.json`` + ``vocab.bpe``
@@ -30,18 +32,23 @@ What ``from_pretrained`` reads (all local; nothing is downloaded):
   tokenizer the interface still works on token ids; :meth:`EtcHubInterface.encode` then says what it
   looked for.
 
-Layouts (the same as training):
+Layouts:
 
-- :meth:`EtcHubInterface.encode` (plain text): the tokenizer's pieces, wrapped in ``<s> ... </s>`` like
-  fairseq's ``masked_lm``/``sentence_prediction`` data, except for a model trained with
-  ``etc_pretraining``, whose long input has no special tokens. The model then adds fixed-block global
-  tokens itself.
-- :meth:`EtcHubInterface.encode_documents` (structured): exactly the ``etc_pretraining`` layout
-  (:class:`~etc_fairseq.data.pretraining_dataset.PretrainingDataset`, without masking): the sentences'
-  pieces back to back in the long input, one ``<s>`` global token of type ``SENTENCE`` per sentence, each
-  document its own example id (documents never attend to each other), via
-  :func:`~etc_fairseq.data.packing.example_structure_ids`. Sentences longer than the training data's
-  ``max_sentence_pieces`` are cut at word starts into several sentences, as ``etc-prepare pretrain`` does.
+- :meth:`EtcHubInterface.encode` (plain text): the tokenizer's pieces wrapped in ``<s> ... </s>`` like
+  fairseq's ``masked_lm``/``sentence_prediction`` data (``add_special_tokens=False``: the bare pieces of the
+  ``etc_pretraining`` long input); the model then adds fixed-block global tokens itself. Longer than
+  ``max_length`` (default: the model's absolute position table, none for relative positions) is refused
+  unless ``truncation=True``.
+- :meth:`EtcHubInterface.encode_document` / :meth:`~EtcHubInterface.encode_documents` (structured, one
+  example per document, a padded batch for several): the ``etc_pretraining`` layout
+  (:class:`~etc_fairseq.data.pretraining_dataset.PretrainingDataset` without masking: the sentences' pieces
+  back to back in the long input, one ``<s>`` global token of type ``SENTENCE`` per sentence) with a CLS
+  first on both sides (the fine-tuning tasks' CLS; the long CLS belongs to the global CLS), which
+  classification heads read. Sentences longer than the training data's ``max_sentence_pieces`` are cut at
+  word starts into several sentences, as ``etc-prepare pretrain`` does.
+- :meth:`EtcHubInterface.encode_packed`: several documents in one example exactly as ``etc_pretraining``
+  packs them (each its own example id: documents never attend to each other), via
+  :func:`~etc_fairseq.data.packing.example_structure_ids`.
 """
 
 from __future__ import annotations
@@ -63,6 +70,8 @@ logger = logging.getLogger(__name__)
 
 PathLike = Union[str, os.PathLike]
 
+_SPM_WORD_START = "\u2581"  # sentencepiece's word-start mark (etc_fairseq.prepare.spm.WORD_START)
+
 #: One encoded input without a batch dimension: ``src_tokens`` int64 [long_len], and for structured input
 #: ``global_tokens``/``global_types`` int64 [global_len] and ``structure`` (``long_segment``,
 #: ``long_example`` int64 [long_len]; ``global_example`` int64 [global_len]).
@@ -77,6 +86,7 @@ __all__ = [
     "structured_input",
     "collate_inputs",
     "from_pretrained",
+    "resolve_data_dir",
 ]
 
 
@@ -221,23 +231,32 @@ def find_tokenizer(
 # -------------------------------------------------------------------------------------------------------
 
 
-def structured_input(documents: Sequence[Sequence[Sequence[int]]], global_id: int) -> EtcInput:
-    """The ``etc_pretraining`` layout of documents of sentences (token ids), without masking.
+def structured_input(documents: Sequence[Sequence[Sequence[int]]], global_id: int,
+                     cls_id: Optional[int] = None) -> EtcInput:
+    """The ``etc_pretraining`` layout of documents of sentences (token ids), without masking; with
+    ``cls_id``, a CLS first on both sides (the fine-tuning layouts' CLS, what classification heads read).
 
     Args:
         documents: per document, per sentence, its dictionary ids (non-empty; no special tokens).
         global_id: the dictionary id of a sentence's global token
             (:func:`~etc_fairseq.structure.global_tokens.global_token_id` for ``SENTENCE``: ``<s>``).
+        cls_id: None, or the id of a CLS (``<s>``) put first in the long input and first in the global
+            input (type ``CLS``); the long CLS belongs to the global CLS; only with one document.
     Returns:
         an :data:`EtcInput`: ``src_tokens`` int64 [L] (the sentences back to back, L = total tokens),
         ``global_tokens`` int64 [G] (``global_id``, G = number of sentences), ``global_types`` int64 [G]
         (``SENTENCE``), ``structure``: ``long_segment`` int64 [L] (sentence index of each long token),
         ``long_example`` int64 [L] and ``global_example`` int64 [G] (document index).
+        With ``cls_id``, L and G count the CLS too (position 0 on each side; ``long_segment`` 0 there, the
+        sentences' indices shifted by one).
     Raises:
-        ValueError: no documents, an empty document or an empty sentence (named by index).
+        ValueError: no documents, an empty document or an empty sentence (named by index), or ``cls_id``
+            with several documents.
     """
     if len(documents) == 0:
         raise ValueError("structured input needs at least one document")
+    if cls_id is not None and len(documents) != 1:
+        raise ValueError("a CLS token is for one document per example; pack several without it")
     lengths: List[List[int]] = []
     for d, doc in enumerate(documents):
         if len(doc) == 0:
@@ -250,11 +269,25 @@ def structured_input(documents: Sequence[Sequence[Sequence[int]]], global_id: in
     ids = example_structure_ids(example, lengths)
     src = np.concatenate([np.asarray(sent, dtype=np.int64) for doc in documents for sent in doc])
     g = len(ids["global_example"])
-    return {
+    out = {
         "src_tokens": torch.from_numpy(src),
         "global_tokens": torch.full((g,), int(global_id), dtype=torch.long),
         "global_types": torch.full((g,), int(GlobalTokenType.SENTENCE), dtype=torch.long),
         "structure": {k: torch.from_numpy(v) for k, v in ids.items()},
+    }
+    if cls_id is None:
+        return out
+    one = torch.zeros(1, dtype=torch.long)
+    st = out["structure"]
+    return {
+        "src_tokens": torch.cat([one + int(cls_id), out["src_tokens"]]),
+        "global_tokens": torch.cat([one + int(cls_id), out["global_tokens"]]),
+        "global_types": torch.cat([one + int(GlobalTokenType.CLS), out["global_types"]]),
+        "structure": {
+            "long_segment": torch.cat([one, st["long_segment"] + 1]),
+            "long_example": torch.cat([one, st["long_example"]]),
+            "global_example": torch.cat([one, st["global_example"]]),
+        },
     }
 
 
@@ -383,45 +416,149 @@ class EtcHubInterface(nn.Module):
                         len(symbols), len(chunks), self.max_sentence_pieces)
         return [self._symbols_to_ids(c) for c in chunks]
 
-    def encode(self, text: str, add_special_tokens: Optional[bool] = None) -> torch.Tensor:
-        """Plain text -> the long input.
+    @property
+    def max_length(self) -> Optional[int]:
+        """The longest long input the model accepts: the size of its absolute position table, or None
+        (any length) for a model with relative positions only."""
+        return self.model.max_positions()
+
+    def encode(self, text: str, add_special_tokens: bool = True, truncation: bool = False,
+               max_length: Optional[int] = None) -> torch.Tensor:
+        """Plain text -> the long input (the model adds fixed-block global tokens itself).
 
         Args:
-            text: one text (no length cut: the whole text becomes one input).
-            add_special_tokens: wrap in ``<s> ... </s>``; default: yes, except for ``etc_pretraining``
-                models (see the module docstring).
+            text: one text.
+            add_special_tokens: wrap in ``<s> ... </s>`` (fairseq's ``masked_lm``/``sentence_prediction``
+                layout): the first long token is then a CLS, which classification heads read. False gives
+                the bare pieces (the ``etc_pretraining`` long input).
+            truncation: cut a longer input to ``max_length`` tokens (the end, ``</s>`` kept), with a logged
+                warning giving the count; False (default) refuses it with an error naming this option.
+            max_length: the longest input; default :attr:`max_length` (None: no limit, relative positions).
         Returns:
             int64 [long_len].
+        Raises:
+            ValueError: longer than ``max_length`` without ``truncation=True``; ``truncation=True`` with no
+                limit to cut at.
         """
         ids = self._symbols_to_ids(self._need_tokenizer().encode(text))
-        if add_special_tokens is None:
-            add_special_tokens = not self.pretraining_layout
+        limit = self.max_length if max_length is None else int(max_length)
+        extra = 2 if add_special_tokens else 0
+        if truncation and limit is None:
+            raise ValueError("truncation=True needs max_length= (this model has no length limit of its own)")
+        if limit is not None and len(ids) + extra > limit:
+            if not truncation:
+                raise ValueError(
+                    f"text encodes to {len(ids) + extra} tokens, more than max_length={limit}; pass "
+                    "truncation=True to cut it (a warning gives the count), or a larger max_length="
+                )
+            if limit < extra + 1:
+                raise ValueError(f"max_length={limit} leaves no room for any token")
+            logger.warning("truncated a text of %d tokens to max_length=%d (%d cut)",
+                           len(ids) + extra, limit, len(ids) + extra - limit)
+            ids = ids[: limit - extra]
         if add_special_tokens:
             ids = [self.dictionary.bos()] + ids + [self.dictionary.eos()]
         return torch.tensor(ids, dtype=torch.long)
 
-    def encode_documents(self, documents: Sequence[Sequence[str]]) -> EtcInput:
-        """Documents of sentences (texts) -> the ``etc_pretraining`` structured layout
-        (:func:`structured_input`; see the module docstring).
+    def _document_ids(self, doc: Sequence[str], d: int = 0) -> List[List[int]]:
+        sents: List[List[int]] = []
+        if isinstance(doc, str):
+            raise TypeError(f"document {d} is a string; give its sentences as a list of strings")
+        if len(doc) == 0:
+            raise ValueError(f"document {d} has no sentences")
+        for i, text in enumerate(doc):
+            pieces = self.encode_sentence(text)
+            if not pieces:
+                raise ValueError(f"document {d}, sentence {i}: {text!r} encodes to no tokens")
+            sents.extend(pieces)
+        return sents
 
-        Args:
-            documents: per document, its sentences as text.
+    def encode_document(self, sentences: Sequence[str], cls: bool = True) -> EtcInput:
+        """One document (its sentences as text) -> one structured example: one ``SENTENCE`` global
+        token per sentence summarising its pieces (the ``etc_pretraining`` layout, sentences longer than
+        :attr:`max_sentence_pieces` cut as ``etc-prepare pretrain`` cuts them), and with ``cls`` (default)
+        a CLS first on both sides, which classification heads read (:func:`structured_input`).
+
         Returns:
             an :data:`EtcInput` (no batch dimension).
         Raises:
-            ValueError: an empty document, or a sentence without tokens (named by index).
+            ValueError: no sentences, or a sentence without tokens (named by index).
         """
-        docs_ids: List[List[List[int]]] = []
+        cls_id = global_token_id(self.dictionary, GlobalTokenType.CLS) if cls else None
+        return structured_input([self._document_ids(sentences)], self._sentence_global_id(), cls_id)
+
+    def encode_documents(self, documents: Sequence[Sequence[str]], cls: bool = True) -> Dict[str, Any]:
+        """Several documents -> a padded batch, one row per document (:meth:`encode_document` each, then
+        :func:`collate_inputs`), like a tokenizer called on a list of texts.
+
+        Returns:
+            the model's ``net_input``: ``src_tokens`` int64 [num_documents, long_len] etc. (see
+            :func:`collate_inputs`); give it to :meth:`extract_features` / :meth:`predict` as it is.
+        """
+        if isinstance(documents, str) or len(documents) == 0:
+            raise ValueError("encode_documents takes a non-empty list of documents (each a list of sentences)")
+        items = []
         for d, doc in enumerate(documents):
-            sents: List[List[int]] = []
-            for s, text in enumerate(doc):
-                pieces = self.encode_sentence(text)
-                if not pieces:
-                    raise ValueError(f"document {d}, sentence {s}: {text!r} encodes to no tokens")
-                sents.extend(pieces)
-            docs_ids.append(sents)
-        global_id = global_token_id(self.dictionary, GlobalTokenType.SENTENCE)
-        return structured_input(docs_ids, global_id)
+            cls_id = global_token_id(self.dictionary, GlobalTokenType.CLS) if cls else None
+            items.append(structured_input([self._document_ids(doc, d)], self._sentence_global_id(), cls_id))
+        return collate_inputs(items, self.dictionary.pad())
+
+    def encode_packed(self, documents: Sequence[Sequence[str]]) -> EtcInput:
+        """Several documents packed into ONE example, exactly as ``etc_pretraining`` packs short documents
+        (each its own example id: no attention between them; no CLS). For a batch use
+        :meth:`encode_documents`.
+
+        Returns:
+            an :data:`EtcInput` (no batch dimension).
+        """
+        docs_ids = [self._document_ids(doc, d) for d, doc in enumerate(documents)]
+        return structured_input(docs_ids, self._sentence_global_id())
+
+    def _sentence_global_id(self) -> int:
+        return global_token_id(self.dictionary, GlobalTokenType.SENTENCE)
+
+    def fill_mask(self, masked_input: str, topk: int = 5) -> List[Tuple[str, float, str]]:
+        """Predict the token at ``<mask>``, like ``RobertaHubInterface.fill_mask``.
+
+        Args:
+            masked_input: text with exactly one ``<mask>``.
+            topk: how many candidates.
+        Returns:
+            ``topk`` tuples (the text with ``<mask>`` replaced, probability, the predicted dictionary
+            symbol), most probable first. The input is laid out as in training (bare pieces for an
+            ``etc_pretraining`` model, ``<s> ... </s>`` otherwise).
+        """
+        mask = "<mask>"
+        if masked_input.count(mask) != 1:
+            raise ValueError(f"fill_mask needs exactly one {mask} in the input, got {masked_input.count(mask)}")
+        tok = self._need_tokenizer()
+        mask_id = self.dictionary.index(mask)
+        if mask_id == self.dictionary.unk():
+            raise ValueError(f"this model's dictionary has no {mask} symbol (not trained with masking)")
+        left, right = masked_input.split(mask)
+        ids = self._symbols_to_ids(tok.encode(left.rstrip())) if left.strip() else []
+        pos = len(ids)
+        ids = ids + [mask_id] + (self._symbols_to_ids(tok.encode(right)) if right.strip() else [])
+        if not self.pretraining_layout:
+            ids = [self.dictionary.bos()] + ids + [self.dictionary.eos()]
+            pos += 1
+        tokens = torch.tensor([ids], dtype=torch.long, device=self.device)
+        with torch.no_grad():
+            logits, _ = self.model(tokens, masked_tokens=tokens.eq(mask_id))
+        probs = logits[0].float().softmax(dim=-1)  # [vocab]
+        values, index = probs.topk(k=min(int(topk), probs.numel()))
+        out = []
+        for p, i in zip(values.tolist(), index.tolist()):
+            symbol = self.dictionary[i]
+            if i < self.dictionary.nspecial or i == mask_id:
+                word, starts_word = symbol, False
+            else:
+                text = tok.decode([symbol])
+                word = text.strip()
+                starts_word = text.startswith(" ") if tok.kind == "gpt2" else symbol.startswith(_SPM_WORD_START)
+            sep = " " if starts_word and left and not left.endswith(" ") else ""
+            out.append((left + sep + word + right, p, symbol))
+        return out
 
     def decode(self, tokens: torch.Tensor) -> str:
         """int64 [long_len] -> text (special symbols, padding and ``<mask>`` are left out)."""
@@ -481,8 +618,10 @@ class EtcHubInterface(nn.Module):
         return long, extra["global_features"]
 
     def register_classification_head(self, name: str, num_classes: int = None, embedding_size: int = None, **kwargs):
-        """A RoBERTa-style head ``name`` on the first long token (or the first global token, per the
-        model's ``classification_head_input``); ``embedding_size`` is its inner width (default: the model's)."""
+        """A RoBERTa-style head ``name`` reading the CLS: the first long token (``<s>`` of :meth:`encode`
+        and :meth:`encode_document`) or, with the model's ``classification_head_input=global_cls``, the
+        first global token (the CLS of :meth:`encode_document`); ``embedding_size`` is its inner width
+        (default: the model's)."""
         self.model.register_classification_head(name, num_classes=num_classes, inner_dim=embedding_size, **kwargs)
         self.model.classification_heads[name].to(self.device)
 
@@ -536,7 +675,7 @@ def from_pretrained(
         spm_model / gpt2_encoder_json / gpt2_vocab_bpe: tokenizer files (else found by :func:`find_tokenizer`).
         kwargs: fairseq config overrides (as ``hub_utils.from_pretrained`` takes them), e.g. ``dropout``.
     Returns:
-        an :class:`EtcHubInterface` (in training mode like fairseq's; call ``.eval()``).
+        an :class:`EtcHubInterface` in evaluation mode (dropout off; ``.train()`` switches it on).
     Raises:
         FileNotFoundError: a directory or file is missing (named).
         etc_fairseq.checkpoint_io.CheckpointLoadError: the checkpoint references globals outside torch's
@@ -558,13 +697,15 @@ def from_pretrained(
     data_name_or_path = str(data_name_or_path)
     data_dir = (model_dir / data_name_or_path) if data_name_or_path.startswith(".") else Path(data_name_or_path)
     data_dir = data_dir.resolve()
-    if not (data_dir / "dict.txt").is_file():
-        raise FileNotFoundError(f"{data_dir / 'dict.txt'}: no such file (data_name_or_path={data_name_or_path!r})")
+    task_name = None
     for name in checkpoint_file.split(os.pathsep):
         path = model_dir / name
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such checkpoint file")
-        load_model_checkpoint(path, mmap=True)  # both gates; fairseq's loader (wrapped) checks again
+        state = load_model_checkpoint(path, mmap=True)  # both gates; fairseq's loader (wrapped) checks again
+        task_name = task_name or _task_name(state)
+        del state
+    data_dir = resolve_data_dir(data_dir, task_name, data_name_or_path)
     tokenizer, looked, meta = find_tokenizer(model_dir, data_dir, spm_model, gpt2_encoder_json, gpt2_vocab_bpe)
     kwargs.setdefault("load_checkpoint_heads", True)
     x = hub_utils.from_pretrained(str(model_dir.resolve()), checkpoint_file, str(data_dir), archive_map=None, **kwargs)
@@ -574,7 +715,40 @@ def from_pretrained(
             f"{model_dir / checkpoint_file}: holds a {type(model).__name__}, not an ETC model "
             "(for RoBERTa checkpoints use etc-lift or RobertaModel.from_pretrained)"
         )
-    return EtcHubInterface(
+    hub = EtcHubInterface(
         x["args"], x["task"], model, tokenizer,
         max_sentence_pieces=int(meta.get("max_sentence_pieces", 0) or 0), tokenizer_search=looked,
     )
+    return hub.eval()  # dropout off: the same text gives the same features (call .train() to fine-tune)
+
+
+def _task_name(state: Dict[str, Any]) -> Optional[str]:
+    cfg = state.get("cfg") or {}
+    task = cfg.get("task") if isinstance(cfg, dict) else None
+    if isinstance(task, dict):
+        return task.get("_name")
+    args = state.get("args")
+    return getattr(args, "task", None)
+
+
+def resolve_data_dir(data_dir: Path, task_name: Optional[str], given: str = "") -> Path:
+    """The data directory to give the checkpoint's task: for fairseq's ``sentence_prediction`` the
+    directory holding ``input0/dict.txt`` (and ``label/``) -- also when ``input0`` itself is given -- else
+    the one holding ``dict.txt``.
+
+    Raises:
+        FileNotFoundError: the dictionary the task reads is missing (the path is named).
+    """
+    if task_name == "sentence_prediction":
+        if not (data_dir / "input0" / "dict.txt").is_file() and data_dir.name == "input0" \
+                and (data_dir / "dict.txt").is_file():
+            data_dir = data_dir.parent  # given bin/input0: the task itself appends input0/
+        need = data_dir / "input0" / "dict.txt"
+    else:
+        need = data_dir / "dict.txt"
+    if not need.is_file():
+        raise FileNotFoundError(
+            f"{need}: no such file (data_name_or_path={given!r}; task {task_name or '?'} reads its dictionary "
+            "there)"
+        )
+    return data_dir

@@ -74,7 +74,8 @@ def model_dir(trained, pretrain_prepared, tmp_path_factory):
 def hub(trained, pretrain_data):
     """Loaded from the training save directory, data from the etc-prepare pretrain bin/ directory."""
     h = EtcModel.from_pretrained(trained.parent, checkpoint_file=trained.name, data_name_or_path=str(pretrain_data))
-    return h.eval()
+    assert not h.training and not h.model.training  # eval mode on load, like a Hugging Face model
+    return h
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,6 @@ def test_from_pretrained_finds_model_dictionary_and_tokenizer(hub, model_dir, pr
 
     own = EtcModel.from_pretrained(model_dir)  # defaults: model.pt, data ".", spm.model beside it
     assert own.tokenizer.path == (model_dir / "spm.model").resolve() and own.max_sentence_pieces == 0
-    own.eval()
     text = "The history of anarchism goes back to prehistory."
     assert torch.equal(own.encode(text), hub.encode(text))
     for a, b in zip(own.model.state_dict().values(), hub.model.state_dict().values()):
@@ -127,7 +127,7 @@ def test_encode_documents_is_the_pretraining_task_layout(hub, pretrain_prepared,
     n_items = [corpus.doc_range(i)[1] - corpus.doc_range(i)[0] for i in range(2)]
     # both whole validation documents packed into one example (etc-prepare cut sentences over 128
     # pieces into several items: the hub cuts them the same way, from pretrain.json)
-    got = hub.encode_documents(docs)
+    got = hub.encode_packed(docs)
     item = valid_dataset(pretrain_data, hub.dictionary, [[Piece(0, 0, n_items[0]), Piece(1, 0, n_items[1])]])[0]
     assert len(item["source"]) > 1000 and len(item["global_tokens"]) == sum(n_items) > sum(map(len, docs))
     assert torch.equal(got["src_tokens"], item["source"])
@@ -142,7 +142,7 @@ def test_encode_documents_is_the_pretraining_task_layout(hub, pretrain_prepared,
     # which etc-prepare did not cut)
     ds = valid_dataset(pretrain_data, hub.dictionary, [[Piece(0, 0, n_items[0])], [Piece(1, 0, 3)]])
     theirs = ds.collater([ds[0], ds[1]])["net_input"]
-    ours = collate_inputs([hub.encode_documents([docs[0]]), hub.encode_documents([docs[1][:3]])], hub.dictionary.pad())
+    ours = collate_inputs([hub.encode_packed([docs[0]]), hub.encode_packed([docs[1][:3]])], hub.dictionary.pad())
     assert theirs["structure"]["long_segment"].eq(-1).any()  # padding was exercised
     for k in ("src_tokens", "global_tokens", "global_types"):
         assert torch.equal(ours[k], theirs[k]), k
@@ -186,7 +186,7 @@ def test_structured_input_exact_small():
 
 def test_extract_features_equal_a_direct_forward(hub, direct_model, pretrain_prepared):
     docs = raw_documents(pretrain_prepared.out_dir, "valid")
-    doc = hub.encode_documents([docs[0][:6], docs[1][:3]])
+    doc = hub.encode_packed([docs[0][:6], docs[1][:3]])
     L, G = len(doc["src_tokens"]), len(doc["global_tokens"])
     assert G >= 9 and L > 100
     with torch.no_grad():
@@ -211,7 +211,7 @@ def test_extract_features_equal_a_direct_forward(hub, direct_model, pretrain_pre
         assert torch.allclose(longs[-1], hub.extract_features(doc)[0], atol=1e-6)
 
         # a padded batch gives each item's own features at its non-pad positions
-        other = hub.encode_documents([docs[1][5:7]])
+        other = hub.encode_packed([docs[1][5:7]])
         long_b, glob_b = hub.extract_features([doc, other])
         long_1, glob_1 = hub.extract_features(other)
         n1, g1 = len(other["src_tokens"]), len(other["global_tokens"])
@@ -223,7 +223,8 @@ def test_extract_features_equal_a_direct_forward(hub, direct_model, pretrain_pre
 
 def test_classification_head_predict_and_reload(hub, model_dir, trained, tmp_path, pretrain_prepared):
     docs = raw_documents(pretrain_prepared.out_dir, "valid")
-    batch = [hub.encode_documents([docs[0][:3]]), hub.encode_documents([docs[1][:2]])]
+    batch = hub.encode_documents([docs[0][:3], docs[1][:2]])
+    assert batch["src_tokens"][:, 0].eq(hub.dictionary.bos()).all()  # the head reads a CLS, not a word piece
     hub.register_classification_head("topic", num_classes=3)
     with torch.no_grad():
         log_probs = hub.predict("topic", batch)
@@ -247,7 +248,7 @@ def test_classification_head_predict_and_reload(hub, model_dir, trained, tmp_pat
     torch.save(state, d / "model.pt")
     for f in ("dict.txt", "spm.model"):
         shutil.copyfile(model_dir / f, d / f)
-    again = EtcModel.from_pretrained(d).eval()
+    again = EtcModel.from_pretrained(d)
     assert "topic" in again.model.classification_heads
     with torch.no_grad():
         assert torch.allclose(again.predict("topic", batch), log_probs, atol=1e-6)
@@ -263,7 +264,7 @@ def test_gpt2_tokenizer_encodes_like_etc_prepare(pretrain_gpt2_prepared):
                           max_sentence_pieces=pretrain_gpt2_prepared.max_sentence_pieces)
     docs = raw_documents(out, "valid")
     corpus = PretrainingCorpus.load(pretrain_gpt2_prepared.bin_dir, "valid", dictionary=dictionary)
-    got = hub.encode_documents([docs[0]])
+    got = hub.encode_packed([docs[0]])
     expected = corpus.document(0)
     assert len(got["global_tokens"]) == len(expected)
     assert got["src_tokens"].tolist() == [int(t) for s in expected for t in s]
@@ -323,10 +324,124 @@ def test_missing_files_and_tokenizer_are_named(model_dir, tmp_path):
     with pytest.raises(FileNotFoundError, match="checkpoint_9.pt: no such checkpoint file"):
         EtcModel.from_pretrained(d, checkpoint_file="checkpoint_9.pt")
     # no tokenizer anywhere: token ids still work, text gives an error saying where it looked
-    h = EtcModel.from_pretrained(d).eval()
+    h = EtcModel.from_pretrained(d)
     assert h.tokenizer is None
     with pytest.raises(ValueError, match=r"no tokenizer found .*spm\.model.*spm_model="):
         h.encode("Some text.")
     with torch.no_grad():
         long, glob = h.extract_features(torch.tensor([[10, 11, 12, 13]]))
     assert long.shape == (1, 4, 64) and glob.shape == (1, 1, 64)
+
+
+# -------------------------------------------------------------------------------------------------------
+# Hugging Face / RoBERTa habits: eval mode, truncation, batches, CLS, fill_mask, sentence_prediction
+# -------------------------------------------------------------------------------------------------------
+
+
+def test_loaded_in_eval_mode_same_text_same_features(model_dir):
+    h = EtcModel.from_pretrained(model_dir)
+    assert not h.training and h.model.cfg.dropout > 0  # dropout would make the two calls differ
+    tokens = h.encode("The history of anarchism goes back to prehistory.")
+    a, _ = h.extract_features(tokens)
+    b, _ = h.extract_features(tokens)
+    assert torch.equal(a, b)
+    h.train()
+    c, _ = h.extract_features(tokens)
+    assert not torch.equal(a, c)  # .train() switches dropout back on
+
+
+def test_encode_truncation_options_and_long_inputs(hub, pretrain_prepared, caplog):
+    text = " ".join(s for d in raw_documents(pretrain_prepared.out_dir, "valid") for s in d)
+    assert hub.max_length is None  # relative positions only: no limit of the model's own
+    full = hub.encode(text)
+    assert len(full) > 8115 and full[0].item() == hub.dictionary.bos() and full[-1].item() == hub.dictionary.eos()
+    with pytest.raises(ValueError, match=r"more than max_length=20; pass truncation=True"):
+        hub.encode(text, max_length=20)
+    with caplog.at_level("WARNING", logger="etc_fairseq.hub"):
+        cut = hub.encode(text, truncation=True, max_length=20)
+    assert len(cut) == 20 and torch.equal(cut[:19], full[:19]) and cut[-1].item() == hub.dictionary.eos()
+    assert f"truncated a text of {len(full)} tokens to max_length=20 ({len(full) - 20} cut)" in caplog.text
+    with pytest.raises(ValueError, match="truncation=True needs max_length="):
+        hub.encode(text, truncation=True)
+    # 8,115 tokens (507 fixed-block global tokens, 64 in training) run: relative positions extrapolate
+    tokens = hub.encode(text, truncation=True, max_length=8115)
+    with torch.no_grad():
+        long, glob = hub.extract_features(tokens)
+    assert long.shape == (1, 8115, 64) and glob.shape == (1, -(-8115 // 16), 64)
+    assert torch.isfinite(long).all() and torch.isfinite(glob).all()
+
+
+def test_encode_documents_is_a_padded_batch_with_a_cls(hub, pretrain_prepared):
+    docs = raw_documents(pretrain_prepared.out_dir, "valid")
+    d0, d1 = docs[0][:4], docs[1][:2]
+    batch = hub.encode_documents([d0, d1])
+    one = [hub.encode_document(d0), hub.encode_document(d1)]
+    n = [len(x["src_tokens"]) for x in one]
+    g = [len(x["global_tokens"]) for x in one]
+    assert batch["src_tokens"].shape == (2, max(n)) and batch["global_tokens"].shape == (2, max(g))
+    assert g == [1 + 4, 1 + 2]  # CLS + one token per sentence (no sentence here is over 128 pieces)
+    bos, pad = hub.dictionary.bos(), hub.dictionary.pad()
+    assert batch["src_tokens"][:, 0].tolist() == [bos, bos]
+    assert batch["global_types"][:, 0].tolist() == [int(GlobalTokenType.CLS)] * 2
+    assert batch["structure"]["long_segment"][:, 0].tolist() == [0, 0]  # the long CLS belongs to the global CLS
+    first = len(hub.encode_sentence(d0[0])[0])
+    assert batch["structure"]["long_segment"][0, 1:1 + first].eq(1).all()  # sentence 0 -> global token 1
+    assert batch["src_tokens"][1, n[1]:].eq(pad).all() and batch["global_tokens"][1, g[1]:].eq(pad).all()
+    # the same as the CLS-free packed layout after the CLS
+    packed = hub.encode_packed([d0])
+    assert torch.equal(one[0]["src_tokens"][1:], packed["src_tokens"])
+    assert torch.equal(one[0]["structure"]["long_segment"][1:], packed["structure"]["long_segment"] + 1)
+    with torch.no_grad():
+        long_b, glob_b = hub.extract_features(batch)
+        for i in range(2):
+            long_i, glob_i = hub.extract_features(one[i])
+            assert torch.allclose(long_b[i, : n[i]], long_i[0], atol=1e-5)
+            assert torch.allclose(glob_b[i, : g[i]], glob_i[0], atol=1e-5)
+    with pytest.raises(TypeError, match="document 0 is a string"):
+        hub.encode_documents(["not a list of sentences"])
+
+
+def test_fill_mask_top_k_like_roberta(hub, direct_model):
+    text = "The history of anarchism goes back to <mask>."
+    out = hub.fill_mask(text, topk=4)
+    assert len(out) == 4
+    probs = [p for _, p, _ in out]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
+    left, right = text.split("<mask>")
+    for filled, _, symbol in out:
+        assert "<mask>" not in filled and filled.startswith(left.rstrip()) and filled.endswith(right)
+        assert hub.dictionary.index(symbol) != hub.dictionary.unk() or symbol == "<unk>"
+    # the probabilities are the model's softmax at the masked position (etc_pretraining: bare pieces)
+    mask_id = hub.dictionary.index("<mask>")
+    ids = hub.encode(left.rstrip(), add_special_tokens=False).tolist() + [mask_id] + hub.encode(right, add_special_tokens=False).tolist()
+    with torch.no_grad():
+        logits, _ = direct_model(torch.tensor([ids]))
+    p = logits[0, ids.index(mask_id)].softmax(-1)
+    top = p.topk(4)
+    assert [hub.dictionary[i] for i in top.indices.tolist()] == [s for _, _, s in out]
+    assert torch.allclose(top.values, torch.tensor(probs), atol=1e-5)
+    with pytest.raises(ValueError, match="exactly one <mask>"):
+        hub.fill_mask("no mask here")
+
+
+def test_sentence_prediction_checkpoint_loads_like_fairseq_hub(etc_tiny_sentence_prediction_checkpoint, classification_data):
+    from fairseq import hub_utils
+
+    ckpt = etc_tiny_sentence_prediction_checkpoint
+    data_dir, num_classes = classification_data
+    assert (data_dir / "input0" / "dict.txt").is_file() and not (data_dir / "dict.txt").exists()
+    theirs = hub_utils.from_pretrained(str(ckpt.parent), ckpt.name, str(data_dir))["models"][0].eval()
+    text = "Anarchism is a political philosophy and movement."
+    for data in (data_dir, data_dir / "input0"):  # the fairseq data dir, or its input0/ as users pass it
+        h = EtcModel.from_pretrained(ckpt.parent, checkpoint_file=ckpt.name, data_name_or_path=str(data))
+        assert h.tokenizer is not None and h.tokenizer.kind == "spm"  # bin/../spm.model of etc-prepare
+        tokens = h.encode(text)
+        log_probs = h.predict("sentence_classification_head", tokens)
+        assert log_probs.shape == (1, num_classes)
+        with torch.no_grad():
+            logits, _ = theirs(tokens.unsqueeze(0), classification_head_name="sentence_classification_head")
+        assert torch.allclose(log_probs, logits.log_softmax(-1), atol=1e-5)
+        label = h.task.label_dictionary.string([log_probs.argmax(-1).item() + h.task.label_dictionary.nspecial])
+        assert 0 <= int(label) < num_classes
+    with pytest.raises(FileNotFoundError, match=r"input0/dict.txt: no such file .*sentence_prediction"):
+        EtcModel.from_pretrained(ckpt.parent, checkpoint_file=ckpt.name, data_name_or_path=str(data_dir.parent))
