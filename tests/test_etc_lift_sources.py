@@ -169,3 +169,9 @@ def test_huggingface_directory_lifts_without_arch_and_reloads_from_pretrained(tm
         etc_features, _ = hub.model(torch.tensor([ids]), features_only=True, global_tokens=empty, global_types=empty)
         hf_features = hf(input_ids=torch.tensor([hf_ids]), output_hidden_states=True).hidden_states[-1]
     assert (etc_features - hf_features).abs().max().item() < 1e-4
+
+    # the weights file itself instead of its directory: one line saying which directory to pass
+    # (safetensors is a dependency: nothing to install)
+    rc, _, err = _run([src / "model.safetensors", "--out", tmp_path / "o" / "model.pt"], capsys)
+    assert rc == 1 and f"a Hugging Face weights file; pass its directory ({src})" in err
+    assert "install" not in err and not (tmp_path / "o").exists()

@@ -61,7 +61,7 @@ def detect_source(path: PathLike) -> Tuple[str, str]:
     """
     from etc_fairseq.official.checkpoint import CONFIG_FILE
 
-    from .huggingface import HF_CONFIG, is_huggingface_dir
+    from .huggingface import HF_CONFIG, HF_WEIGHTS, is_huggingface_dir
 
     p = Path(path)
     if p.is_dir():
@@ -78,6 +78,11 @@ def detect_source(path: PathLike) -> Tuple[str, str]:
             "BERT/RoBERTa) or a fairseq RoBERTa checkpoint file"
         )
     if p.is_file():
+        if p.suffix == ".safetensors" or p.name in HF_WEIGHTS or is_huggingface_dir(p.parent):
+            raise LiftError(
+                f"{p}: a Hugging Face weights file; pass its directory ({p.parent}), where etc-lift reads "
+                f"{HF_CONFIG} and the tokenizer files beside it"
+            )
         return "fairseq-roberta", f"{p} is a fairseq checkpoint file (read as fairseq RoBERTa)"
     raise LiftError(f"{p}: no such file or directory")
 
