@@ -355,11 +355,16 @@ class EtcHubInterface(nn.Module):
         max_sentence_pieces: cut longer sentences in :meth:`encode_documents` (0 = never); the training
             data's value (``pretrain.json``) when loaded by :func:`from_pretrained`.
         tokenizer_search: where :func:`find_tokenizer` looked (for the error message without one).
+        global_role_ids: pretrained role -> dictionary id of the special global tokens (see
+            :func:`~etc_fairseq.structure.global_tokens.global_token_id`); from ``pretrain.json``.
     """
 
     def __init__(self, cfg, task, model, tokenizer=None, max_sentence_pieces: int = 0,
-                 tokenizer_search: Sequence[str] = ()):
+                 tokenizer_search: Sequence[str] = (), global_role_ids: Optional[Dict[str, int]] = None):
         super().__init__()
+        #: the ids a converted source model's global tokens were pretrained with (``global_token_ids`` of
+        #: ``pretrain.json``, as the pretraining dataset uses them); empty: ``<s>`` for every role
+        self.global_role_ids = dict(global_role_ids or {})
         self.cfg = cfg
         self.task = task
         self.model = model
@@ -484,7 +489,7 @@ class EtcHubInterface(nn.Module):
         Raises:
             ValueError: no sentences, or a sentence without tokens (named by index).
         """
-        cls_id = global_token_id(self.dictionary, GlobalTokenType.CLS) if cls else None
+        cls_id = self._global_id(GlobalTokenType.CLS) if cls else None
         return structured_input([self._document_ids(sentences)], self._sentence_global_id(), cls_id)
 
     def encode_documents(self, documents: Sequence[Sequence[str]], cls: bool = True) -> Dict[str, Any]:
@@ -499,7 +504,7 @@ class EtcHubInterface(nn.Module):
             raise ValueError("encode_documents takes a non-empty list of documents (each a list of sentences)")
         items = []
         for d, doc in enumerate(documents):
-            cls_id = global_token_id(self.dictionary, GlobalTokenType.CLS) if cls else None
+            cls_id = self._global_id(GlobalTokenType.CLS) if cls else None
             items.append(structured_input([self._document_ids(doc, d)], self._sentence_global_id(), cls_id))
         return collate_inputs(items, self.dictionary.pad())
 
@@ -515,7 +520,10 @@ class EtcHubInterface(nn.Module):
         return structured_input(docs_ids, self._sentence_global_id())
 
     def _sentence_global_id(self) -> int:
-        return global_token_id(self.dictionary, GlobalTokenType.SENTENCE)
+        return self._global_id(GlobalTokenType.SENTENCE)
+
+    def _global_id(self, token_type: GlobalTokenType) -> int:
+        return global_token_id(self.dictionary, token_type, role_ids=self.global_role_ids)
 
     def fill_mask(self, masked_input: str, topk: int = 5) -> List[Tuple[str, float, str]]:
         """Predict the token at ``<mask>``, like ``RobertaHubInterface.fill_mask``.
@@ -718,6 +726,7 @@ def from_pretrained(
     hub = EtcHubInterface(
         x["args"], x["task"], model, tokenizer,
         max_sentence_pieces=int(meta.get("max_sentence_pieces", 0) or 0), tokenizer_search=looked,
+        global_role_ids=meta.get("global_token_ids") or {},
     )
     return hub.eval()  # dropout off: the same text gives the same features (call .train() to fine-tune)
 

@@ -254,6 +254,20 @@ def test_classification_head_predict_and_reload(hub, model_dir, trained, tmp_pat
         assert torch.allclose(again.predict("topic", batch), log_probs, atol=1e-6)
 
 
+def test_global_tokens_use_the_pretrained_role_ids(pretrain_prepared, hub):
+    """A converted model's pretrain.json names the ids its global tokens were pretrained with: the hub's
+    documents use them, as the etc_pretraining dataset does."""
+    from etc_fairseq.hub import SpmTokenizer
+
+    roles = {"cls": 5, "sentence": 6}
+    h = EtcHubInterface(None, SimpleNamespace(source_dictionary=hub.dictionary), None,
+                        SpmTokenizer(pretrain_prepared.tokenizer_files["spm_model"]), global_role_ids=roles)
+    x = h.encode_document(["First sentence here.", "Second one."])
+    assert x["global_tokens"].tolist() == [5, 6, 6] and x["src_tokens"][0].item() == 5
+    assert h.encode_packed([["First sentence here."]])["global_tokens"].tolist() == [6]
+    assert hub.encode_document(["First sentence here."])["global_tokens"].tolist() == [hub.dictionary.bos()] * 2
+
+
 def test_gpt2_tokenizer_encodes_like_etc_prepare(pretrain_gpt2_prepared):
     """GPT-2 BPE data: the interface's sentence encoding gives the corpus's own token ids."""
     out = Path(pretrain_gpt2_prepared.out_dir)
