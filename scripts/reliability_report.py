@@ -35,6 +35,11 @@ SUITES = (
 SLOW = ("tests/test_resume.py",)
 
 
+def _module_name(test_file: str) -> str:
+    """``tests/test_x.py`` -> ``tests.test_x`` (how junit names the module)."""
+    return str(Path(test_file).with_suffix("")).replace(os.sep, ".")
+
+
 def run_suites(files, extra_args=()) -> dict:
     """Run ``files`` in one pytest process with a junit report; returns ``{file: counts}`` and the wall time."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -50,8 +55,9 @@ def run_suites(files, extra_args=()) -> dict:
         root = ET.parse(junit).getroot()
     per_file: "OrderedDict[str, dict]" = OrderedDict((f, dict(cases=0, passed=0, failed=0, skipped=0, seconds=0.0)) for f in files)
     for tc in root.iter("testcase"):
-        path = tc.get("file") or tc.get("classname", "").replace(".", "/") + ".py"
-        key = next((f for f in files if path.endswith(Path(f).name) or Path(f).stem in path), path)
+        # junit names the test module in "classname" ("tests.test_x" or "tests.test_x.TestClass")
+        module = tc.get("classname", "")
+        key = next((f for f in files if module == _module_name(f) or module.startswith(_module_name(f) + ".")), module)
         row = per_file.setdefault(key, dict(cases=0, passed=0, failed=0, skipped=0, seconds=0.0))
         row["cases"] += 1
         row["seconds"] += float(tc.get("time", 0.0))
