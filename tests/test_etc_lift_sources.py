@@ -158,6 +158,7 @@ def test_huggingface_directory_lifts_without_arch_and_reloads_from_pretrained(tm
     hub = EtcModel.from_pretrained(str(out.parent), checkpoint_file="model.pt").eval()
     d = hub.task.source_dictionary
     tok = load_tokenizer(out.parent)
+    assert tok.global_token_pieces == {}  # BERT was pretrained without global tokens: they stay <s> ([CLS])
     text = "w3 w17 w5 w25"
     ids = [d.bos()] + tok.to_ids(tok.tokenize(text).pieces, d) + [d.eos()]
     hf_ids = [3] + [words.index(w) for w in text.split()] + [4]

@@ -198,10 +198,13 @@ def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], see
     src = read_huggingface(directory)
     cfg = _config(arch, src.etc_overrides(), overrides)
     state, report, _ = lift_huggingface_into_etc(src, cfg, seed=seed)
+    # BERT and RoBERTa were pretrained without global tokens: none is named, so every special global token
+    # is <s> (BERT's [CLS] row, a trained embedding; [unused0] never was), the lifting rule of
+    # etc_fairseq.structure.global_tokens
     if src.kind == "bert":
         tokenizer = {"type": "wordpiece", "vocab": "vocab.txt",
                      "lowercase": bool(_tokenizer_option(directory, "do_lower_case", True)),
-                     "global_token_pieces": {"sentence": "[unused0]"} if "[unused0]" in src.symbols else {}}
+                     "global_token_pieces": {}}
     else:
         tokenizer = {"type": "byte_level_bpe", "vocab": "vocab.json", "merges": "merges.txt", "global_token_pieces": {}}
     return LiftedModel(f"huggingface-{src.kind}", state, cfg, [report.summary()], symbols=src.symbols,
