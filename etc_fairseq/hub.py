@@ -25,7 +25,10 @@ What ``from_pretrained`` reads (all local; nothing is downloaded):
 - the data directory (``data_name_or_path``, relative to ``model_dir`` when it starts with ``.``):
   ``dict.txt``, as for fairseq-train; for a ``sentence_prediction`` checkpoint the directory holding
   ``input0/dict.txt`` and ``label/dict.txt`` (``bin/input0`` itself is accepted too).
-- the tokenizer (:func:`find_tokenizer`): explicit files if given; else the ``pretrain.json`` that
+- the tokenizer (:func:`find_tokenizer`): explicit files if given; else, for an ``etc-lift`` output (or
+  data ``etc-prepare pretrain --from-model`` wrote), the source model's own tokenizer from its
+  ``etc_tokenizer.json`` (:func:`etc_fairseq.tokenization.load_tokenizer`; its pretrained global token ids
+  are used too); else the ``pretrain.json`` that
   ``etc-prepare pretrain`` writes into its ``bin/`` directory (it names ``../spm.model`` or
   ``../gpt2/{encoder.json,vocab.bpe}``); else ``spm.model`` or GPT-2's ``encoder.json`` + ``vocab.bpe``
   (directly or under ``gpt2/``) in the model directory, the data directory or its parent. Without a
@@ -199,6 +202,15 @@ def find_tokenizer(
     if gpt2_encoder_json is not None:
         return Gpt2Tokenizer(gpt2_encoder_json, gpt2_vocab_bpe), [f"gpt2 files {gpt2_encoder_json}, {gpt2_vocab_bpe}"], meta
     looked = []
+    from etc_fairseq.tokenization import TOKENIZER_DESCRIPTION, load_tokenizer
+
+    # an etc-lift output (or a corpus prepared --from-model one): the source model's own tokenizer
+    lifted_dirs = [model_dir]
+    if "model_dir" in meta.get("tokenizer_files", {}):
+        lifted_dirs.append(data_dir / meta["tokenizer_files"]["model_dir"])
+    for d in lifted_dirs:
+        if (d / TOKENIZER_DESCRIPTION).is_file():
+            return load_tokenizer(d), [str(d / TOKENIZER_DESCRIPTION)], meta
     if meta:
         files = {k: (data_dir / v) for k, v in meta.get("tokenizer_files", {}).items()}
         for p in files.values():
@@ -723,10 +735,13 @@ def from_pretrained(
             f"{model_dir / checkpoint_file}: holds a {type(model).__name__}, not an ETC model "
             "(for RoBERTa checkpoints use etc-lift or RobertaModel.from_pretrained)"
         )
+    role_ids = meta.get("global_token_ids") or {}
+    if not role_ids and getattr(tokenizer, "global_token_pieces", None):  # an etc-lift output directory
+        role_ids = {r: tokenizer.global_token_id(r, x["task"].source_dictionary) for r in tokenizer.global_token_pieces}
     hub = EtcHubInterface(
         x["args"], x["task"], model, tokenizer,
         max_sentence_pieces=int(meta.get("max_sentence_pieces", 0) or 0), tokenizer_search=looked,
-        global_role_ids=meta.get("global_token_ids") or {},
+        global_role_ids=role_ids,
     )
     return hub.eval()  # dropout off: the same text gives the same features (call .train() to fine-tune)
 

@@ -65,6 +65,8 @@ class SourceTokenizer:
     _encode: object = field(repr=False)
     global_token_pieces: Dict[str, str] = field(default_factory=dict)
     specials: Dict[str, str] = field(default_factory=dict)
+    #: pieces -> text (None: :meth:`decode` joins the pieces by their word-start marks)
+    _decode: object = field(default=None, repr=False)
 
     def tokenize(self, text: str) -> Pieces:
         """Cut ``text`` into pieces with character offsets."""
@@ -91,6 +93,29 @@ class SourceTokenizer:
             word_ids.append(j)
         out.word_ids = word_ids
         return out
+
+    def encode(self, text: str) -> List[str]:
+        """The pieces of ``text`` (``dict.txt`` spelling): what ``EtcModel.from_pretrained``'s hub encodes with."""
+        return self.tokenize(text).pieces
+
+    def word_starts(self, pieces: Sequence[str]) -> List[bool]:
+        """Per piece, whether it begins a word: WordPiece words continue at ``##``; SentencePiece words start
+        at ``\u2581``; byte-level BPE words at a leading-space byte (``\u0120``). The first piece always does."""
+        if self.kind == "wordpiece":
+            starts = [not p.startswith("##") for p in pieces]
+        elif self.kind == "sentencepiece":
+            starts = [p.startswith("\u2581") for p in pieces]
+        else:
+            starts = [self.decode([p]).startswith(" ") for p in pieces]
+        return [i == 0 or s for i, s in enumerate(starts)]
+
+    def decode(self, pieces: Sequence[str]) -> str:
+        """Pieces back to text (special symbols are kept as they are spelled)."""
+        if self._decode is not None:
+            return self._decode(list(pieces))
+        if self.kind == "wordpiece":
+            return " ".join(pieces).replace(" ##", "")
+        return "".join(pieces).replace("\u2581", " ").strip()
 
     def to_ids(self, pieces: Sequence[str], dictionary) -> List[int]:
         """Fairseq dictionary ids of ``pieces`` (unknown pieces: ``<unk>``)."""
@@ -146,7 +171,15 @@ def byte_level_bpe_tokenizer(vocab_json: PathLike, merges_txt: PathLike, add_pre
         pieces = [str(vocab[t]) for t in enc.tokens] if vocab is not None else list(enc.tokens)
         return pieces, list(enc.offsets)
 
-    return SourceTokenizer("gpt2_bpe" if gpt2_ids else "byte_level_bpe", encode, dict(global_token_pieces or {}))
+    def decode(pieces: List[str]) -> str:
+        if vocab is not None:
+            ids = [int(p) for p in pieces if p.isdigit()]
+        else:
+            ids = [i for i in (tok.token_to_id(p) for p in pieces) if i is not None]
+        return tok.decode(ids, skip_special_tokens=False)
+
+    return SourceTokenizer("gpt2_bpe" if gpt2_ids else "byte_level_bpe", encode, dict(global_token_pieces or {}),
+                           _decode=decode)
 
 
 def sentencepiece_tokenizer(model_file: PathLike, global_token_pieces=None) -> SourceTokenizer:

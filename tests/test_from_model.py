@@ -297,3 +297,21 @@ def test_prepare_pretrain_from_model_wordpiece(lifted_official, wiki_dump, tmp_p
     ids = [small.index(s) for s in ("play", "##ing", "\u0120play", "ing")]
     assert word_start_mask(small, "wordpiece")[ids].tolist() == [True, False, True, True]
     assert word_start_mask(small, "byte_level_bpe")[ids].tolist() == [False, False, True, False]
+
+
+def test_hub_on_a_lifted_official_directory_uses_its_tokenizer_and_sentence_token(lifted_official):
+    import torch
+
+    from etc_fairseq.models import EtcModel
+    from etc_fairseq.structure.global_tokens import GlobalTokenType as T
+
+    hub = EtcModel.from_pretrained(str(lifted_official), checkpoint_file="model.pt")
+    d = hub.dictionary
+    assert hub.tokenizer.kind == "wordpiece"
+    ids = hub.encode("The Cat was on it").tolist()
+    assert ids == [d.bos(), d.index("the"), d.unk(), d.index("was"), d.index("on"), d.index("it"), d.eos()]
+    assert hub.decode(torch.tensor(ids)) == "the <unk> was on it"
+    batch = hub.encode_documents([["It was the cat .", "He is on it ."]])
+    types, tokens = batch["global_types"][0], batch["global_tokens"][0]
+    assert (tokens[types == int(T.SENTENCE)] == d.index("[unused0]")).all() and (types == int(T.SENTENCE)).sum() == 2
+
