@@ -267,8 +267,11 @@ def test_end_to_end(tmp_path, wiki_dump, pretrain_data, capsys):
     assert set(preds) == {r.id for r in valid_records}
     assert all(len(preds[r.id]) == r.num_sentences for r in valid_records)
     capsys.readouterr()
-    assert evaluate_main(["nextsent", "--predictions", str(pred), "--gold", str(data / "valid.records.json")]) == 0
+    metrics_file = tmp_path / "metrics.json"
+    assert evaluate_main(["nextsent", "--predictions", str(pred), "--gold", str(data / "valid.records.json"),
+                          "--output", str(metrics_file)]) == 0
     scores = json.loads(capsys.readouterr().out)
+    assert json.loads(metrics_file.read_text()) == scores
     assert scores["total"] == 6 and scores["missing"] == 0
     # fairseq-validate (criterion) and etc-evaluate (the metric on the prediction file) agree
     assert scores["accuracy"] == pytest.approx(v_acc, abs=1e-3) and scores["mrr"] == pytest.approx(v_mrr, abs=1e-3)

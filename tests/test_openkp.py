@@ -533,7 +533,7 @@ def test_end_to_end(openkp_files, pretrain_data, etc_tiny_checkpoint, tmp_path, 
     assert evaluate_cli.main(["openkp", "--predictions", str(preds), "--gold", str(valid), "--output", str(metrics_file)]) == 0
     official = json.loads(metrics_file.read_text())
     assert capsys.readouterr().out.startswith("documents: 4\n@1  P ")
-    for name in ("hotpotqa", "wikihop", "nq", "openkp"):  # one spelling across etc-evaluate
+    for name in ("hotpotqa", "wikihop", "nq", "openkp", "nextsent"):  # one spelling across etc-evaluate
         with pytest.raises(SystemExit):
             evaluate_cli.main([name, "--help"])
         assert "--output OUTPUT" in capsys.readouterr().out

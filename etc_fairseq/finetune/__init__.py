@@ -14,7 +14,7 @@ Each dataset package ``etc_fairseq/finetune/<name>/`` holds everything about tha
 - ``metrics.py``    the official metric (``etc-evaluate <name>``, ``EVALUATE``)
 
 :mod:`.common` holds what the datasets share (converter pipeline, base task, ``etc-predict`` runner, span
-decoding, the field checker every ``schema.py`` validates records with).
+decoding, the field checker every ``schema.py`` validates records with, the ``etc-evaluate`` options).
 A new dataset is a new package here: :mod:`etc_fairseq.commands` finds its subcommands and
 :mod:`etc_fairseq.register` registers its task and criterion.
 

@@ -190,20 +190,17 @@ def format_metrics(metrics: Mapping[str, float]) -> str:
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--predictions", type=Path, required=True, help='prediction file {"answer": {...}, "sp": {...}}')
-    p.add_argument("--gold", type=Path, required=True, help="official gold file (e.g. hotpot_dev_distractor_v1.json)")
-    p.add_argument("--output", type=Path, default=None, help="also write the metrics JSON here")
+    from etc_fairseq.finetune.common.evaluate import add_evaluate_arguments
+
+    add_evaluate_arguments(p, 'prediction file {"answer": {...}, "sp": {...}}',
+                           "official gold file (e.g. hotpot_dev_distractor_v1.json)")
 
 
 def _run(args: argparse.Namespace) -> int:
-    metrics = evaluate(load_predictions(args.predictions), read_gold(args.gold))
-    text = format_metrics(metrics)
-    print(text)
-    if args.output is not None:
-        from etc_fairseq.prepare.atomic import atomic_file
+    from etc_fairseq.finetune.common.evaluate import report_metrics
 
-        with atomic_file(args.output) as f:
-            f.write(text + "\n")
+    text = format_metrics(evaluate(load_predictions(args.predictions), read_gold(args.gold)))
+    report_metrics(text, text, args.output)
     return 0
 
 

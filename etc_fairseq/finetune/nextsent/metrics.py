@@ -92,12 +92,16 @@ def evaluate_files(predictions: Path, gold: Path) -> Dict[str, float]:
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--predictions", type=Path, required=True, help="JSON {id: [score per sentence]}")
-    p.add_argument("--gold", type=Path, required=True, help="the records file etc-prepare nextsent wrote")
+    from etc_fairseq.finetune.common.evaluate import add_evaluate_arguments
+
+    add_evaluate_arguments(p, "JSON {id: [score per sentence]}", "the records file etc-prepare nextsent wrote")
 
 
 def _run(args: argparse.Namespace) -> int:
-    print(json.dumps(evaluate_files(args.predictions, args.gold)))
+    from etc_fairseq.finetune.common.evaluate import report_metrics
+
+    text = json.dumps(evaluate_files(args.predictions, args.gold))
+    report_metrics(text, text, args.output)
     return 0
 
 

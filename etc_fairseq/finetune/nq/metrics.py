@@ -265,30 +265,28 @@ def read_predictions(path: Path) -> Dict[Any, NqLabel]:
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--predictions", type=Path, required=True, help='official prediction JSON ({"predictions": [...]})')
-    p.add_argument("--gold", type=Path, nargs="+", required=True, help="official NQ jsonl(.gz) files (the 5-way annotated dev set)")
+    from etc_fairseq.finetune.common.evaluate import add_evaluate_arguments
+
+    add_evaluate_arguments(p, 'official prediction JSON ({"predictions": [...]})',
+                           "official NQ jsonl(.gz) files (the 5-way annotated dev set)", many_gold=True)
     p.add_argument("--long-non-null-threshold", type=positive_int, default=2, help="annotators needed for a gold long answer (official: 2)")
     p.add_argument("--short-non-null-threshold", type=positive_int, default=2, help="annotators needed for a gold short answer (official: 2)")
-    p.add_argument("--output", type=Path, default=None, help="also write the metrics JSON here")
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.prepare.atomic import atomic_file
+    from etc_fairseq.finetune.common.evaluate import report_metrics
 
     gold = read_gold(args.gold)
     pred = read_predictions(args.predictions)
     m = nq_metrics(gold, pred, args.long_non_null_threshold, args.short_non_null_threshold)
     text = json.dumps(m, indent=1)
-    print(text)
-    print(
+    headline = (
         f"long answer  F1 {m['long-best-threshold-f1']:.4f} P {m['long-best-threshold-precision']:.4f} "
         f"R {m['long-best-threshold-recall']:.4f} (best threshold {m['long-best-threshold']:.4g}; n={m['long-answer-n']})\n"
         f"short answer F1 {m['short-best-threshold-f1']:.4f} P {m['short-best-threshold-precision']:.4f} "
         f"R {m['short-best-threshold-recall']:.4f} (best threshold {m['short-best-threshold']:.4g})"
     )
-    if args.output is not None:
-        with atomic_file(args.output) as f:
-            f.write(text + "\n")
+    report_metrics(text + "\n" + headline, text, args.output)
     return 0
 
 

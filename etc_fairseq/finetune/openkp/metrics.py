@@ -184,19 +184,17 @@ def format_result(result: Mapping[str, float], ks: Sequence[int] = KS) -> str:
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--predictions", type=Path, required=True, help='jsonl {"url": ..., "KeyPhrases": [[w, ...], ...]}')
-    p.add_argument("--gold", type=Path, required=True, help="the official OpenKP jsonl (url, KeyPhrases, ...)")
-    p.add_argument("--output", type=Path, default=None, help="also write the metrics JSON here")
+    from etc_fairseq.finetune.common.evaluate import add_evaluate_arguments
+
+    add_evaluate_arguments(p, 'jsonl {"url": ..., "KeyPhrases": [[w, ...], ...]}',
+                           "the official OpenKP jsonl (url, KeyPhrases, ...)")
 
 
 def _run(args: argparse.Namespace) -> int:
-    result = evaluate(load_keyphrase_file(args.predictions, "prediction"), load_keyphrase_file(args.gold, "gold"))
-    print(format_result(result))
-    if args.output is not None:
-        from etc_fairseq.prepare.atomic import atomic_file
+    from etc_fairseq.finetune.common.evaluate import report_metrics
 
-        with atomic_file(args.output) as f:
-            f.write(json.dumps(result) + "\n")
+    result = evaluate(load_keyphrase_file(args.predictions, "prediction"), load_keyphrase_file(args.gold, "gold"))
+    report_metrics(format_result(result), json.dumps(result), args.output)
     return 0
 
 

@@ -84,20 +84,18 @@ def load_gold(path: Path) -> list:
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--predictions", type=Path, required=True, help="prediction file {id: candidate} (etc-predict wikihop)")
-    p.add_argument("--gold", type=Path, required=True, help="official QAngaroo WikiHop JSON with answers (e.g. dev.json)")
-    p.add_argument("--output", type=Path, default=None, help="also write the metrics JSON here")
+    from etc_fairseq.finetune.common.evaluate import add_evaluate_arguments
+
+    add_evaluate_arguments(p, "prediction file {id: candidate} (etc-predict wikihop)",
+                           "official QAngaroo WikiHop JSON with answers (e.g. dev.json)")
 
 
 def _run(args: argparse.Namespace) -> int:
+    from etc_fairseq.finetune.common.evaluate import report_metrics
+
     scores = evaluate(load_predictions(args.predictions), load_gold(args.gold))
     text = json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(scores).items()})
-    print(text)
-    if args.output is not None:
-        from etc_fairseq.prepare.atomic import atomic_file
-
-        with atomic_file(args.output) as f:
-            f.write(text + "\n")
+    report_metrics(text, text, args.output)
     return 0
 
 
