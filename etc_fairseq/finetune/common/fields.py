@@ -1,5 +1,5 @@
 """The one field checker of every dataset's record schema: typed access to a decoded JSON record whose
-errors are one :class:`~etc_fairseq.prepare.documents.InputFormatError` line,
+errors are one :class:`~etc_fairseq.errors.InputFormatError` line,
 ``{where}: field {name!r}: expected {what}, got {value}`` (``where``: file and line or record, plus the
 record's id once it is known; ``value`` as JSON, cut at 80 characters, or ``nothing`` when the field is missing).
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Optional, Union
 
-from etc_fairseq.prepare.documents import InputFormatError
+from etc_fairseq.errors import InputFormatError
 
 #: ``default`` of :meth:`RecordFields.get` when the field is required
 REQUIRED: Any = object()
