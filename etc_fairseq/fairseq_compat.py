@@ -70,6 +70,13 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
    (:func:`apply_yaml_architecture`), then calls the original; fields the yaml sets are kept. Command-line
    ``--arch`` configs arrive with every field set already and are unchanged. Installed into
    ``fairseq_cli.train`` / ``fairseq_cli.hydra_train`` too, which import the function by name.
+10. ``fairseq.distributed.utils.all_gather_list`` (``fairseq-train`` on several processes, every update,
+    for criterions whose logging outputs cannot be summed, e.g. ``etc_nq``'s per-window predictions): it
+    allocates ``torch.cuda.ByteTensor`` and pinned memory, so it fails without CUDA (``type
+    torch.cuda.ByteTensor not available``), and it refuses outputs over ``--all-gather-list-size`` bytes.
+    Where no CUDA process group is in use (gloo), the wrapper gathers with
+    ``torch.distributed.all_gather_object`` (no size limit, same per-rank list); NCCL and XLA groups keep
+    fairseq's function.
 """
 import contextlib
 import functools
@@ -379,6 +386,25 @@ def decode_after_broadcast(obj: Any) -> Any:
     return obj
 
 
+def _wrap_all_gather_list(original):
+    @functools.wraps(original)
+    def all_gather_list(data, group=None, max_size=16384):
+        import torch.distributed as dist
+        from fairseq import utils
+        from fairseq.distributed import utils as dist_utils
+
+        if group is None:
+            group = dist_utils.get_global_group()
+        if isinstance(group, tuple) or (torch.cuda.is_available() and dist.get_backend(group) != "gloo"):
+            return original(data, group=group, max_size=max_size)  # XLA or NCCL: fairseq's own path
+        out: List[Any] = [None] * dist.get_world_size(group)
+        dist.all_gather_object(out, utils.move_to_cpu(data), group=group)
+        return out
+
+    all_gather_list.__etc_fairseq_wrapped__ = True
+    return all_gather_list
+
+
 def _broadcast_object_slow(obj: Any, src_rank: int, group: object, dist_device: torch.device) -> Any:
     """fairseq's ``_broadcast_object_slow`` with a weights-only receive (see the module docstring, 5.)."""
     from fairseq.distributed.utils import broadcast, get_rank
@@ -591,6 +617,8 @@ def install() -> None:
     if not getattr(models.DistributedFairseqModel, "__etc_fairseq_wrapped__", False):
         models.DistributedFairseqModel = _wrap_distributed_model(models.DistributedFairseqModel)
     dist_utils._broadcast_object_slow = _broadcast_object_slow
+    if not getattr(dist_utils.all_gather_list, "__etc_fairseq_wrapped__", False):
+        dist_utils.all_gather_list = _wrap_all_gather_list(dist_utils.all_gather_list)
     _install_xla_fixes()
     _install_add_defaults()
     _INSTALLED = True

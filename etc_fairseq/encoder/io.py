@@ -72,6 +72,9 @@ def save_pretrained(encoder, directory: Union[str, os.PathLike]) -> None:
     ``config.json`` into ``directory`` (created if needed; existing files of these names are replaced)."""
     from safetensors.torch import save_file
 
+    if tuple(encoder.final_outputs) != ("long", "global"):
+        raise ValueError(f"this encoder computes only the {'/'.join(encoder.final_outputs)} features in its last "
+                         "layer (built for a fine-tuning task); save_pretrained writes complete encoders only")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     meta = {

@@ -20,7 +20,7 @@ Every switchable group is an ``nn.ModuleDict`` keyed by side ("long"/"global") o
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -87,6 +87,8 @@ class EtcSelfAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
         self.attention_dropout = cfg.attention_dropout
+        #: the sides whose queries are computed (both unless :meth:`drop_side` removed one)
+        self.outputs: Tuple[str, ...] = SIDES
 
         def linear() -> nn.Module:
             return nn.Linear(embed_dim, embed_dim)
@@ -148,36 +150,55 @@ class EtcSelfAttention(nn.Module):
             out[key] = cache[ck]
         return out
 
+    def drop_side(self, side: str) -> None:
+        """Remove the modules only ``side``'s queries use (its Q and output projections, the K/V of its
+        two pieces, its relative-label table); shared modules stay. :meth:`forward` then returns None for
+        that side. See :meth:`EtcLayer.keep_outputs`."""
+        self.outputs = tuple(x for x in self.outputs if x != side)
+        for group in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            for key in [k for k in group if k == side or QUERY_SIDE.get(k) == side]:
+                del group[key]
+        for group in (self.rel_emb, self.rel_bias):
+            if group is not None and side in group:
+                del group[side]
+
     def forward(
         self, x_long: torch.Tensor, x_global: torch.Tensor, structure: GlobalLocalStructure
-    ) -> Tuple[torch.Tensor, torch.Tensor]:
+    ) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
         """x_long: float [batch, long_len, embed_dim]; x_global: float [batch, global_len, embed_dim].
 
-        Returns the attention outputs after the output projections, same shapes as the inputs.
+        Returns the attention outputs after the output projections, same shapes as the inputs (None for
+        a side not in :attr:`outputs`).
         """
-        q = self._project(self.q_proj, {"long": x_long, "global": x_global})
+        want_long, want_global = "long" in self.outputs, "global" in self.outputs
+        q = self._project(self.q_proj, {k: x for k, x in (("long", x_long), ("global", x_global))
+                                         if k in self.outputs})
         # Which side provides the keys/values of each piece: l2l and g2l attend to long tokens,
-        # l2g and g2g to global tokens.
-        kv_inputs = {"l2l": x_long, "g2l": x_long, "l2g": x_global, "g2g": x_global}
+        # l2g and g2g to global tokens. Only the pieces of the computed query sides.
+        kv_inputs = {k: x for k, x in (("l2l", x_long), ("g2l", x_long), ("l2g", x_global), ("g2g", x_global))
+                     if QUERY_SIDE[k] in self.outputs}
         k = self._project(self.k_proj, kv_inputs)
         v = self._project(self.v_proj, kv_inputs)
         p = self.attention_dropout if self.training else 0.0
         impl = attention_backend(x_long.device, p) if self.backend == "auto" else self.backend
         s = structure
-        long_emb, long_bias = self._rel("long", q["long"].dtype)
-        global_emb, global_bias = self._rel("global", q["global"].dtype)
-        long_ctx = long_query_attention(
-            q["long"], k["l2l"], v["l2l"], k["l2g"], v["l2g"], impl=impl, local_radius=s.local_radius,
-            l2l_mask=s.l2l_mask, l2g_mask=s.l2g_mask, l2l_rel=s.l2l_rel, l2g_rel=s.l2g_rel,
-            rel_emb=long_emb, rel_bias=long_bias, dropout_p=p,
-        )  # [batch, heads, long_len, head_dim]
-        global_ctx = global_query_attention(
-            q["global"], k["g2g"], v["g2g"], k["g2l"], v["g2l"], impl=impl,
-            g2g_mask=s.g2g_mask, g2l_mask=s.g2l_mask, g2g_rel=s.g2g_rel, g2l_rel=s.g2l_rel,
-            rel_emb=global_emb, rel_bias=global_bias, dropout_p=p,
-        )  # [batch, heads, global_len, head_dim]
-        out_long = pick(self.out_proj, "long")(self._merge_heads(long_ctx))
-        out_global = pick(self.out_proj, "global")(self._merge_heads(global_ctx))
+        out_long = out_global = None
+        if want_long:
+            long_emb, long_bias = self._rel("long", q["long"].dtype)
+            long_ctx = long_query_attention(
+                q["long"], k["l2l"], v["l2l"], k["l2g"], v["l2g"], impl=impl, local_radius=s.local_radius,
+                l2l_mask=s.l2l_mask, l2g_mask=s.l2g_mask, l2l_rel=s.l2l_rel, l2g_rel=s.l2g_rel,
+                rel_emb=long_emb, rel_bias=long_bias, dropout_p=p,
+            )  # [batch, heads, long_len, head_dim]
+            out_long = pick(self.out_proj, "long")(self._merge_heads(long_ctx))
+        if want_global:
+            global_emb, global_bias = self._rel("global", q["global"].dtype)
+            global_ctx = global_query_attention(
+                q["global"], k["g2g"], v["g2g"], k["g2l"], v["g2l"], impl=impl,
+                g2g_mask=s.g2g_mask, g2l_mask=s.g2l_mask, g2g_rel=s.g2g_rel, g2l_rel=s.g2l_rel,
+                rel_emb=global_emb, rel_bias=global_bias, dropout_p=p,
+            )  # [batch, heads, global_len, head_dim]
+            out_global = pick(self.out_proj, "global")(self._merge_heads(global_ctx))
         return out_long, out_global
 
 
@@ -220,17 +241,47 @@ class EtcLayer(nn.Module):
         self.final_layer_norm = switchable(SIDES, shared_ffn, layer_norm)
         self.dropout = nn.Dropout(cfg.dropout)
 
+    @property
+    def outputs(self) -> Tuple[str, ...]:
+        """The sides this layer computes: both, unless :meth:`keep_outputs` was called."""
+        return self.self_attn.outputs
+
+    def keep_outputs(self, sides: Sequence[str]) -> None:
+        """Compute only ``sides`` ("long" and/or "global") and remove the modules only the other side
+        uses (:meth:`EtcSelfAttention.drop_side`, its FFN and LayerNorms when not shared; with
+        ``pre_layer_norm`` its attention LayerNorm stays: it normalises the keys/values the other side's
+        queries read). For the last
+        layer of a model whose task reads only one side's outputs (WikiHop: the global tokens; NQ and
+        OpenKP: the long tokens): the other side's last-layer outputs influence nothing, so its
+        parameters would never get a gradient (PyTorch's DistributedDataParallel stops on such
+        parameters) and its attention would be computed for nothing."""
+        unknown = set(sides) - set(SIDES)
+        if unknown or not sides:
+            raise ValueError(f"outputs must be a non-empty subset of {SIDES}, got {tuple(sides)}")
+        for side in SIDES:
+            if side in sides or side not in self.outputs:
+                continue
+            self.self_attn.drop_side(side)
+            groups = (self.ffn, self.final_layer_norm) + (() if self.pre_layer_norm else (self.self_attn_layer_norm,))
+            for group in groups:
+                if side in group:
+                    del group[side]
+
     def forward(
         self, x_long: torch.Tensor, x_global: torch.Tensor, structure: GlobalLocalStructure
-    ) -> Tuple[torch.Tensor, torch.Tensor]:
+    ) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
         """x_long: float [batch, long_len, embed_dim]; x_global: float [batch, global_len, embed_dim];
-        returns both, same shapes."""
+        returns both, same shapes (None for a side not in :attr:`outputs`)."""
         sides = ("long", "global")
         if self.pre_layer_norm:
+            # both sides normalised: a side's keys/values feed the other side's queries
             normed = [pick(self.self_attn_layer_norm, s)(x) for s, x in zip(sides, (x_long, x_global))]
             attn = self.self_attn(normed[0], normed[1], structure)
             outs = []
             for side, x, a in zip(sides, (x_long, x_global), attn):
+                if a is None:
+                    outs.append(None)
+                    continue
                 x = x + self.dropout(a)
                 x = x + self.dropout(pick(self.ffn, side)(pick(self.final_layer_norm, side)(x)))
                 outs.append(x)
@@ -238,6 +289,9 @@ class EtcLayer(nn.Module):
         attn = self.self_attn(x_long, x_global, structure)
         outs = []
         for side, x, a in zip(sides, (x_long, x_global), attn):
+            if a is None:
+                outs.append(None)
+                continue
             x = pick(self.self_attn_layer_norm, side)(x + self.dropout(a))
             x = pick(self.final_layer_norm, side)(x + self.dropout(pick(self.ffn, side)(x)))
             outs.append(x)

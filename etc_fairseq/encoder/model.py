@@ -25,7 +25,7 @@ With no global tokens given, the encoder builds fixed-block global tokens itself
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
@@ -78,11 +78,12 @@ class EtcEncoderOutput:
     long_padding_mask / global_padding_mask bool [batch, long_len] / [batch, global_len] (True =
     padding); global_tokens / global_types int64 [batch, global_len] (the fixed-block ones when none
     were given); structure: the masks and labels used; inner_states: every layer's (long, global)
-    input and the last output, with ``return_all_hiddens``.
+    input and the last output, with ``return_all_hiddens``. ``long_features`` / ``global_features`` is None
+    when the encoder computes only the other side in its last layer (:meth:`EtcEncoder.keep_final_outputs`).
     """
 
-    long_features: torch.Tensor
-    global_features: torch.Tensor
+    long_features: Optional[torch.Tensor]
+    global_features: Optional[torch.Tensor]
     long_padding_mask: torch.Tensor
     global_padding_mask: torch.Tensor
     global_tokens: torch.Tensor
@@ -258,6 +259,17 @@ class EtcEncoder(nn.Module):
         """int64 [batch, len] -> float [batch, len, dim] (projected when the table is narrower)."""
         x = self.embed_tokens(tokens)
         return self.embed_tokens_proj(x) if self.embed_tokens_proj is not None else x
+
+    @property
+    def final_outputs(self) -> Tuple[str, ...]:
+        """The sides ("long", "global") whose features the last layer computes."""
+        return self.layers[-1].outputs
+
+    def keep_final_outputs(self, sides: Sequence[str]) -> None:
+        """Let the last layer compute only ``sides`` and remove the parameters only the other side's
+        last-layer outputs use (:meth:`etc_fairseq.encoder.layer.EtcLayer.keep_outputs`); the other
+        side's features are then None in the output. For a fine-tuning task that reads one side only."""
+        self.layers[-1].keep_outputs(sides)
 
     # -- forward ------------------------------------------------------------------------------------
     def run_layers(

@@ -58,9 +58,12 @@ class EtcConfig(FairseqDataclass, EtcEncoderConfig):
 
 class EtcFairseqEncoder(FairseqEncoder):
     """The core :class:`~etc_fairseq.encoder.EtcEncoder` (``sentence_encoder``, the part RoBERTa's
-    ``sentence_encoder`` corresponds to) plus the tied LM head (``lm_head``), as a fairseq encoder."""
+    ``sentence_encoder`` corresponds to) plus the tied LM head (``lm_head``), as a fairseq encoder.
 
-    def __init__(self, cfg: EtcConfig, dictionary):
+    ``lm_head=False`` builds no LM head (``lm_head`` is None): fine-tuning models, whose losses never read
+    the LM logits (a parameter without gradient stops PyTorch's DistributedDataParallel)."""
+
+    def __init__(self, cfg: EtcConfig, dictionary, lm_head: bool = True):
         super().__init__(dictionary)
         self.cfg = cfg
         symbol = getattr(cfg, "fixed_block_token", "<s>")
@@ -71,7 +74,7 @@ class EtcFairseqEncoder(FairseqEncoder):
         self.lm_head = LMHead(
             cfg.encoder_embed_dim, self.sentence_encoder.embed_tokens.weight, cfg.activation_fn,
             cfg.layer_norm_eps,
-        )
+        ) if lm_head else None
         self.register_buffer("version", torch.tensor([ETC_FORMAT_VERSION], dtype=torch.float))
 
     def prepare_inputs(self, src_tokens, global_tokens=None, global_types=None, structure=None):
@@ -123,6 +126,9 @@ class EtcFairseqEncoder(FairseqEncoder):
 
     def output_layer(self, features: torch.Tensor, masked_tokens: Optional[torch.Tensor] = None) -> torch.Tensor:
         """float [batch, long_len, dim] -> float [batch, long_len, vocab] (or [num_masked, vocab])."""
+        if self.lm_head is None:
+            raise RuntimeError("this model has no LM head (built for a fine-tuning task): call it with "
+                               "features_only=True")
         return self.lm_head(features, masked_tokens)
 
     def max_positions(self) -> Optional[int]:
@@ -133,9 +139,18 @@ class EtcFairseqEncoder(FairseqEncoder):
 
 @register_model("etc", dataclass=EtcConfig)
 class EtcModel(FairseqEncoderModel):
-    """ETC encoder (Ainslie et al., 2020) as a fairseq encoder model. See the module docstring."""
+    """ETC encoder (Ainslie et al., 2020) as a fairseq encoder model. See the module docstring.
 
-    def __init__(self, cfg: EtcConfig, encoder: EtcFairseqEncoder):
+    Pre-training heads (the LM head ``encoder.lm_head`` and ``cpc_head``) exist only where the task uses
+    them: a task whose class attribute ``PRETRAINING_HEADS`` is False (every fine-tuning task) gets a
+    model without them, so that every parameter of the model receives a gradient in every step (PyTorch's
+    DistributedDataParallel, fairseq's default ``--ddp-backend``, stops on parameters without one).
+    Tasks without the attribute (``etc_pretraining``, fairseq's ``masked_lm``) get both heads.
+    :meth:`upgrade_state_dict_named` drops the heads of a pre-trained checkpoint the model does not
+    have, and gives a model that has them fresh ones (the LM projection tied to the embeddings) when
+    a fine-tuned checkpoint lacks them."""
+
+    def __init__(self, cfg: EtcConfig, encoder: EtcFairseqEncoder, cpc_head: bool = True):
         super().__init__(encoder)
         self.cfg = cfg
         self.classification_heads = nn.ModuleDict()
@@ -144,11 +159,12 @@ class EtcModel(FairseqEncoderModel):
         self.task_heads = nn.ModuleDict()
         # CPC (paper appendix B): a bilinear score between the global output of a CPC-masked sentence
         # (projected by this layer) and the separate encoding of that sentence alone.
-        self.cpc_head = nn.Linear(cfg.encoder_embed_dim, cfg.encoder_embed_dim)
+        self.cpc_head = nn.Linear(cfg.encoder_embed_dim, cfg.encoder_embed_dim) if cpc_head else None
 
     @classmethod
     def build_model(cls, cfg: EtcConfig, task):
-        return cls(cfg, EtcFairseqEncoder(cfg, task.source_dictionary))
+        heads = bool(getattr(task, "PRETRAINING_HEADS", True))
+        return cls(cfg, EtcFairseqEncoder(cfg, task.source_dictionary, lm_head=heads), cpc_head=heads)
 
     def forward(
         self,
@@ -195,6 +211,8 @@ class EtcModel(FairseqEncoderModel):
         targets: float [m, embed_dim], encodings of the sentences alone (:meth:`encode_segments_alone`).
         Returns float [n, m]; entry [i, j] scores candidate j for prediction i.
         """
+        if self.cpc_head is None:
+            raise RuntimeError("this model has no CPC head (built for a fine-tuning task)")
         return self.cpc_head(predicted) @ targets.transpose(0, 1)
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
@@ -258,6 +276,8 @@ class EtcModel(FairseqEncoderModel):
             FORMAT_UPGRADES[step](state_dict, prefix)
         state_dict[version_key] = torch.tensor([ETC_FORMAT_VERSION], dtype=torch.float)
         super().upgrade_state_dict_named(state_dict, name)
+        self._reconcile_pretraining_heads(state_dict, prefix)
+        self._drop_unused_final_layer_side(state_dict, prefix)
 
         head_prefix = prefix + "classification_heads."
         in_ckpt: Dict[str, Tuple[int, int]] = {}
@@ -295,6 +315,43 @@ class EtcModel(FairseqEncoderModel):
                            f"does not have (or has with another shape): {sorted(dropped)[:8]}")
         for k, v in current.items():
             state_dict.setdefault(task_prefix + k, v)
+
+    #: state-dict prefixes of the pre-training heads (see the class docstring)
+    PRETRAINING_HEAD_PREFIXES = ("encoder.lm_head.", "cpc_head.")
+
+    def _reconcile_pretraining_heads(self, state_dict: Dict[str, torch.Tensor], prefix: str) -> None:
+        """Drop checkpoint tensors of pre-training heads this model was built without; give heads the
+        model has but the checkpoint lacks the model's fresh weights (``encoder.lm_head.weight``: the
+        checkpoint's own token embeddings, to which it is tied)."""
+        current = {k: v for k, v in self.state_dict().items() if k.startswith(self.PRETRAINING_HEAD_PREFIXES)}
+        heads = tuple(prefix + p for p in self.PRETRAINING_HEAD_PREFIXES)
+        dropped = [k for k in state_dict if k.startswith(heads) and k[len(prefix):] not in current]
+        for k in dropped:
+            del state_dict[k]
+        if dropped:
+            logger.info(f"not loading {len(dropped)} pre-training head tensors (LM / CPC head): this model, "
+                        "built for a fine-tuning task, has no such heads")
+        for k, v in current.items():
+            if k == "encoder.lm_head.weight":
+                v = state_dict.get(prefix + "encoder.sentence_encoder.embed_tokens.weight", v)
+            state_dict.setdefault(prefix + k, v)
+
+    def _drop_unused_final_layer_side(self, state_dict: Dict[str, torch.Tensor], prefix: str) -> None:
+        """A model whose last layer computes one side only (a fine-tuning task that reads one side,
+        :meth:`etc_fairseq.encoder.EtcEncoder.keep_final_outputs`) has no parameters for the other side
+        there: drop those tensors of a complete (e.g. pre-trained) checkpoint."""
+        encoder = self.encoder.sentence_encoder
+        if tuple(encoder.final_outputs) == ("long", "global"):
+            return
+        layer = f"encoder.sentence_encoder.layers.{len(encoder.layers) - 1}."
+        own = {k for k in self.state_dict() if k.startswith(layer)}
+        dropped = [k for k in state_dict if k.startswith(prefix + layer) and k[len(prefix):] not in own]
+        for k in dropped:
+            del state_dict[k]
+        if dropped:
+            logger.info(f"not loading {len(dropped)} tensors of the last layer that only its "
+                        f"{'/'.join(s for s in ('long', 'global') if s not in encoder.final_outputs)} outputs use: "
+                        f"this task reads the {'/'.join(encoder.final_outputs)} features only")
 
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):

@@ -42,6 +42,13 @@ class EtcStructuredTask(FairseqTask):
     TARGET_FIELDS: Sequence[FieldSpec] = ()
     #: the dataset class a split is loaded as (a subclass may add side data to batches)
     DATASET_CLASS = StructuredDataset
+    #: fine-tuning models have no LM / CPC head (see :class:`etc_fairseq.models.etc.EtcModel`): their
+    #: losses never read them, and a parameter without gradient stops DistributedDataParallel
+    PRETRAINING_HEADS = False
+    #: the encoder outputs the task's heads read ("long" and/or "global" features); the last ETC layer
+    #: computes only these (:meth:`etc_fairseq.encoder.EtcEncoder.keep_final_outputs`): the other side's
+    #: last-layer parameters would never get a gradient, which stops DistributedDataParallel
+    ENCODER_OUTPUTS: Sequence[str] = ("long", "global")
 
     cfg: EtcStructuredTaskConfig
 
@@ -85,8 +92,14 @@ class EtcStructuredTask(FairseqTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
+        model.encoder.sentence_encoder.keep_final_outputs(self.encoder_outputs())
         self.build_heads(model)
         return model
+
+    def encoder_outputs(self) -> Sequence[str]:
+        """The encoder outputs this task reads (:attr:`ENCODER_OUTPUTS`; a task whose choice depends on
+        the prepared data overrides this)."""
+        return self.ENCODER_OUTPUTS
 
     def build_heads(self, model) -> None:
         """Register the task's heads on ``model`` (``model.register_task_head``)."""

@@ -48,6 +48,15 @@ class EtcHotpotqaCriterionConfig(FairseqDataclass):
     max_answer_len: int = field(default=30, metadata={"help": "longest decoded answer span, in long tokens"})
 
 
+def _masked_mean(values: torch.Tensor, mask: torch.Tensor):
+    """(sum of ``values`` where ``mask`` / max(count, 1), count) for float ``values`` and bool ``mask`` of the
+    same shape. Always part of the autograd graph, also when nothing counts (loss 0, gradient exactly 0):
+    every head then gets a gradient in every step, which DistributedDataParallel requires."""
+    count = int(mask.sum())
+    total = torch.where(mask, values, torch.zeros_like(values)).sum()
+    return total / max(count, 1), count
+
+
 def hotpotqa_losses(sp_logits, type_logits, start_logits, end_logits, long_padding_mask, target):
     """The three mean losses (float scalars) and their counts.
 
@@ -57,31 +66,24 @@ def hotpotqa_losses(sp_logits, type_logits, start_logits, end_logits, long_paddi
         target: ``sp_label`` int64 [B, G] (-1 = none), ``answer_type`` int64 [B, 1] (-1 = unknown),
             ``answer_span`` int64 [B, 2] (-1 = none).
     Returns:
-        dict: ``sp_loss``, ``type_loss``, ``span_loss`` (0 when nothing counts) and ``sp_count``,
-        ``type_count``, ``span_count`` (ints).
+        dict: ``sp_loss``, ``type_loss``, ``span_loss`` (0 when nothing counts, still connected to the
+        heads) and ``sp_count``, ``type_count``, ``span_count`` (ints).
     """
     sp_label = target["sp_label"]
-    sp_mask = sp_label.ge(0)  # [B, G]
-    sp_count = int(sp_mask.sum())
-    zero = sp_logits.new_zeros(()).float()
-    sp_loss = (
-        F.binary_cross_entropy_with_logits(sp_logits.float()[sp_mask], sp_label[sp_mask].float(), reduction="mean")
-        if sp_count else zero
-    )
+    sp_bce = F.binary_cross_entropy_with_logits(
+        sp_logits.float(), sp_label.clamp(min=0).float(), reduction="none")  # [B, G]
+    sp_loss, sp_count = _masked_mean(sp_bce, sp_label.ge(0))
     a_type = target["answer_type"][:, 0]  # [B]
-    type_mask = a_type.ge(0)
-    type_count = int(type_mask.sum())
-    type_loss = F.cross_entropy(type_logits.float()[type_mask], a_type[type_mask], reduction="mean") if type_count else zero
+    type_ce = F.cross_entropy(type_logits.float(), a_type.clamp(min=0), reduction="none")  # [B]
+    type_loss, type_count = _masked_mean(type_ce, a_type.ge(0))
     span = target["answer_span"]  # [B, 2]
     span_mask = a_type.eq(int(AnswerType.SPAN)) & span[:, 0].ge(0)  # [B]
-    span_count = int(span_mask.sum())
-    if span_count:
-        neg = torch.finfo(torch.float32).min
-        s = start_logits.float().masked_fill(long_padding_mask, neg)[span_mask]  # [n, L]
-        e = end_logits.float().masked_fill(long_padding_mask, neg)[span_mask]  # [n, L]
-        span_loss = 0.5 * (F.cross_entropy(s, span[span_mask, 0]) + F.cross_entropy(e, span[span_mask, 1]))
-    else:
-        span_loss = zero
+    neg = torch.finfo(torch.float32).min
+    s = start_logits.float().masked_fill(long_padding_mask, neg)  # [B, L]
+    e = end_logits.float().masked_fill(long_padding_mask, neg)  # [B, L]
+    span_ce = 0.5 * (F.cross_entropy(s, span[:, 0].clamp(min=0), reduction="none")
+                     + F.cross_entropy(e, span[:, 1].clamp(min=0), reduction="none"))  # [B]
+    span_loss, span_count = _masked_mean(span_ce, span_mask)
     return dict(sp_loss=sp_loss, type_loss=type_loss, span_loss=span_loss,
                 sp_count=sp_count, type_count=type_count, span_count=span_count)
 

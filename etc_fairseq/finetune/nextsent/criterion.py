@@ -53,10 +53,13 @@ class EtcNextSentCriterion(FairseqCriterion):
 
     def forward(self, model, sample, reduce=True):
         features, extra = self.task.forward_features(model, sample)
-        logits, _ = sentence_scores(model, sample, features, extra)  # [B, S_max]
+        logits, mask = sentence_scores(model, sample, features, extra)  # [B, S_max]
         answer = sample["target"]["answer_index"][:, 0]  # [B]
         has = answer.ge(0)
-        lprobs = F.log_softmax(logits, dim=-1)  # [B, S]
+        # an example whose sentences truncation dropped has only -inf logits (and no answer): give its row
+        # finite values so that log_softmax's backward stays finite (its loss is masked out below)
+        scored = logits.masked_fill(~mask.any(dim=1, keepdim=True), 0.0)  # [B, S]
+        lprobs = F.log_softmax(scored, dim=-1)  # [B, S]
         nll = -torch.gather(lprobs, 1, answer.clamp(min=0).unsqueeze(1)).squeeze(1)  # [B]
         loss = torch.where(has, nll, torch.zeros_like(nll)).sum()
         with torch.no_grad():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -39,13 +39,20 @@ def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_se
     return (sums / counts.clamp(min=1).unsqueeze(-1))[:, :num_sentences]  # [B, S, D]
 
 
-def sentence_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch.Tensor, torch.Tensor]:
+def sentence_scores(model, sample, features: Optional[torch.Tensor], extra) -> Tuple[torch.Tensor, torch.Tensor]:
     """Scores of every sentence: (logits float32 [B, S_max] with -inf past each example's sentences,
-    mask bool [B, S_max]); column ``k`` is the example's ``k``-th sentence in input order."""
+    mask bool [B, S_max]); column ``k`` is the example's ``k``-th sentence in input order.
+
+    From the SENTENCE global tokens' outputs when the model computes global features (data prepared with
+    global tokens: :meth:`EtcNextSentTask.encoder_outputs`), else from the mean of each sentence's long
+    tokens (``--no-globals``). The choice is the model's, never the batch's: a batch whose examples lost all
+    their sentences to truncation scores nothing (all -inf) rather than switching to the other features."""
     head = model.task_heads[SENTENCE_HEAD]
     global_types = sample["net_input"]["global_types"]
     num = sample["target"]["num_sentences"][:, 0]  # [B]
-    if bool(global_types.eq(int(GlobalTokenType.SENTENCE)).any()):
+    if extra["global_features"] is not None and (
+        features is None or bool(global_types.eq(int(GlobalTokenType.SENTENCE)).any())
+    ):
         logits = head(extra["global_features"]).squeeze(-1)  # [B, G]
         return gather_by_type(logits, global_types, GlobalTokenType.SENTENCE)
     s_max = max(int(num.max()), 1)

@@ -34,6 +34,7 @@ class EtcNqTask(EtcStructuredTask):
     """Natural Questions: long and short answer spans plus answer type, per window."""
 
     TARGET_FIELDS = tuple(target_fields())
+    ENCODER_OUTPUTS = ("long",)
 
     def build_heads(self, model) -> None:
         dim = model.cfg.encoder_embed_dim

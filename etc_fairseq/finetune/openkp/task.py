@@ -28,6 +28,7 @@ class EtcOpenKPTask(EtcStructuredTask):
     """OpenKP: long = word pieces, global = VDOM nodes, one softmax over all 1..5-grams of words."""
 
     TARGET_FIELDS = tuple(target_fields())
+    ENCODER_OUTPUTS = ("long",)
     cfg: EtcOpenKPConfig
 
     def build_heads(self, model) -> None:

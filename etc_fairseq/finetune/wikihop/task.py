@@ -30,6 +30,7 @@ class EtcWikiHopTask(EtcStructuredTask):
     """WikiHop: choose the answer among the candidates (one global token each)."""
 
     TARGET_FIELDS = tuple(target_fields())
+    ENCODER_OUTPUTS = ("global",)
 
     def build_heads(self, model) -> None:
         model.register_task_head(CANDIDATE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))
