@@ -34,7 +34,11 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
    (all writing the same checkpoints): the wrapper takes the world size from ``WORLD_SIZE``.
 4. ``fairseq.models.DistributedFairseqModel`` (``--ddp-backend pytorch_ddp``/``c10d``, the default): it
    passes ``device_ids=[device_id]`` to ``DistributedDataParallel``, which torch rejects for CPU modules.
-   On CPU the wrapper builds the same DDP with ``device_ids=None``.
+   On CPU the wrapper builds the same DDP with ``device_ids=None``. With ``--find-unused-parameters`` and a
+   fine-tuning model (one with ``task_heads``) it stops with one line: DDP searches for unused parameters
+   from the outputs of the model's ``forward``, but our criterions apply the task heads to those outputs
+   outside it, so DDP takes the heads for unused and then sees their gradients arrive ("Expected to mark a
+   variable ready only once"); fine-tuning models have no unused parameters, so the option is not needed.
 5. ``fairseq.distributed.utils._broadcast_object_slow`` (rank 0 reads a checkpoint and broadcasts it to
    the other ranks on resume): the receiving ranks ``torch.load`` the pickled state, which the weights-only
    loader rejects (it holds omegaconf ``DictConfig`` objects and fairseq's ``_TensorPlaceholder``). The
@@ -323,6 +327,13 @@ def _wrap_torchrun_init(original):
 def _wrap_distributed_model(original):
     @functools.wraps(original)
     def DistributedFairseqModel(args, model, process_group, device):
+        if (args.find_unused_parameters and args.ddp_backend in {"c10d", "pytorch_ddp"}
+                and len(getattr(model, "task_heads", ())) > 0):
+            raise ValueError(
+                "--find-unused-parameters does not work with the etc fine-tuning tasks and is not needed: their "
+                "heads run in the criterion, outside the model's forward, where DistributedDataParallel's search "
+                "for unused parameters cannot see them (it then marks the heads' parameters ready twice); every "
+                "parameter of a fine-tuning model gets a gradient in every step, so leave the option out")
         if torch.device(device).type != "cpu" or args.ddp_backend not in {"c10d", "pytorch_ddp"} or args.tpu:
             return original(args, model, process_group, device)
         from fairseq.distributed import ModuleProxyWrapper

@@ -628,7 +628,9 @@ class EtcHubInterface(nn.Module):
             return_all_hiddens: also return every layer's outputs.
         Returns:
             (long features float [batch, long_len, dim], global features float [batch, global_len, dim]);
-            with ``return_all_hiddens``, lists of those, one per layer output (the embeddings first).
+            with ``return_all_hiddens``, lists of those, one per layer output (the embeddings first). A model
+            fine-tuned for a task that reads one side only computes only that side in its last layer
+            (WikiHop: global; NQ, OpenKP: long): the other side's last features are None.
         """
         net = self.to_net_input(inputs)
         long, extra = self.model(**net, features_only=True, return_all_hiddens=return_all_hiddens)

@@ -9,9 +9,10 @@ span head in a batch without a span answer) stop DistributedDataParallel ("Expec
 reduction"), and where some other backend let them through, Adam stepped them with a zero gradient on one
 side (a dummy batch) and skipped them (no gradient) on the other, so the runs parted after such a step.
 
-Dropout is off (``--dropout 0 --attention-dropout 0``; the heads' dropout defaults to 0): fairseq seeds
-every process alike per update, so with dropout on, 2 processes draw other masks than 1 process drawing
-two batches in turn. Tolerance: none (exact equality of the weights and of the logged numbers).
+One thread per process (``OMP_NUM_THREADS=1``: 2 workers on a 2-core machine). Dropout is off
+(``--dropout 0 --attention-dropout 0``; the heads' dropout defaults to 0): fairseq seeds every process alike
+per update, so with dropout on, 2 processes draw other masks than 1 process drawing for two batches in
+turn. Tolerance: none (exact equality of the weights and of the logged numbers).
 
 Data: each task's CONSTRUCTED files on real Wikipedia text, built with the helpers its own tests use,
 prepared with ``etc-prepare`` and trained from scratch on ``etc_tiny`` for 3 updates.
@@ -130,7 +131,7 @@ def train(task, data, extra, save_dir, *how):
            "--max-update", str(UPDATES), "--save-interval-updates", "1", "--no-epoch-checkpoints",
            "--disable-validation", "--log-format", "simple", "--log-interval", "1", "--save-dir", str(save_dir), *how]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600,
-                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                          env=dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1"))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     return log
@@ -175,3 +176,17 @@ def test_two_processes_train_like_update_freq_two(task, prepared, tmp_path):
     assert any(not torch.equal(first[k], last[k]) for k in last)  # the weights move between saves
     # the model has no parameter its loss never reads: no pre-training heads in a fine-tuning model
     assert not any(k.startswith(("encoder.lm_head.", "cpc_head.")) for k in last)
+
+
+def test_find_unused_parameters_is_refused_for_a_fine_tuning_model():
+    """DDP's unused-parameter search starts from forward's outputs; the task heads run in the criterion, so
+    it would mark their parameters ready twice. The wrapped DistributedFairseqModel says so in one line."""
+    from types import SimpleNamespace
+
+    import etc_fairseq.fairseq_compat  # noqa: F401
+    from fairseq import models
+
+    args = SimpleNamespace(find_unused_parameters=True, ddp_backend="pytorch_ddp", tpu=False)
+    model = SimpleNamespace(task_heads={"wikihop_candidates": torch.nn.Linear(2, 1)})
+    with pytest.raises(ValueError, match="--find-unused-parameters does not work with the etc fine-tuning tasks"):
+        models.DistributedFairseqModel(args, model, None, "cpu")

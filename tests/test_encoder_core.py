@@ -238,3 +238,48 @@ def test_fairseq_config_exposes_every_core_field_with_its_help():
     node = OmegaConf.structured(EtcConfig)
     assert set(core) <= set(node.keys())
     assert node.activation_fn == "gelu" and node.relative_bias is False
+
+
+@pytest.mark.parametrize("overrides", [{}, {"pre_layer_norm": True, "relative_bias": True, "separate_ffn": True},
+                                       {"shared_kv_per_side": True}, {"shared_q": True, "shared_kv": True}])
+@pytest.mark.parametrize("side", ["long", "global"])
+def test_keep_final_outputs_computes_one_side_exactly_and_removes_what_only_the_other_uses(overrides, side):
+    """A fine-tuning task that reads one side: the last layer computes that side only, equal to the full
+    model's features, and has no parameter that side does not use (every remaining one gets a gradient)."""
+    import copy
+
+    cfg = EtcEncoderConfig(encoder_layers=2, encoder_embed_dim=16, encoder_ffn_embed_dim=32, encoder_attention_heads=2,
+                           local_radius=3, relative_pos_max_distance=2, dropout=0.0, attention_dropout=0.0, **overrides)
+    torch.manual_seed(0)
+    full = EtcEncoder(cfg, vocab_size=60, padding_idx=1, fixed_block_token_id=0).eval()
+    if "rel_bias" in str(list(dict(full.named_parameters()))):
+        with torch.no_grad():  # bias tables start at zero: make them matter
+            for name, p in full.named_parameters():
+                if "rel_bias" in name:
+                    p.normal_()
+    pruned = copy.deepcopy(full)
+    pruned.keep_final_outputs([side])
+    assert pruned.final_outputs == (side,) and full.final_outputs == ("long", "global")
+    other = "global" if side == "long" else "long"
+    removed = set(dict(full.named_parameters())) - set(dict(pruned.named_parameters()))
+    last = f"layers.{len(full.layers) - 1}."
+    assert removed and all(k.startswith(last) for k in removed)
+    batch = _batch()
+    structure = {"long_segment": batch["structure.long_segment"]}
+    args = (batch["src_tokens"], batch["global_tokens"], batch["global_types"], structure)
+    with torch.no_grad():
+        a, b = full(*args), pruned(*args)
+    kept, dropped = (b.long_features, b.global_features) if side == "long" else (b.global_features, b.long_features)
+    assert dropped is None
+    assert torch.equal(kept, a.long_features if side == "long" else a.global_features)
+    out = pruned(*args)
+    feats = out.long_features if side == "long" else out.global_features
+    feats.float().pow(2).sum().backward()
+    assert [n for n, p in pruned.named_parameters() if p.grad is None] == []
+    # without pruning, exactly the removed parameters get no gradient from this side's loss
+    out = full(*args)
+    (out.long_features if side == "long" else out.global_features).float().pow(2).sum().backward()
+    assert {n for n, p in full.named_parameters() if p.grad is None} == removed
+    with pytest.raises(ValueError, match="complete encoders only"):
+        pruned.save_pretrained("unused-dir")
+    assert other not in pruned.final_outputs
