@@ -252,7 +252,7 @@ def test_end_to_end(tmp_path, wiki_dump, pretrain_data, capsys):
     ckpt = save / "checkpoint_last.pt"
     valid = subprocess.run(
         [sys.executable, "-m", "fairseq_cli.validate", str(data), *common, "--path", str(ckpt),
-         "--valid-subset", "valid", "--batch-size", "2"],
+         "--valid-subset", "valid", "--batch-size", "1"],
         capture_output=True, text=True, cwd=REPO, timeout=600,
     )
     assert valid.returncode == 0, valid.stdout[-3000:] + valid.stderr[-3000:]
@@ -261,8 +261,10 @@ def test_end_to_end(tmp_path, wiki_dump, pretrain_data, capsys):
     v_acc, v_mrr = float(m.group(1)), float(m.group(2))
 
     pred = tmp_path / "pred.json"
+    # one example per batch, as fairseq-validate above: a model after 3 updates scores sentences nearly alike,
+    # and other batch company (other padding) changes the last bits of the scores, hence how near-ties rank
     assert predict_main(["nextsent", "--path", str(ckpt), "--data", str(data), "--split", "valid",
-                         "--output", str(pred), "--batch-size", "3", "--device", "cpu"]) == 0
+                         "--output", str(pred), "--batch-size", "1", "--device", "cpu"]) == 0
     preds = json.loads(pred.read_text())
     assert set(preds) == {r.id for r in valid_records}
     assert all(len(preds[r.id]) == r.num_sentences for r in valid_records)

@@ -129,17 +129,3 @@ def write_summary(tmp: Path, dataset: str, tokenizer, splits: Mapping[str, dict]
     path.write_text(json.dumps(info, indent=1, default=str) + "\n", encoding="utf-8")
     return path
 
-
-def read_summary(data: PathLike) -> dict:
-    """The :data:`SUMMARY_FILE` of a prepared directory (the first of fairseq's ``:``-separated data
-    paths) as a dict; ``{}`` when there is none. A file that is not a JSON object is a one-line error."""
-    path = Path(str(data).split(":")[0]) / SUMMARY_FILE
-    if not path.is_file():
-        return {}
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not the JSON summary etc-prepare writes ({e})") from None
-    if not isinstance(info, dict):
-        raise ValueError(f"{path}: expected a JSON object (the summary etc-prepare writes)")
-    return info

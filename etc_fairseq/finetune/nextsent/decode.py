@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import torch
+import torch.nn.functional as F
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
@@ -39,26 +40,34 @@ def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_se
     return (sums / counts.clamp(min=1).unsqueeze(-1))[:, :num_sentences]  # [B, S, D]
 
 
-def sentence_scores(model, sample, features: Optional[torch.Tensor], extra) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Scores of every sentence: (logits float32 [B, S_max] with -inf past each example's sentences,
-    mask bool [B, S_max]); column ``k`` is the example's ``k``-th sentence in input order.
+def sentence_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Scores of every sentence: (logits float32 [B, S] with -inf past each example's sentences, mask bool
+    [B, S]); column ``k`` is the example's ``k``-th sentence in input order.
 
-    From the SENTENCE global tokens' outputs when the model computes global features (data prepared with
-    global tokens: :meth:`EtcNextSentTask.encoder_outputs`), else from the mean of each sentence's long
-    tokens (``--no-globals``). The choice is the model's, never the batch's: a batch whose examples lost all
-    their sentences to truncation scores nothing (all -inf) rather than switching to the other features."""
+    Per example: from its SENTENCE global tokens' outputs when every sentence has one, else from the mean
+    of each sentence's long tokens (data prepared with ``--no-globals``, or an example some of whose sentence
+    tokens the global budget cut), so that every sentence in the input is scored. Both are computed for every batch and one is picked per example, so an example's scores do
+    not depend on the other examples of its batch, and both heads' inputs (the long and the global side of
+    the last layer) take part in every step (a zero gradient where not picked), as DistributedDataParallel
+    requires."""
     head = model.task_heads[SENTENCE_HEAD]
     global_types = sample["net_input"]["global_types"]
     num = sample["target"]["num_sentences"][:, 0]  # [B]
-    if extra["global_features"] is not None and (
-        features is None or bool(global_types.eq(int(GlobalTokenType.SENTENCE)).any())
-    ):
-        logits = head(extra["global_features"]).squeeze(-1)  # [B, G]
-        return gather_by_type(logits, global_types, GlobalTokenType.SENTENCE)
+    g_logits, g_mask = gather_by_type(head(extra["global_features"]).squeeze(-1), global_types,
+                                      GlobalTokenType.SENTENCE)  # [B, N_max]
     s_max = max(int(num.max()), 1)
     pooled = mean_by_sentence(features, sample["target"]["long_sentence"], s_max)  # [B, S, D]
-    logits = head(pooled).squeeze(-1).float()  # [B, S]
-    mask = torch.arange(s_max, device=num.device).unsqueeze(0) < num.unsqueeze(1)  # [B, S]
+    p_logits = head(pooled).squeeze(-1).float()  # [B, S]
+    p_mask = torch.arange(s_max, device=num.device).unsqueeze(0) < num.unsqueeze(1)  # [B, S]
+    width = max(g_logits.size(1), s_max)
+    g_logits = F.pad(g_logits, (0, width - g_logits.size(1)), value=float("-inf"))  # [B, W]
+    g_mask = F.pad(g_mask, (0, width - g_mask.size(1)), value=False)
+    p_logits = F.pad(p_logits, (0, width - s_max), value=float("-inf"))
+    p_mask = F.pad(p_mask, (0, width - s_max), value=False)
+    # global when every sentence of the example has its global token, so that every sentence is scored
+    use_global = (g_mask.sum(dim=1) == num).unsqueeze(1) & num.gt(0).unsqueeze(1)  # [B, 1]
+    mask = torch.where(use_global, g_mask, p_mask)  # [B, W]
+    logits = torch.where(use_global, g_logits, p_logits)  # [B, W]
     return logits.masked_fill(~mask, float("-inf")), mask
 
 

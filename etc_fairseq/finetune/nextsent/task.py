@@ -1,7 +1,8 @@
 """The ``etc_nextsent`` task: the CONSTRUCTED next-sentence task (:mod:`.schema`) on data written by
 ``etc-prepare nextsent``. One head, ``task_heads.nextsent_sentences``: a dense layer from one vector per
-sentence (its SENTENCE global token's output, or the mean of its long tokens without global tokens) to one
-logit (the model's last layer computes only the features the data calls for: :meth:`EtcNextSentTask.encoder_outputs`); the criterion ``etc_nextsent`` takes the softmax over an example's sentences.
+sentence (its SENTENCE global token's output, or the mean of its long tokens without global tokens; chosen per
+example by :func:`~etc_fairseq.finetune.nextsent.decode.sentence_scores`) to one logit; the criterion
+``etc_nextsent`` takes the softmax over an example's sentences.
 
 Targets (``sample["target"]``): ``answer_index`` int64 [B, 1] (the answer's index among the example's
 sentences, -1 if truncation dropped it), ``num_sentences`` int64 [B, 1], ``long_sentence`` int64 [B, L]
@@ -12,7 +13,6 @@ from dataclasses import dataclass
 
 from fairseq.tasks import register_task
 
-from etc_fairseq.finetune.common.convert import read_summary
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 from etc_fairseq.finetune.nextsent.decode import SENTENCE_HEAD
 from etc_fairseq.finetune.nextsent.schema import target_fields
@@ -29,11 +29,6 @@ class EtcNextSentTask(EtcStructuredTask):
     """Find the sentence that followed the question (one score per sentence)."""
 
     TARGET_FIELDS = tuple(target_fields())
-
-    def encoder_outputs(self):
-        """The SENTENCE global tokens' outputs, or the long tokens' for data prepared with ``--no-globals``
-        (``no_globals`` in the data directory's prepare.json)."""
-        return ("long",) if read_summary(self.cfg.data).get("no_globals") else ("global",)
 
     def build_heads(self, model) -> None:
         model.register_task_head(SENTENCE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))
