@@ -320,21 +320,27 @@ class EtcModel(FairseqEncoderModel):
     PRETRAINING_HEAD_PREFIXES = ("encoder.lm_head.", "cpc_head.")
 
     def _reconcile_pretraining_heads(self, state_dict: Dict[str, torch.Tensor], prefix: str) -> None:
-        """Drop checkpoint tensors of pre-training heads this model was built without; give heads the
-        model has but the checkpoint lacks the model's fresh weights (``encoder.lm_head.weight``: the
-        checkpoint's own token embeddings, to which it is tied)."""
-        current = {k: v for k, v in self.state_dict().items() if k.startswith(self.PRETRAINING_HEAD_PREFIXES)}
-        heads = tuple(prefix + p for p in self.PRETRAINING_HEAD_PREFIXES)
-        dropped = [k for k in state_dict if k.startswith(heads) and k[len(prefix):] not in current]
-        for k in dropped:
-            del state_dict[k]
+        """Per pre-training head (LM, CPC): drop the checkpoint's tensors of a head this model was built
+        without; give a head this model has but the checkpoint has no tensor of (a fine-tuning model's
+        checkpoint) the model's fresh weights (``encoder.lm_head.weight``: the checkpoint's own token
+        embeddings, to which it is tied). Otherwise the tensors load as they are (strictly)."""
+        own = self.state_dict()
+        dropped = 0
+        for head in self.PRETRAINING_HEAD_PREFIXES:
+            current = {k: v for k, v in own.items() if k.startswith(head)}
+            in_ckpt = [k for k in state_dict if k.startswith(prefix + head)]
+            if not current:
+                for k in in_ckpt:
+                    del state_dict[k]
+                dropped += len(in_ckpt)
+            elif not in_ckpt:
+                for k, v in current.items():
+                    if k == "encoder.lm_head.weight":
+                        v = state_dict.get(prefix + "encoder.sentence_encoder.embed_tokens.weight", v)
+                    state_dict[prefix + k] = v
         if dropped:
-            logger.info(f"not loading {len(dropped)} pre-training head tensors (LM / CPC head): this model, "
+            logger.info(f"not loading {dropped} pre-training head tensors (LM / CPC head): this model, "
                         "built for a fine-tuning task, has no such heads")
-        for k, v in current.items():
-            if k == "encoder.lm_head.weight":
-                v = state_dict.get(prefix + "encoder.sentence_encoder.embed_tokens.weight", v)
-            state_dict.setdefault(prefix + k, v)
 
     def _drop_unused_final_layer_side(self, state_dict: Dict[str, torch.Tensor], prefix: str) -> None:
         """A model whose last layer computes one side only (a fine-tuning task that reads one side,
