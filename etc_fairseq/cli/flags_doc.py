@@ -81,11 +81,6 @@ def field_table(dc: type, skip: Sequence[str] = ()) -> List[str]:
     return rows
 
 
-def _doc_line(obj: Any) -> str:
-    doc = (getattr(obj, "__doc__", None) or "").strip()
-    return " ".join(doc.split("\n\n")[0].split()).replace("``", "`") if doc else ""
-
-
 def render() -> str:
     """The whole page (deterministic: registries sorted by name)."""
     import etc_fairseq.register  # noqa: F401  (registers everything)
@@ -130,10 +125,9 @@ def render() -> str:
             if cls is None or not cls.__module__.startswith("etc_fairseq"):
                 continue
             dc = dataclass_registry[name]
-            section += [f"### {kind} `{name}`", ""]
-            line = _doc_line(sys.modules[cls.__module__])  # the module says what the task/criterion is
-            if line:
-                section += [line, ""]
+            # only the dataclass fields: the module (where the task/criterion is described) is named, not
+            # copied, so editing a docstring does not make this page stale
+            section += [f"### {kind} `{name}`", "", f"Defined in `{cls.__module__}`.", ""]
             section += field_table(dc, skip=("data",) if kind == "task" else ())
             section.append("")
         return section
