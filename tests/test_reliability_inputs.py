@@ -250,6 +250,16 @@ def _(env):
                ["--output", "--path", str(ckpt), "is the input"], keep=[ckpt])
 
 
+@case("predict-output-replaces-file-of-data-dir")
+def _(env):
+    ckpt = env.tmp / "checkpoint_best.pt"
+    ckpt.write_bytes(b"x")
+    data = env.tmp / "data"
+    shutil.copytree(env.pretrain_data, data)
+    return Run("etc-predict", ["wikihop", "--path", str(ckpt), "--data", str(data), "--output", str(data / "dict.txt")],
+               ["--output", "already exists inside the input", "--data"], keep=[ckpt, data])
+
+
 @case("predict-output-is-directory")
 def _(env):
     ckpt = env.tmp / "checkpoint_best.pt"
