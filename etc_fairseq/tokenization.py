@@ -10,6 +10,12 @@ exactly as its source did:
   ``encoder.json`` + ``vocab.bpe``, tokens written as their GPT-2 id, as fairseq's RoBERTa dict.txt lists them):
   the ``tokenizers`` library's byte-level BPE, which gives character offsets.
 
+Any of them can first pre-split the text as BERT's BasicTokenizer does without lower-casing
+(:func:`bert_basic_split`: control characters dropped, split at whitespace, around every punctuation
+character and every CJK ideograph), which official ``etc_large_split_punctuation`` expects before its
+SentencePiece model; ``etc_tokenizer.json`` says so with ``"split_punctuation": true``. Offsets still point
+into the text as given.
+
 Every tokenizer returns :class:`Pieces`: the piece strings (as the model's ``dict.txt`` spells them), the
 character span of each piece in the text and, for :meth:`SourceTokenizer.tokenize_words`, the index of the
 word each piece belongs to (what span-extraction converters need to map answers between words and pieces).
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -52,13 +59,90 @@ class Pieces:
         return [i == 0 or w != self.word_ids[i - 1] for i, w in enumerate(self.word_ids)]
 
 
+# -- BERT's BasicTokenizer without lower-casing ---------------------------------------------------------
+
+#: CJK ideograph blocks that BERT's BasicTokenizer puts spaces around (each ideograph is a word)
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+               (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+def _dropped(ch: str) -> bool:
+    """NUL, U+FFFD and control/format characters (Unicode category C*) except tab, newline, return."""
+    return ch in "\x00\ufffd" or (ch not in "\t\n\r" and unicodedata.category(ch).startswith("C"))
+
+
+def _stands_alone(ch: str) -> bool:
+    """A character that is a word of its own: punctuation (Unicode P*, or any printable ASCII that is not a
+    letter or digit, e.g. ``$ + < = > ^ ` |  ~``) or a CJK ideograph."""
+    cp = ord(ch)
+    if 33 <= cp <= 126 and not ch.isalnum():
+        return True
+    if unicodedata.category(ch).startswith("P"):
+        return True
+    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
+def bert_basic_split(text: str) -> List[Tuple[str, List[int]]]:
+    """Split ``text`` into words as BERT's BasicTokenizer does with ``do_lower_case=False``: drop control
+    characters, split at whitespace, make every punctuation character and CJK ideograph a word of its own.
+    No case or accent change (Hugging Face's version also NFC-composes each word; the official one, which
+    ETC used, does not, and SentencePiece normalises either spelling the same way).
+
+    Returns:
+        per word: (the word, the index in ``text`` of each of its characters).
+    """
+    words: List[Tuple[str, List[int]]] = []
+    chars: List[str] = []
+    where: List[int] = []
+    for i, ch in enumerate(text):
+        if _dropped(ch):
+            continue
+        alone = _stands_alone(ch)
+        if (alone or ch.isspace() or unicodedata.category(ch) == "Zs") and chars:
+            words.append(("".join(chars), where))
+            chars, where = [], []
+        if alone:
+            words.append((ch, [i]))
+        elif not (ch.isspace() or unicodedata.category(ch) == "Zs"):
+            chars.append(ch)
+            where.append(i)
+    if chars:
+        words.append(("".join(chars), where))
+    return words
+
+
+def _split_then_encode(encode, text: str):
+    """``encode`` applied to the words of :func:`bert_basic_split` joined by single spaces; offsets mapped
+    back into ``text`` (a piece that covers only the space before a word gets the empty span at that word)."""
+    words = bert_basic_split(text)
+    joined = " ".join(w for w, _ in words)
+    origin: List[int] = []  # per character of joined: its index in text (a separator: the next word's start)
+    for k, (_, where) in enumerate(words):
+        if k:
+            origin.append(where[0])
+        origin.extend(where)
+    origin.append(len(text))
+    pieces, offsets = encode(joined)
+    spans = []
+    for start, end in offsets:
+        a, b = start, end
+        while a < b and joined[a] == " ":
+            a += 1
+        while b > a and joined[b - 1] == " ":
+            b -= 1
+        spans.append((origin[a], origin[b - 1] + 1) if a < b else (origin[start], origin[start]))
+    return pieces, spans
+
+
 @dataclass
 class SourceTokenizer:
     """One of the tokenizers of the module docstring.
 
     kind: ``wordpiece``, ``sentencepiece``, ``byte_level_bpe`` or ``gpt2_bpe``;
     global_token_pieces: role (``sentence``, ``question``, ...) -> the piece the source model was pretrained
-    with for that global token (official ETC: ``[unused0]`` for sentences, i.e. its id 1).
+    with for that global token (official ETC: ``[unused0]`` for sentences, i.e. its id 1);
+    split_punctuation: pre-split text with :func:`bert_basic_split` first (official
+    ``etc_large_split_punctuation``).
     """
 
     kind: str
@@ -67,10 +151,14 @@ class SourceTokenizer:
     specials: Dict[str, str] = field(default_factory=dict)
     #: pieces -> text (None: :meth:`decode` joins the pieces by their word-start marks)
     _decode: object = field(default=None, repr=False)
+    split_punctuation: bool = False
 
     def tokenize(self, text: str) -> Pieces:
         """Cut ``text`` into pieces with character offsets."""
-        pieces, offsets = self._encode(text)
+        if self.split_punctuation:
+            pieces, offsets = _split_then_encode(self._encode, text)
+        else:
+            pieces, offsets = self._encode(text)
         return Pieces([self.specials.get(p, p) for p in pieces], offsets)
 
     def tokenize_words(self, words: Sequence[str]) -> Pieces:
@@ -219,6 +307,15 @@ def load_tokenizer(model_dir: PathLike) -> SourceTokenizer:
         desc = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise TokenizerFileError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    tok = _tokenizer_of(desc, model_dir, path)
+    split = desc.get("split_punctuation", False)
+    if not isinstance(split, bool):
+        raise TokenizerFileError(f"{path}: field 'split_punctuation' = {split!r}; expected true or false")
+    tok.split_punctuation = split
+    return tok
+
+
+def _tokenizer_of(desc: Dict, model_dir: Path, path: Path) -> SourceTokenizer:
     kind = desc.get("type")
     pieces = desc.get("global_token_pieces", {})
     if kind == "wordpiece":

@@ -197,6 +197,43 @@ def test_lift_sentencepiece_official_writes_dict_and_matches_official_outputs(sp
     assert wop == [i for i, w in enumerate(words) for _ in sp.encode(w, out_type=str)]
 
 
+def test_lift_records_split_punctuation_and_every_text_path_pre_splits(spm_official_dir, tmp_path, capsys):
+    """etc_large_split_punctuation (detected from its directory name, or --split-punctuation): the converted
+    model's tokenizer pre-splits text like BERT's BasicTokenizer, for etc-prepare and the hub alike."""
+    import shutil
+
+    import sentencepiece as spm
+
+    from etc_fairseq.cli.lift import main as lift_main
+    from etc_fairseq.models import EtcModel
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+    from etc_fairseq.tokenization import bert_basic_split
+
+    named = tmp_path / "etc_large_split_punctuation"
+    shutil.copytree(spm_official_dir, named)
+    plain_out, named_out, flag_out = (tmp_path / n / "model.pt" for n in ("plain", "named", "flag"))
+    assert lift_main([str(spm_official_dir), "--out", str(plain_out), "-q"]) == 0
+    assert lift_main([str(named), "--out", str(named_out)]) == 0
+    assert "pre-split as BERT's BasicTokenizer does" in capsys.readouterr().out
+    assert lift_main([str(spm_official_dir), "--out", str(flag_out), "--split-punctuation", "-q"]) == 0
+    desc = {n: json.loads((tmp_path / n / "etc_tokenizer.json").read_text()) for n in ("plain", "named", "flag")}
+    assert "split_punctuation" not in desc["plain"]
+    assert desc["named"]["split_punctuation"] is True and desc["flag"]["split_punctuation"] is True
+
+    sp = spm.SentencePieceProcessor(model_file=str(spm_official_dir / "vocab_gpt_for_etc.model"))
+    text = "Lincoln,the President(sixteenth)was born;Alabama!"
+    split = " ".join(w for w, _ in bert_basic_split(text))
+    assert split == "Lincoln , the President ( sixteenth ) was born ; Alabama !"
+    tok = WordPieceTokenizer.from_model(named_out.parent)
+    d = tok.dictionary
+    ids, wop = tok.encode_words(text.split())
+    assert ids == [d.index(p) for p in sp.encode(split, out_type=str)]
+    assert WordPieceTokenizer.from_model(plain_out.parent).encode_words(text.split())[0] != ids
+    assert wop[0] == 0 and wop[-1] == 2 and wop == sorted(wop)
+    hub = EtcModel.from_pretrained(str(named_out.parent), checkpoint_file="model.pt")
+    assert hub.encode(text, add_special_tokens=False).tolist() == ids
+
+
 def test_lift_sentencepiece_of_the_wrong_size_is_one_line(spm_official_dir, tmp_path, capsys):
     import shutil
 

@@ -103,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
         "masked_lm task builds its dictionary (<s>,<pad>,</s>,<unk> + entries + <mask>); without it only the "
         "checkpoint's own vocabulary size is used",
     )
+    p.add_argument("--split-punctuation", action="store_true", default=None,
+                   help="the source model expects text pre-split as BERT's BasicTokenizer does (punctuation and "
+                   "CJK characters apart, no lower-casing) before its tokenizer; recorded in etc_tokenizer.json "
+                   "so etc-prepare --from-model and EtcModel.from_pretrained do it. Detected for an official "
+                   "directory named like etc_large_split_punctuation")
     p.add_argument("--seed", type=int, default=1, help="seed for the freshly initialised tensors (default 1)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--drop-unknown", action="store_true",
@@ -192,7 +197,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check_output(args.out, {"SOURCE": args.source, "--dict": args.dict}, args.overwrite)
         overrides, flags = model_overrides(parser, args)
         line, lifted = lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed,
-                                   dict_path=args.dict, drop_unknown=args.drop_unknown)
+                                   dict_path=args.dict, drop_unknown=args.drop_unknown,
+                                   split_punctuation=args.split_punctuation)
         if not args.quiet:
             print(f"etc-lift: {line}")
         written = write_lifted(lifted, args.out, overwrite=args.overwrite, encoder_dir=args.encoder_dir)

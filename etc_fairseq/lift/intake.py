@@ -17,8 +17,9 @@ Output, all computed in memory before anything is written (a failure writes noth
   model flags: :mod:`etc_fairseq.models.architectures`) build the same model;
 - next to it ``dict.txt`` (the fairseq dictionary the token rows are ordered by; sources with their own
   vocabulary), the source's tokenizer files and ``etc_tokenizer.json`` (which tokenizer, which files,
-  which vocabulary string each special global token was pretrained with; read by
-  :mod:`etc_fairseq.tokenization`);
+  which vocabulary string each special global token was pretrained with, and ``split_punctuation`` when
+  text is pre-split like BERT's BasicTokenizer first, as official ``etc_large_split_punctuation`` expects;
+  read by :mod:`etc_fairseq.tokenization`);
 - optionally (``encoder_dir``) the core's ``model.safetensors`` + ``config.json``
   (:func:`etc_fairseq.encoder.save_pretrained`).
 """
@@ -239,19 +240,37 @@ def lift_fairseq(path: Path, arch: Optional[str], overrides: Dict[str, Any], see
                                    "dict": str(dict_path) if dict_path is not None else None})
 
 
+#: the released official checkpoint whose text must be pre-split by BERT's BasicTokenizer (its directory
+#: name says so; its etc_config.json is etc_large's)
+SPLIT_PUNCTUATION_NAME = "split_punctuation"
+
+
 def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Optional[Dict[str, Any]] = None,
-                seed: Optional[int] = 1, dict_path: Optional[PathLike] = None, drop_unknown: bool = False
-                ) -> Tuple[str, LiftedModel]:
-    """Detect and convert ``source`` (nothing written). Returns (one-line description, :class:`LiftedModel`)."""
+                seed: Optional[int] = 1, dict_path: Optional[PathLike] = None, drop_unknown: bool = False,
+                split_punctuation: Optional[bool] = None) -> Tuple[str, LiftedModel]:
+    """Detect and convert ``source`` (nothing written). Returns (one-line description, :class:`LiftedModel`).
+
+    ``split_punctuation``: the source model expects text pre-split by BERT's BasicTokenizer
+    (:func:`etc_fairseq.tokenization.bert_basic_split`), recorded in ``etc_tokenizer.json``; None: detected
+    (an official directory named like ``etc_large_split_punctuation``)."""
     kind, line = detect_source(source)
     source = Path(source)
     overrides = dict(overrides or {})
     if kind == "official-etc":
         lifted = lift_official(source, arch, overrides, seed)
+        if split_punctuation is None:
+            split_punctuation = SPLIT_PUNCTUATION_NAME in source.resolve().name
     elif kind.startswith("huggingface-"):
         lifted = lift_hf(source, arch, overrides, seed)
     else:
         lifted = lift_fairseq(source, arch, overrides, seed, Path(dict_path) if dict_path else None, drop_unknown)
+    if split_punctuation:
+        if not lifted.tokenizer:
+            raise LiftError(f"{source}: --split-punctuation needs the source's tokenizer, and this source has none "
+                            "(a fairseq RoBERTa checkpoint without --dict)")
+        lifted.tokenizer["split_punctuation"] = True
+        lifted.report_lines.append("text is pre-split as BERT's BasicTokenizer does (punctuation, CJK, no "
+                                   "lower-casing) before the tokenizer: etc_tokenizer.json split_punctuation")
     if dict_path is not None and kind != "fairseq-roberta":
         theirs = masked_lm_dictionary(dict_path).symbols
         if theirs != lifted.symbols:
