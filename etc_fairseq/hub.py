@@ -68,12 +68,17 @@ import torch.nn.functional as F
 
 from etc_fairseq.data.packing import Piece, example_structure_ids
 from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
+from etc_fairseq.tokenization import (
+    TOKENIZER_DESCRIPTION,
+    SourceTokenizer,
+    byte_level_bpe_tokenizer,
+    load_tokenizer,
+    sentencepiece_tokenizer,
+)
 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, os.PathLike]
-
-_SPM_WORD_START = "\u2581"  # sentencepiece's word-start mark (etc_fairseq.prepare.spm.WORD_START)
 
 #: One encoded input without a batch dimension: ``src_tokens`` int64 [long_len], and for structured input
 #: ``global_tokens``/``global_types`` int64 [global_len] and ``structure`` (``long_segment``,
@@ -83,8 +88,6 @@ EtcInput = Dict[str, Any]
 __all__ = [
     "EtcHubInterface",
     "EtcInput",
-    "SpmTokenizer",
-    "Gpt2Tokenizer",
     "find_tokenizer",
     "structured_input",
     "collate_inputs",
@@ -94,69 +97,25 @@ __all__ = [
 
 
 # -------------------------------------------------------------------------------------------------------
-# tokenizers: text -> dictionary symbols (the strings in dict.txt)
+# the tokenizer: text -> dictionary symbols (the strings in dict.txt), an
+# etc_fairseq.tokenization.SourceTokenizer whatever the files
 # -------------------------------------------------------------------------------------------------------
 
 
-class SpmTokenizer:
-    """A sentencepiece model; its dictionary symbols are the pieces."""
-
-    kind = "spm"
-
-    def __init__(self, model: PathLike):
-        from etc_fairseq.prepare.spm import load_spm
-
-        self.path = Path(model)
-        self.sp = load_spm(self.path)
-
-    def encode(self, text: str) -> List[str]:
-        """One text -> its pieces (what ``etc-prepare`` writes into ``tok/``)."""
-        return self.sp.encode(text, out_type=str)
-
-    def word_starts(self, symbols: Sequence[str]) -> List[bool]:
-        """Per symbol, whether it begins a word (a piece starting with U+2581)."""
-        from etc_fairseq.prepare.spm import WORD_START
-
-        return [s.startswith(WORD_START) for s in symbols]
-
-    def decode(self, symbols: Sequence[str]) -> str:
-        return self.sp.decode_pieces(list(symbols))
-
-    def __repr__(self) -> str:
-        return f"SpmTokenizer({str(self.path)!r})"
+def _spm(model: PathLike) -> SourceTokenizer:
+    """A sentencepiece model whose pieces are the dictionary symbols (``etc-prepare pretrain --tokenizer spm``)."""
+    if not Path(model).is_file():
+        raise FileNotFoundError(f"{model}: no such sentencepiece model")
+    return sentencepiece_tokenizer(model)
 
 
-class Gpt2Tokenizer:
-    """GPT-2 byte-level BPE (RoBERTa's); its dictionary symbols are GPT-2 ids in decimal."""
-
-    kind = "gpt2"
-
-    def __init__(self, encoder_json: PathLike, vocab_bpe: PathLike):
-        from etc_fairseq.prepare.gpt2 import load_gpt2_bpe, load_gpt2_decoder
-
-        self.paths = (Path(encoder_json), Path(vocab_bpe))
-        self.bpe = load_gpt2_bpe(encoder_json, vocab_bpe)
-        self.decoder = load_gpt2_decoder(encoder_json)
-
-    def encode(self, text: str) -> List[str]:
-        """One text -> GPT-2 ids as decimal strings (encoded on its own: no leading space is added, as
-        ``etc-prepare pretrain`` encodes each sentence)."""
-        return [str(i) for i in self.bpe.encode(text)]
-
-    def word_starts(self, symbols: Sequence[str]) -> List[bool]:
-        """Per symbol, whether it begins a word (its text begins with a space); the first always does."""
-        from etc_fairseq.data.pretraining_corpus import GPT2_SPACE
-
-        out = [self.decoder[int(s)].startswith(GPT2_SPACE) for s in symbols]
-        if out:
-            out[0] = True
-        return out
-
-    def decode(self, symbols: Sequence[str]) -> str:
-        return self.bpe.decode([int(s) for s in symbols if s.isdigit()])
-
-    def __repr__(self) -> str:
-        return f"Gpt2Tokenizer({str(self.paths[0])!r}, {str(self.paths[1])!r})"
+def _gpt2(encoder_json: PathLike, vocab_bpe: PathLike) -> SourceTokenizer:
+    """GPT-2 byte-level BPE whose dictionary symbols are GPT-2 ids in decimal (fairseq RoBERTa's ``dict.txt``);
+    each text is encoded on its own, without a leading space, as ``etc-prepare pretrain`` encodes sentences."""
+    for p in (encoder_json, vocab_bpe):
+        if not Path(p).is_file():
+            raise FileNotFoundError(f"{p}: no such GPT-2 BPE file")
+    return byte_level_bpe_tokenizer(encoder_json, vocab_bpe, gpt2_ids=True)
 
 
 def _gpt2_pair(d: Path) -> Optional[Tuple[Path, Path]]:
@@ -172,7 +131,7 @@ def find_tokenizer(
     spm_model: Optional[PathLike] = None,
     gpt2_encoder_json: Optional[PathLike] = None,
     gpt2_vocab_bpe: Optional[PathLike] = None,
-) -> Tuple[Optional[Union[SpmTokenizer, Gpt2Tokenizer]], List[str], Dict[str, Any]]:
+) -> Tuple[Optional[SourceTokenizer], List[str], Dict[str, Any]]:
     """Find the tokenizer that a checkpoint's training data was encoded with (see the module docstring
     for the search order).
 
@@ -181,9 +140,11 @@ def find_tokenizer(
         data_dir: the data directory (with ``dict.txt``).
         spm_model / gpt2_encoder_json + gpt2_vocab_bpe: explicit files (take precedence).
     Returns:
-        (the tokenizer or None, the places looked at, the ``pretrain.json`` contents or ``{}``).
+        (the :class:`~etc_fairseq.tokenization.SourceTokenizer` or None, the places looked at, the
+        ``pretrain.json`` contents or ``{}``).
     Raises:
         FileNotFoundError: an explicit file, or one that ``pretrain.json`` names, is missing.
+        TokenizerFileError: a file that is not the tokenizer it should be.
         ValueError: both kinds given explicitly, or only one of the two GPT-2 files.
     """
     model_dir, data_dir = Path(model_dir), Path(data_dir)
@@ -198,12 +159,10 @@ def find_tokenizer(
     if (gpt2_encoder_json is None) != (gpt2_vocab_bpe is None):
         raise ValueError("GPT-2 BPE needs both gpt2_encoder_json and gpt2_vocab_bpe")
     if spm_model is not None:
-        return SpmTokenizer(spm_model), [f"spm_model={spm_model}"], meta
+        return _spm(spm_model), [f"spm_model={spm_model}"], meta
     if gpt2_encoder_json is not None:
-        return Gpt2Tokenizer(gpt2_encoder_json, gpt2_vocab_bpe), [f"gpt2 files {gpt2_encoder_json}, {gpt2_vocab_bpe}"], meta
+        return _gpt2(gpt2_encoder_json, gpt2_vocab_bpe), [f"gpt2 files {gpt2_encoder_json}, {gpt2_vocab_bpe}"], meta
     looked = []
-    from etc_fairseq.tokenization import TOKENIZER_DESCRIPTION, load_tokenizer
-
     # an etc-lift output (or a corpus prepared --from-model one): the source model's own tokenizer
     lifted_dirs = [model_dir]
     if "model_dir" in meta.get("tokenizer_files", {}):
@@ -217,9 +176,9 @@ def find_tokenizer(
             if not p.is_file():
                 raise FileNotFoundError(f"{p}: tokenizer file named by {meta_path} is missing")
         if meta.get("tokenizer") == "spm" and "spm_model" in files:
-            return SpmTokenizer(files["spm_model"]), [str(meta_path)], meta
+            return _spm(files["spm_model"]), [str(meta_path)], meta
         if meta.get("tokenizer") == "gpt2" and {"gpt2_encoder_json", "gpt2_vocab_bpe"} <= set(files):
-            return Gpt2Tokenizer(files["gpt2_encoder_json"], files["gpt2_vocab_bpe"]), [str(meta_path)], meta
+            return _gpt2(files["gpt2_encoder_json"], files["gpt2_vocab_bpe"]), [str(meta_path)], meta
         looked.append(f"{meta_path} (names no usable tokenizer)")
     else:
         looked.append(f"{meta_path} (absent)")
@@ -230,10 +189,10 @@ def find_tokenizer(
             continue
         seen.add(d)
         if (d / "spm.model").is_file():
-            return SpmTokenizer(d / "spm.model"), looked + [str(d / "spm.model")], meta
+            return _spm(d / "spm.model"), looked + [str(d / "spm.model")], meta
         pair = _gpt2_pair(d)
         if pair is not None:
-            return Gpt2Tokenizer(*pair), looked + [str(pair[0])], meta
+            return _gpt2(*pair), looked + [str(pair[0])], meta
         looked.append(f"{d}/{{spm.model, encoder.json + vocab.bpe, gpt2/encoder.json + gpt2/vocab.bpe}}")
     return None, looked, meta
 
@@ -363,7 +322,7 @@ class EtcHubInterface(nn.Module):
         cfg: the checkpoint's fairseq config.
         task: the fairseq task (its ``source_dictionary`` is the model's).
         model: the :class:`~etc_fairseq.models.etc.EtcModel`.
-        tokenizer: :class:`SpmTokenizer`, :class:`Gpt2Tokenizer` or None (token ids only).
+        tokenizer: a :class:`~etc_fairseq.tokenization.SourceTokenizer` or None (token ids only).
         max_sentence_pieces: cut longer sentences in :meth:`encode_documents` (0 = never); the training
             data's value (``pretrain.json``) when loaded by :func:`from_pretrained`.
         tokenizer_search: where :func:`find_tokenizer` looked (for the error message without one).
@@ -575,7 +534,7 @@ class EtcHubInterface(nn.Module):
             else:
                 text = tok.decode([symbol])
                 word = text.strip()
-                starts_word = text.startswith(" ") if tok.kind == "gpt2" else symbol.startswith(_SPM_WORD_START)
+                starts_word = tok.starts_word(symbol)
             sep = " " if starts_word and left and not left.endswith(" ") else ""
             out.append((left + sep + word + right, p, symbol))
         return out

@@ -152,6 +152,12 @@ class SourceTokenizer:
     #: pieces -> text (None: :meth:`decode` joins the pieces by their word-start marks)
     _decode: object = field(default=None, repr=False)
     split_punctuation: bool = False
+    #: the files it was read from (shown by ``repr``)
+    files: Tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        split = ", split_punctuation=True" if self.split_punctuation else ""
+        return f"SourceTokenizer({self.kind!r}, {', '.join(repr(f) for f in self.files)}{split})"
 
     def tokenize(self, text: str) -> Pieces:
         """Cut ``text`` into pieces with character offsets."""
@@ -186,16 +192,18 @@ class SourceTokenizer:
         """The pieces of ``text`` (``dict.txt`` spelling): what ``EtcModel.from_pretrained``'s hub encodes with."""
         return self.tokenize(text).pieces
 
-    def word_starts(self, pieces: Sequence[str]) -> List[bool]:
-        """Per piece, whether it begins a word: WordPiece words continue at ``##``; SentencePiece words start
-        at ``\u2581``; byte-level BPE words at a leading-space byte (``\u0120``). The first piece always does."""
+    def starts_word(self, piece: str) -> bool:
+        """Whether ``piece`` begins a word wherever it stands: WordPiece words continue at ``##``;
+        SentencePiece words start at ``\u2581``; byte-level BPE words at a leading-space byte (``\u0120``)."""
         if self.kind == "wordpiece":
-            starts = [not p.startswith("##") for p in pieces]
-        elif self.kind == "sentencepiece":
-            starts = [p.startswith("\u2581") for p in pieces]
-        else:
-            starts = [self.decode([p]).startswith(" ") for p in pieces]
-        return [i == 0 or s for i, s in enumerate(starts)]
+            return not piece.startswith("##")
+        if self.kind == "sentencepiece":
+            return piece.startswith("\u2581")
+        return self.decode([piece]).startswith(" ")
+
+    def word_starts(self, pieces: Sequence[str]) -> List[bool]:
+        """Per piece, whether it begins a word (:meth:`starts_word`); the first piece always does."""
+        return [i == 0 or self.starts_word(p) for i, p in enumerate(pieces)]
 
     def decode(self, pieces: Sequence[str]) -> str:
         """Pieces back to text (special symbols are kept as they are spelled)."""
@@ -236,7 +244,8 @@ def wordpiece_tokenizer(vocab_txt: PathLike, lowercase: bool = True, global_toke
         enc = tok.encode(text, add_special_tokens=False)
         return enc.tokens, list(enc.offsets)
 
-    return SourceTokenizer("wordpiece", encode, dict(global_token_pieces or {}), dict(BERT_SPECIALS_IN_FAIRSEQ))
+    return SourceTokenizer("wordpiece", encode, dict(global_token_pieces or {}), dict(BERT_SPECIALS_IN_FAIRSEQ),
+                           files=(str(path),))
 
 
 def byte_level_bpe_tokenizer(vocab_json: PathLike, merges_txt: PathLike, add_prefix_space: bool = False,
@@ -267,7 +276,7 @@ def byte_level_bpe_tokenizer(vocab_json: PathLike, merges_txt: PathLike, add_pre
         return tok.decode(ids, skip_special_tokens=False)
 
     return SourceTokenizer("gpt2_bpe" if gpt2_ids else "byte_level_bpe", encode, dict(global_token_pieces or {}),
-                           _decode=decode)
+                           _decode=decode, files=(str(vocab_json), str(merges_txt)))
 
 
 def sentencepiece_tokenizer(model_file: PathLike, global_token_pieces=None) -> SourceTokenizer:
@@ -277,7 +286,10 @@ def sentencepiece_tokenizer(model_file: PathLike, global_token_pieces=None) -> S
     path = Path(model_file)
     if not path.is_file():
         raise TokenizerFileError(f"{path}: SentencePiece model not found")
-    sp = spm.SentencePieceProcessor(model_file=str(path))
+    try:
+        sp = spm.SentencePieceProcessor(model_file=str(path))
+    except (RuntimeError, OSError) as e:
+        raise TokenizerFileError(f"{path}: not a SentencePiece model ({e})") from None
 
     def encode(text: str):
         proto = sp.encode(text, out_type="proto")
@@ -290,7 +302,8 @@ def sentencepiece_tokenizer(model_file: PathLike, global_token_pieces=None) -> S
         offsets = [(byte_to_char[p.begin], byte_to_char[p.end]) for p in proto.pieces]
         return pieces, offsets
 
-    return SourceTokenizer("sentencepiece", encode, dict(global_token_pieces or {}))
+    return SourceTokenizer("sentencepiece", encode, dict(global_token_pieces or {}),
+                           _decode=lambda pieces: sp.decode_pieces(pieces), files=(str(path),))
 
 
 def load_tokenizer(model_dir: PathLike) -> SourceTokenizer:

@@ -42,7 +42,7 @@ def test_python_blocks_run(tmp_path, monkeypatch, pretrain_prepared, etc_tiny_ch
     out = capsys.readouterr().out
     # what the page says the reader sees
     assert "pass truncation=True" in out
-    assert "SpmTokenizer(" in out
+    assert "SourceTokenizer('sentencepiece', " in out
     filled = [line for line in out.splitlines() if "Anarchism is a political" in line and "<mask>" not in line]
     assert len(filled) >= 3
     assert len(namespace["whole"]) > 8000

@@ -29,7 +29,8 @@ import torch
 from etc_fairseq.data.packing import Piece
 from etc_fairseq.data.pretraining_corpus import PretrainingCorpus
 from etc_fairseq.data.pretraining_dataset import PretrainingDataset
-from etc_fairseq.hub import EtcHubInterface, Gpt2Tokenizer, collate_inputs, structured_input
+from etc_fairseq.hub import EtcHubInterface, collate_inputs, structured_input
+from etc_fairseq.tokenization import byte_level_bpe_tokenizer, sentencepiece_tokenizer
 from etc_fairseq.checkpoint_io import CheckpointLoadError
 from etc_fairseq.lift import build_etc_model, masked_lm_dictionary
 from etc_fairseq.models import config_for_arch
@@ -106,12 +107,12 @@ def test_from_pretrained_finds_model_dictionary_and_tokenizer(hub, model_dir, pr
     assert hub.pretraining_layout  # trained with etc_pretraining: no <s> ... </s> around plain text
     assert len(hub.dictionary) == pretrain_prepared.vocab_size + 1 and hub.dictionary[-1] == "<mask>"
     # found through bin/pretrain.json, which also gives the training data's sentence cut
-    assert hub.tokenizer.kind == "spm"
-    assert hub.tokenizer.path.resolve() == Path(pretrain_prepared.tokenizer_files["spm_model"]).resolve()
+    assert hub.tokenizer.kind == "sentencepiece"
+    assert Path(hub.tokenizer.files[0]).resolve() == Path(pretrain_prepared.tokenizer_files["spm_model"]).resolve()
     assert hub.max_sentence_pieces == 128
 
     own = EtcModel.from_pretrained(model_dir)  # defaults: model.pt, data ".", spm.model beside it
-    assert own.tokenizer.path == (model_dir / "spm.model").resolve() and own.max_sentence_pieces == 0
+    assert Path(own.tokenizer.files[0]) == (model_dir / "spm.model").resolve() and own.max_sentence_pieces == 0
     text = "The history of anarchism goes back to prehistory."
     assert torch.equal(own.encode(text), hub.encode(text))
     for a, b in zip(own.model.state_dict().values(), hub.model.state_dict().values()):
@@ -257,11 +258,9 @@ def test_classification_head_predict_and_reload(hub, model_dir, trained, tmp_pat
 def test_global_tokens_use_the_pretrained_role_ids(pretrain_prepared, hub):
     """A converted model's pretrain.json names the ids its global tokens were pretrained with: the hub's
     documents use them, as the etc_pretraining dataset does."""
-    from etc_fairseq.hub import SpmTokenizer
-
     roles = {"cls": 5, "sentence": 6}
     h = EtcHubInterface(None, SimpleNamespace(source_dictionary=hub.dictionary), None,
-                        SpmTokenizer(pretrain_prepared.tokenizer_files["spm_model"]), global_role_ids=roles)
+                        sentencepiece_tokenizer(pretrain_prepared.tokenizer_files["spm_model"]), global_role_ids=roles)
     x = h.encode_document(["First sentence here.", "Second one."])
     assert x["global_tokens"].tolist() == [5, 6, 6] and x["src_tokens"][0].item() == 5
     assert h.encode_packed([["First sentence here."]])["global_tokens"].tolist() == [6]
@@ -274,7 +273,7 @@ def test_gpt2_tokenizer_encodes_like_etc_prepare(pretrain_gpt2_prepared):
     files = pretrain_gpt2_prepared.tokenizer_files
     dictionary = masked_lm_dictionary(Path(pretrain_gpt2_prepared.bin_dir) / "dict.txt")
     hub = EtcHubInterface(None, SimpleNamespace(source_dictionary=dictionary), None,
-                          Gpt2Tokenizer(files["gpt2_encoder_json"], files["gpt2_vocab_bpe"]),
+                          byte_level_bpe_tokenizer(files["gpt2_encoder_json"], files["gpt2_vocab_bpe"], gpt2_ids=True),
                           max_sentence_pieces=pretrain_gpt2_prepared.max_sentence_pieces)
     docs = raw_documents(out, "valid")
     corpus = PretrainingCorpus.load(pretrain_gpt2_prepared.bin_dir, "valid", dictionary=dictionary)
@@ -448,7 +447,7 @@ def test_sentence_prediction_checkpoint_loads_like_fairseq_hub(etc_tiny_sentence
     text = "Anarchism is a political philosophy and movement."
     for data in (data_dir, data_dir / "input0"):  # the fairseq data dir, or its input0/ as users pass it
         h = EtcModel.from_pretrained(ckpt.parent, checkpoint_file=ckpt.name, data_name_or_path=str(data))
-        assert h.tokenizer is not None and h.tokenizer.kind == "spm"  # bin/../spm.model of etc-prepare
+        assert h.tokenizer is not None and h.tokenizer.kind == "sentencepiece"  # bin/../spm.model of etc-prepare
         tokens = h.encode(text)
         log_probs = h.predict("sentence_classification_head", tokens)
         assert log_probs.shape == (1, num_classes)
