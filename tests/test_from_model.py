@@ -81,6 +81,16 @@ def test_prepare_hotpotqa_from_model_uses_pretrained_sentence_token(lifted_offic
     assert (out / "dict.txt").read_text() == (lifted_official / "dict.txt").read_text()
     info = json.loads((out / "prepare.json").read_text())
     assert info["tokenizer"] == "wordpiece" and info["from_model"] == str(lifted_official)
+    # the source model's structure settings, for etc-show (no --arch needed)
+    from etc_fairseq.checkpoint_io import load_checkpoint
+    from etc_fairseq.cli.show import recorded_arch_settings
+
+    stored = load_checkpoint(lifted_official / "model.pt")["cfg"]["model"]
+    assert stored["local_radius"] == 3  # the official fixture's, not an architecture default
+    expected = {"arch": stored["_name"], "local_radius": 3, "relative_pos_max_distance":
+                stored["relative_pos_max_distance"], "fixed_block_len": stored["fixed_block_len"]}
+    assert {k: info[k] for k in expected} == expected and info["arch_from"] == str(lifted_official / "model.pt")
+    assert recorded_arch_settings(out) == (out / "prepare.json", expected)
     sentence_id = d.index("[unused0]")
     assert info["global_token_ids"]["SENTENCE"] == sentence_id and info["global_token_ids"]["CLS"] == d.bos()
     assert info["global_token_ids"]["CONTEXT"] == d.index("[unused4]")
@@ -299,6 +309,9 @@ def test_prepare_pretrain_from_model_wordpiece(lifted_official, wiki_dump, tmp_p
     assert main(["pretrain", "--input", str(wiki_dump), "--out", str(out), "--from-model", str(lifted_official),
                  "--max-docs", "4", "--valid-docs", "1", "--max-sentence-pieces", "40"]) == 0
     bin_dir = out / "bin"
+    from etc_fairseq.cli.show import recorded_arch_settings
+
+    assert recorded_arch_settings(bin_dir)[1]["local_radius"] == 3  # out/prepare.json: the source model's
     meta = json.loads((bin_dir / "pretrain.json").read_text())
     assert meta["tokenizer"] == "wordpiece" and meta["tokenizer_files"] == {"model_dir": "../model"}
     assert (bin_dir / "dict.txt").read_text() == (lifted_official / "dict.txt").read_text()

@@ -351,7 +351,8 @@ SUBCOMMANDS: List[Subcommand] = [MLM, ARTICLE_CLASSIFICATION, PRETRAIN]
 # ---------------------------------------------------------------------------------------------------------
 
 
-#: the model settings ``--arch`` records in ``DIR/prepare.json`` (``etc-show`` draws with them)
+#: the model settings ``--arch`` (or the ``--from-model`` checkpoint) records in ``DIR/prepare.json``
+#: (``etc-show`` draws with them)
 ARCH_FIELDS = ("local_radius", "relative_pos_max_distance", "fixed_block_len")
 
 
@@ -369,17 +370,46 @@ def arch_settings(name: str) -> dict:
     return {"arch": name, **{f: int(getattr(cfg, f)) for f in ARCH_FIELDS}}
 
 
+def model_arch_settings(model_dir: Path) -> Optional[dict]:
+    """``{"arch": ..., **ARCH_FIELDS, "arch_from": checkpoint}`` of the ETC checkpoint in an ``etc-lift`` output
+    directory (``--from-model DIR``), or None (logged) when DIR holds none, or several that disagree."""
+    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint
+
+    found = {}
+    for path in sorted(Path(model_dir).glob("*.pt")):
+        try:
+            model = dict((load_checkpoint(path, mmap=True).get("cfg") or {}).get("model") or {})
+        except (CheckpointLoadError, AttributeError, TypeError):
+            continue
+        if str(model.get("_name", "")).startswith("etc") and all(isinstance(model.get(f), int) for f in ARCH_FIELDS):
+            found[path] = {"arch": model["_name"], **{f: model[f] for f in ARCH_FIELDS}}
+    if len({json.dumps(v, sort_keys=True) for v in found.values()}) != 1:
+        logger.warning("%s: %s; prepare.json records no architecture (pass --arch)", model_dir,
+                       f"checkpoints with different settings: {', '.join(p.name for p in found)}" if found
+                       else "no ETC checkpoint (*.pt) found")
+        return None
+    path, settings = next(iter(found.items()))
+    return {**settings, "arch_from": str(path)}
+
+
 def _with_arch_option(sc: Subcommand) -> Subcommand:
-    """``sc`` with ``--arch NAME``: checked before the conversion, then recorded in ``DIR/prepare.json``."""
+    """``sc`` with ``--arch NAME``: checked before the conversion, then recorded in ``DIR/prepare.json``;
+    without it, a ``--from-model`` directory's checkpoint gives the settings (:func:`model_arch_settings`)."""
 
     def add_arguments(p: argparse.ArgumentParser) -> None:
         sc.add_arguments(p)
         p.add_argument("--arch", default=None, metavar="NAME",
                        help="the ETC architecture this data is for (e.g. etc_tiny): its radius, relative-position "
-                       "clipping and fixed block length are recorded in DIR/prepare.json, where etc-show reads them")
+                       "clipping and fixed block length are recorded in DIR/prepare.json, where etc-show reads them "
+                       "(default with --from-model DIR: those of the checkpoint in DIR)")
 
     def run(args: argparse.Namespace) -> int:
-        settings = arch_settings(args.arch) if args.arch else None
+        if args.arch:
+            settings = arch_settings(args.arch)
+        elif getattr(args, "from_model", None) is not None and Path(args.from_model).is_dir():
+            settings = model_arch_settings(args.from_model)
+        else:
+            settings = None
         status = sc.run(args)
         if status == 0 and settings is not None:
             from etc_fairseq.prepare.mlm import write_json_atomic

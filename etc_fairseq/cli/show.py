@@ -17,8 +17,9 @@
 Cells are coloured by relative label (legend: every label name), masked cells are white. Long inputs
 are drawn as the banded l2l window (long queries x 2r+1 relative offsets) next to the g2g, g2l and l2g
 blocks. The radius ``r``, the clipping distance ``k`` and the fixed block length come from ``--arch``, else
-from what ``etc-prepare --arch`` recorded in ``prepare.json`` (in DATA or its parent), else from ``etc_base``
-(said in the title and the log); ``--radius`` / ``--max-distance`` / ``--fixed-block-len`` override them.
+from what ``etc-prepare --arch`` (or ``--from-model``: that model's checkpoint) recorded in ``prepare.json``
+(in DATA or its parent), else from ``etc_base`` (said in the title and the log); ``--radius`` /
+``--max-distance`` / ``--fixed-block-len`` override them.
 
 Token text is the data's dictionary symbols (sentencepiece pieces as they are; GPT-2 ids decoded through
 ``encoder.json`` when one is found: ``--gpt2-encoder-json``, the tokenizer files named in a pretrain
