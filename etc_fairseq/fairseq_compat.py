@@ -70,10 +70,13 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
    name in ``model._name`` to its model (``etc_tiny`` -> ``etc``) and fills every field the config lacks
    from ``EtcConfig``'s defaults, so the architecture function that runs later finds every field set and
    changes nothing: a yaml ``model: {_name: etc_tiny}`` silently built the default (base-sized) model.
-   The wrapper first applies the named ETC architecture to the fields the config leaves unset
-   (:func:`apply_yaml_architecture`), then calls the original; fields the yaml sets are kept. Command-line
-   ``--arch`` configs arrive with every field set already and are unchanged. Installed into
-   ``fairseq_cli.train`` / ``fairseq_cli.hydra_train`` too, which import the function by name.
+   The wrapper first fills the fields the config leaves unset from ``checkpoint.finetune_from_model``'s
+   stored model config when one is given (what ``fairseq-train --finetune-from-model`` does through the
+   architecture functions, which ``fairseq-hydra-train`` calls on ``cfg.model`` alone), then from the
+   named ETC architecture (:func:`apply_yaml_architecture`), then calls the original; fields the yaml
+   sets are kept. Command-line ``--arch`` configs arrive with every field set already and are unchanged.
+   Installed into ``fairseq_cli.train`` / ``fairseq_cli.hydra_train`` too, which import the function by
+   name.
 10. ``fairseq.distributed.utils.all_gather_list`` (``fairseq-train`` on several processes, every update,
     for criterions whose logging outputs cannot be summed, e.g. ``etc_nq``'s per-window predictions): it
     allocates ``torch.cuda.ByteTensor`` and pinned memory, so it fails without CUDA (``type
@@ -562,14 +565,19 @@ def verify_indexed_dataset(prefix) -> int:
 
 def apply_yaml_architecture(cfg) -> None:
     """Fill the unset fields of ``cfg.model`` (a composed fairseq/hydra config, an omegaconf ``DictConfig``)
-    from the ETC architecture that ``model._name`` names, in place; fields already set are kept. A config
-    naming another model, the plain ``etc`` model, or no model is left alone. See fix 9."""
+    in place: first from the model config stored in ``checkpoint.finetune_from_model`` when one is given
+    (as ``fairseq-train --finetune-from-model`` does, :mod:`etc_fairseq.models.architectures`), then from
+    the ETC architecture that ``model._name`` names; fields already set are kept. A config naming another
+    model or no model is left alone; the plain ``etc`` model takes only the checkpoint's fields (fairseq
+    fills the rest with the dataclass defaults). See fix 9."""
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
     from omegaconf import DictConfig, OmegaConf, open_dict
 
+    from etc_fairseq.models.architectures import fields_from_finetune_checkpoint
+
     model = cfg.get("model") if hasattr(cfg, "get") else None
     name = model if isinstance(model, str) else getattr(model, "_name", None) if model is not None else None
-    if not isinstance(name, str) or name == "etc" or ARCH_MODEL_NAME_REGISTRY.get(name) != "etc":
+    if not isinstance(name, str) or ARCH_MODEL_NAME_REGISTRY.get(name) != "etc":
         return
     if isinstance(model, str):
         with open_dict(cfg):
@@ -577,8 +585,12 @@ def apply_yaml_architecture(cfg) -> None:
         model = cfg.model
     if not OmegaConf.is_config(model):
         return
+    checkpoint = cfg.get("checkpoint")
+    finetune_from = checkpoint.get("finetune_from_model") if OmegaConf.is_config(checkpoint) else None
     with open_dict(model):
-        ARCH_CONFIG_REGISTRY[name](model)
+        fields_from_finetune_checkpoint(model, finetune_from)
+        if name != "etc":
+            ARCH_CONFIG_REGISTRY[name](model)
 
 
 def _wrap_add_defaults(original):

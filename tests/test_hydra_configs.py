@@ -92,6 +92,44 @@ def test_nextsent_yaml_fine_tunes_the_named_architecture(wiki_dump, pretrain_dat
     assert (model_cfg["_name"], model_cfg["encoder_layers"], model_cfg["encoder_embed_dim"]) == ("etc_tiny", 2, 64)
     assert logged_params(log) == expected_params(ckpt, "etc_tiny")
 
+    # checkpoint.finetune_from_model: the model fields the yaml leaves unset come from the checkpoint's own
+    # config (as fairseq-train --finetune-from-model), not from etc_tiny; the command line still wins
+    source = checkpoint_with_fields(ckpt, tmp_path / "source.pt", local_radius=5, dropout=0.2)
+    save2 = tmp_path / "ckpt2"
+    hydra_train("examples/nextsent/config", data, save2, tmp_path, f"checkpoint.finetune_from_model={source}",
+                "+model.attention_dropout=0.05")
+    tuned = torch.load(save2 / "checkpoint_last.pt")["cfg"]["model"]
+    assert (tuned["local_radius"], tuned["dropout"], tuned["attention_dropout"]) == (5, 0.2, 0.05)
+    assert tuned["encoder_layers"] == 2 and tuned["fixed_block_len"] == model_cfg["fixed_block_len"]
+
+
+def checkpoint_with_fields(checkpoint: Path, out: Path, **fields) -> Path:
+    """A copy of ``checkpoint`` whose stored model config differs in ``fields`` (none that changes a weight
+    shape), so a test sees which config a model was built from."""
+    state = torch.load(checkpoint)
+    for name, value in fields.items():
+        assert state["cfg"]["model"][name] != value, name
+        state["cfg"]["model"][name] = value
+    torch.save(state, out)
+    return out
+
+
+@pytest.mark.parametrize("name", ["etc_tiny", "etc"])
+def test_yaml_finetune_from_model_fills_unset_fields_from_the_checkpoint(etc_tiny_checkpoint, tmp_path, name):
+    import etc_fairseq.register  # noqa: F401
+    from fairseq.dataclass.initialize import add_defaults
+
+    source = checkpoint_with_fields(etc_tiny_checkpoint, tmp_path / "source.pt", local_radius=5, encoder_layers=3)
+    cfg = OmegaConf.create({"model": {"_name": name, "dropout": 0.3},
+                            "checkpoint": {"finetune_from_model": str(source)}})
+    add_defaults(cfg)
+    # from the checkpoint (also fields etc_tiny would set, and ones the plain etc model defaults differently)
+    assert (cfg.model.local_radius, cfg.model.encoder_layers, cfg.model.encoder_embed_dim) == (5, 3, 64)
+    assert cfg.model.dropout == 0.3  # set in the yaml
+    plain = OmegaConf.create({"model": {"_name": name}})
+    add_defaults(plain)
+    assert plain.model.local_radius == (16 if name == "etc_tiny" else 84)
+
 
 @pytest.mark.parametrize("model", [{"_name": "etc_tiny", "encoder_layers": 3, "dropout": 0.3}, "etc_tiny"])
 def test_yaml_architecture_fill_keeps_set_fields(model):

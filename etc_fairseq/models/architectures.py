@@ -46,10 +46,11 @@ def stored_model_fields(path: str):
     return tuple(sorted(fields.items()))
 
 
-def fields_from_finetune_checkpoint(args) -> None:
-    """Fill the model fields ``args`` lacks from ``args.finetune_from_model``'s stored config (see the
-    module docstring); nothing without ``--finetune-from-model``."""
-    path = safe_getattr(args, "finetune_from_model", None)
+def fields_from_finetune_checkpoint(args, path=None) -> None:
+    """Fill the model fields ``args`` lacks from the config stored in ``path`` (default
+    ``args.finetune_from_model``; see the module docstring); nothing without a path. ``fairseq-hydra-train``'s
+    ``checkpoint.finetune_from_model`` reaches it through :func:`etc_fairseq.fairseq_compat.apply_yaml_architecture`."""
+    path = path or safe_getattr(args, "finetune_from_model", None)
     if not path:
         return
     filled = []
