@@ -113,6 +113,14 @@ def add_spm_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--srcdict", type=Path, default=None, help="reuse this fairseq dict.txt instead of building one")
 
 
+def add_document_split_arguments(g) -> None:
+    """Add ``--valid-fraction`` / ``--valid-docs`` (one or the other: the validation share of a text corpus,
+    by document) to the argument group ``g``; :func:`_corpus_kwargs` reads them."""
+    split = g.add_mutually_exclusive_group()
+    split.add_argument("--valid-fraction", type=fraction, default=None, help="share of documents for validation (default 0.05)")
+    split.add_argument("--valid-docs", type=positive_int, default=None, metavar="N", help="exactly N documents for validation")
+
+
 def resolve_inputs(args: argparse.Namespace) -> List[Path]:
     """The input files named by :func:`add_input_arguments`' options (fetching the sample if asked).
 
@@ -156,9 +164,7 @@ def _mlm_arguments(p: argparse.ArgumentParser) -> None:
     add_output_arguments(p)
     add_spm_arguments(p)
     g = p.add_argument_group("split and layout")
-    split = g.add_mutually_exclusive_group()
-    split.add_argument("--valid-fraction", type=fraction, default=None, help="share of documents for validation (default 0.05)")
-    split.add_argument("--valid-docs", type=positive_int, default=None, metavar="N", help="exactly N documents for validation")
+    add_document_split_arguments(g)
     g.add_argument(
         "--max-line-pieces",
         type=non_negative_int,
@@ -302,9 +308,7 @@ def _pretrain_arguments(p: argparse.ArgumentParser) -> None:
         help="cut sentences longer than N tokens at word starts into several sentences, and count them "
         "(default 256; 0 = never)",
     )
-    split = g.add_mutually_exclusive_group()
-    split.add_argument("--valid-fraction", type=fraction, default=None, help="share of documents for validation (default 0.05)")
-    split.add_argument("--valid-docs", type=positive_int, default=None, metavar="N", help="exactly N documents for validation")
+    add_document_split_arguments(g)
 
 
 def _pretrain_run(args: argparse.Namespace) -> int:
