@@ -132,6 +132,16 @@ def render() -> str:
             section.append("")
         return section
 
+    from fairseq.models import MODEL_DATACLASS_REGISTRY, MODEL_REGISTRY
+
+    for name in sorted(MODEL_DATACLASS_REGISTRY):
+        cls = MODEL_REGISTRY.get(name)
+        if name == "etc" or cls is None or not cls.__module__.startswith("etc_fairseq"):
+            continue
+        out += [f"## Model `{name}` (`--arch {name}`)", "", f"Defined in `{cls.__module__}`.", ""]
+        out += field_table(MODEL_DATACLASS_REGISTRY[name])
+        out.append("")
+
     out += ["## Tasks (`--task`)", "",
             "Each task reads the directory given as fairseq's first positional argument (`task.data` in yaml).", ""]
     out += ours(TASK_REGISTRY, TASK_DATACLASS_REGISTRY, "task")

@@ -692,13 +692,26 @@ def save_etc_checkpoint(
     Raises:
         LiftError: the location cannot be written (read-only, full); no temporary file is left.
     """
+    return save_model_checkpoint(path, etc_state, etc_config_dict(etc_cfg), lifted_from, what="ETC checkpoint")
+
+
+def save_model_checkpoint(
+    path: PathLike,
+    state: Mapping[str, torch.Tensor],
+    model_cfg: Dict[str, Any],
+    lifted_from: Optional[Dict[str, Any]] = None,
+    what: str = "checkpoint",
+) -> Path:
+    """Write a checkpoint of one of etc-fairseq's models (``model_cfg``: its dataclass fields as a plain
+    dict with ``_name``) in the format :func:`save_etc_checkpoint` describes, atomically (``what`` names
+    it in the error)."""
     path = Path(path)
     checkpoint = {
         "args": None,
         # The task section makes the file loadable by EtcModel.from_pretrained (fairseq's hub builds the
         # task from it, with data = the directory holding dict.txt); fairseq-train uses its own task.
-        "cfg": {"model": etc_config_dict(etc_cfg), "task": {"_name": "masked_lm", "data": "."}},
-        "model": OrderedDict(etc_state),
+        "cfg": {"model": dict(model_cfg), "task": {"_name": "masked_lm", "data": "."}},
+        "model": OrderedDict(state),
         "criterion": None,
         "optimizer_history": [
             {
@@ -722,7 +735,7 @@ def save_etc_checkpoint(
         os.replace(tmp, path)
     except (OSError, RuntimeError) as e:  # read-only or full location (torch reports write errors as RuntimeError)
         detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1]
-        raise LiftError(f"{path}: cannot write the ETC checkpoint ({detail}); nothing was written") from None
+        raise LiftError(f"{path}: cannot write the {what} ({detail}); nothing was written") from None
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -137,6 +137,26 @@ class EtcFairseqEncoder(FairseqEncoder):
         return absolute_position_limit(self.cfg)
 
 
+def reconcile_task_heads(task_heads: nn.ModuleDict, state_dict: Dict[str, torch.Tensor], prefix: str) -> None:
+    """Task heads on loading a checkpoint (in place on ``state_dict``): the model (built by the task)
+    decides which heads exist. Checkpoint tensors under ``PREFIX task_heads.`` of heads that are absent or
+    differ in shape are dropped (with a warning); missing ones get the model's fresh weights (e.g.
+    fine-tuning from a pre-trained checkpoint). Shared by every model with ``task_heads``."""
+    task_prefix = prefix + "task_heads."
+    current = task_heads.state_dict()
+    dropped = []
+    for k in [k for k in state_dict if k.startswith(task_prefix)]:
+        sub = k[len(task_prefix):]
+        if sub not in current or current[sub].shape != state_dict[k].shape:
+            dropped.append(sub)
+            del state_dict[k]
+    if dropped:
+        logger.warning(f"dropping {len(dropped)} task-head tensors from the checkpoint that this model "
+                       f"does not have (or has with another shape): {sorted(dropped)[:8]}")
+    for k, v in current.items():
+        state_dict.setdefault(task_prefix + k, v)
+
+
 @register_model("etc", dataclass=EtcConfig)
 class EtcModel(FairseqEncoderModel):
     """ETC encoder (Ainslie et al., 2020) as a fairseq encoder model. See the module docstring.
@@ -299,22 +319,7 @@ class EtcModel(FairseqEncoderModel):
         for k, v in self.classification_heads.state_dict().items():
             state_dict.setdefault(head_prefix + k, v)
 
-        # Task heads: the model (built by the task) decides which heads exist. Checkpoint tensors of
-        # heads that are absent or differ in shape are dropped (with a warning); missing ones keep the
-        # model's fresh weights (e.g. fine-tuning from a pre-trained checkpoint).
-        task_prefix = prefix + "task_heads."
-        current = self.task_heads.state_dict()
-        dropped = []
-        for k in [k for k in state_dict if k.startswith(task_prefix)]:
-            sub = k[len(task_prefix):]
-            if sub not in current or current[sub].shape != state_dict[k].shape:
-                dropped.append(sub)
-                del state_dict[k]
-        if dropped:
-            logger.warning(f"dropping {len(dropped)} task-head tensors from the checkpoint that this model "
-                           f"does not have (or has with another shape): {sorted(dropped)[:8]}")
-        for k, v in current.items():
-            state_dict.setdefault(task_prefix + k, v)
+        reconcile_task_heads(self.task_heads, state_dict, prefix)
 
     #: state-dict prefixes of the pre-training heads (see the class docstring)
     PRETRAINING_HEAD_PREFIXES = ("encoder.lm_head.", "cpc_head.")

@@ -3,8 +3,10 @@ sentence, :func:`~etc_fairseq.finetune.nextsent.decode.sentence_scores`), and th
 sentence-level accuracy and MRR in percent, defined as :mod:`etc_fairseq.finetune.nextsent.metrics`
 defines them (ties broken uniformly at random in expectation).
 
-Loss: summed over the examples whose answer survived truncation (``sample_size`` = their number).
-Metrics: over every example; one whose answer was dropped scores 0 (the model cannot find it).
+Loss: summed over the examples whose answer the model scored (``sample_size`` = their number).
+Metrics: over every example; one whose answer was not scored scores 0 (the model cannot find it): dropped
+by truncation when the data was prepared, or beyond the window of a model that reads only a prefix of the
+long input (``roberta_window``). ``lost``: the percentage of such examples.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 from dataclasses import dataclass
@@ -55,6 +57,9 @@ class EtcNextSentCriterion(FairseqCriterion):
         features, extra = self.task.forward_features(model, sample)
         logits, mask = sentence_scores(model, sample, features, extra)  # [B, S_max]
         answer = sample["target"]["answer_index"][:, 0]  # [B]
+        # an answer the model did not score (dropped by truncation, or outside a window) is lost
+        scored_answer = torch.gather(mask, 1, answer.clamp(min=0).unsqueeze(1)).squeeze(1)  # [B]
+        answer = torch.where(answer.ge(0) & scored_answer, answer, torch.full_like(answer, -1))
         has = answer.ge(0)
         # an example whose sentences truncation dropped has only -inf logits (and no answer): give its row
         # finite values so that log_softmax's backward stays finite (its loss is masked out below)
@@ -72,6 +77,7 @@ class EtcNextSentCriterion(FairseqCriterion):
             "sample_size": n_labelled,
             "acc_sum": float(acc.sum()),
             "rr_sum": float(rr.sum()),
+            "lost_sum": int((~has).sum()),
             "nexamples": int(answer.numel()),
         }
         return loss, n_labelled, logging_output
@@ -82,6 +88,7 @@ class EtcNextSentCriterion(FairseqCriterion):
         log_ratios(logging_outputs, {
             "accuracy": Ratio("acc_sum", "nexamples", 100.0),
             "mrr": Ratio("rr_sum", "nexamples", 100.0),
+            "lost": Ratio("lost_sum", "nexamples", 100.0),
         })
 
     @staticmethod

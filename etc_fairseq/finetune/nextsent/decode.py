@@ -23,21 +23,26 @@ from etc_fairseq.structure.global_tokens import GlobalTokenType
 SENTENCE_HEAD = "nextsent_sentences"
 
 
-def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_sentences: int) -> torch.Tensor:
+def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_sentences: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """Mean of the long tokens' features per sentence.
 
     Args:
-        features: float [B, L, D].
-        long_sentence: int64 [B, L], the sentence index of each long token (-1 = none).
+        features: float [B, W, D], the features of the first W long tokens (W = L for ETC; a windowed
+            model such as ``roberta_window`` reads only a prefix).
+        long_sentence: int64 [B, L] with L >= W, the sentence index of each long token (-1 = none); only
+            its first W columns are used.
         num_sentences: S, the number of columns to return.
     Returns:
-        float [B, S, D] (zeros for a sentence without tokens).
+        (means float [B, S, D], zeros for a sentence without tokens among the W;
+        present bool [B, S], whether the sentence has at least one token among the W).
     """
-    B, L, D = features.shape
-    idx = torch.where(long_sentence >= 0, long_sentence, num_sentences)  # [B, L]; S absorbs "none"
-    sums = features.new_zeros(B, num_sentences + 1, D).scatter_add_(1, idx.unsqueeze(-1).expand(B, L, D), features)
+    B, W, D = features.shape
+    long_sentence = long_sentence[:, :W]  # [B, W]
+    idx = torch.where(long_sentence >= 0, long_sentence, num_sentences)  # [B, W]; S absorbs "none"
+    sums = features.new_zeros(B, num_sentences + 1, D).scatter_add_(1, idx.unsqueeze(-1).expand(B, W, D), features)
     counts = features.new_zeros(B, num_sentences + 1).scatter_add_(1, idx, torch.ones_like(idx, dtype=features.dtype))
-    return (sums / counts.clamp(min=1).unsqueeze(-1))[:, :num_sentences]  # [B, S, D]
+    means = (sums / counts.clamp(min=1).unsqueeze(-1))[:, :num_sentences]  # [B, S, D]
+    return means, counts[:, :num_sentences].gt(0)
 
 
 def sentence_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -46,19 +51,24 @@ def sentence_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch
 
     Per example: from its SENTENCE global tokens' outputs when every sentence has one, else from the mean
     of each sentence's long tokens (data prepared with ``--no-globals``, or an example some of whose sentence
-    tokens the global budget cut), so that every sentence in the input is scored. Both are computed for every batch and one is picked per example, so an example's scores do
-    not depend on the other examples of its batch, and both heads' inputs (the long and the global side of
+    tokens the global budget cut), so that every sentence in the input is scored. A model without global
+    features (``extra["global_features"]`` None: ``roberta_window``) always pools, over the long tokens it
+    read; a sentence none of whose tokens it read is masked (-inf). Both are computed for every batch and
+    one is picked per example, so an example's scores do not depend on the other examples of its batch, and both heads' inputs (the long and the global side of
     the last layer) take part in every step (a zero gradient where not picked), as DistributedDataParallel
     requires."""
     head = model.task_heads[SENTENCE_HEAD]
-    global_types = sample["net_input"]["global_types"]
     num = sample["target"]["num_sentences"][:, 0]  # [B]
+    s_max = max(int(num.max()), 1)
+    pooled, present = mean_by_sentence(features, sample["target"]["long_sentence"], s_max)  # [B, S, D], [B, S]
+    p_logits = head(pooled).squeeze(-1).float()  # [B, S]
+    # a sentence without tokens in the features (beyond a windowed model's reach) is not scored
+    p_mask = (torch.arange(s_max, device=num.device).unsqueeze(0) < num.unsqueeze(1)) & present  # [B, S]
+    if extra.get("global_features") is None:  # a model without global tokens (roberta_window)
+        return p_logits.masked_fill(~p_mask, float("-inf")), p_mask
+    global_types = sample["net_input"]["global_types"]
     g_logits, g_mask = gather_by_type(head(extra["global_features"]).squeeze(-1), global_types,
                                       GlobalTokenType.SENTENCE)  # [B, N_max]
-    s_max = max(int(num.max()), 1)
-    pooled = mean_by_sentence(features, sample["target"]["long_sentence"], s_max)  # [B, S, D]
-    p_logits = head(pooled).squeeze(-1).float()  # [B, S]
-    p_mask = torch.arange(s_max, device=num.device).unsqueeze(0) < num.unsqueeze(1)  # [B, S]
     width = max(g_logits.size(1), s_max)
     g_logits = F.pad(g_logits, (0, width - g_logits.size(1)), value=float("-inf"))  # [B, W]
     g_mask = F.pad(g_mask, (0, width - g_mask.size(1)), value=False)
@@ -73,17 +83,18 @@ def sentence_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch
 
 def predict_scores(model, task, split: str, side: List[dict], batch_size: int, device: str) -> Dict[str, List[float]]:
     """``{id: [score per sentence of the record, in input order]}`` for every example of ``split``; a
-    sentence that truncation dropped gets ``None`` (ranked below every scored one)."""
+    sentence that truncation dropped, or that a windowed model did not read, gets ``None`` (ranked below
+    every scored one)."""
     if SENTENCE_HEAD not in model.task_heads:
         raise ValueError(f"the checkpoint has no {SENTENCE_HEAD!r} head: not an etc_nextsent model")
     out: Dict[str, List[float]] = {}
     for sample, features, extra in iterate_outputs(model, task, split, batch_size, device):
         logits, mask = sentence_scores(model, sample, features, extra)
-        for row, scores in zip(sample["id"].tolist(), logits.tolist()):
+        for row, scores, scored in zip(sample["id"].tolist(), logits.tolist(), mask.tolist()):
             rec = side[row]
             full = [[None] * n for n in rec["paragraph_sizes"]]
-            for (p, k), score in zip(rec["sentences"], scores):
-                full[p][k] = score
+            for (p, k), score, ok in zip(rec["sentences"], scores, scored):
+                full[p][k] = score if ok else None
             out[rec["id"]] = [x for para in full for x in para]
     return out
 

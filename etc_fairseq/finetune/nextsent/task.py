@@ -11,10 +11,11 @@ sentences, -1 if truncation dropped it), ``num_sentences`` int64 [B, 1], ``long_
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 from dataclasses import dataclass
 
-from fairseq.tasks import register_task
+from fairseq.tasks import FairseqTask, register_task
 
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 from etc_fairseq.finetune.nextsent.decode import SENTENCE_HEAD
+from etc_fairseq.finetune.nextsent.roberta import RobertaWindowModel
 from etc_fairseq.finetune.nextsent.schema import target_fields
 from etc_fairseq.encoder.heads import TokenLogits
 
@@ -29,6 +30,15 @@ class EtcNextSentTask(EtcStructuredTask):
     """Find the sentence that followed the question (one score per sentence)."""
 
     TARGET_FIELDS = tuple(target_fields())
+
+    def build_model(self, cfg, from_checkpoint=False):
+        """As :meth:`EtcStructuredTask.build_model`; a ``roberta_window`` model has no ETC encoder whose
+        final outputs could be chosen."""
+        model = FairseqTask.build_model(self, cfg, from_checkpoint)
+        if not isinstance(model, RobertaWindowModel):
+            model.encoder.sentence_encoder.keep_final_outputs(self.encoder_outputs())
+        self.build_heads(model)
+        return model
 
     def build_heads(self, model) -> None:
         model.register_task_head(SENTENCE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))
