@@ -26,6 +26,7 @@ from typing import List, Optional, Sequence
 
 from etc_fairseq.cli.common import build_parser as _build_parser, run_cli
 from etc_fairseq.commands import Subcommand, dataset_subcommands
+from etc_fairseq.data.prepared import ARCH_FIELDS  # the settings --arch records (etc-show draws with them)
 from etc_fairseq.guards import fraction, non_negative_int, positive_int
 
 logger = logging.getLogger("etc_fairseq.cli.prepare")
@@ -355,9 +356,6 @@ SUBCOMMANDS: List[Subcommand] = [MLM, ARTICLE_CLASSIFICATION, PRETRAIN]
 # ---------------------------------------------------------------------------------------------------------
 
 
-#: the model settings ``--arch`` (or the ``--from-model`` checkpoint) records in ``DIR/prepare.json``
-#: (``etc-show`` draws with them)
-ARCH_FIELDS = ("local_radius", "relative_pos_max_distance", "fixed_block_len")
 
 
 def arch_settings(name: str) -> dict:

@@ -305,17 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def recorded_arch_settings(data: Path) -> Optional[Tuple[Path, dict]]:
     """``(file, settings)`` that ``etc-prepare --arch`` recorded in ``prepare.json`` of DATA or its parent
-    (``pretrain`` / ``mlm`` data live in ``DIR/bin``), or None when neither records an architecture."""
-    from etc_fairseq.cli.prepare import ARCH_FIELDS
+    (``pretrain`` / ``mlm`` data live in ``DIR/bin``), or None when neither records an architecture
+    (:func:`etc_fairseq.data.prepared.recorded_arch_settings`)."""
+    from etc_fairseq.data.prepared import recorded_arch_settings as recorded
 
-    for path in (data / "prepare.json", data.parent / "prepare.json"):
-        try:
-            info = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
-        if isinstance(info, dict) and all(isinstance(info.get(f), int) for f in ARCH_FIELDS):
-            return path, {f: info[f] for f in ("arch",) + ARCH_FIELDS if f in info}
-    return None
+    return recorded(data)
 
 
 def _structure_settings(args) -> Tuple[int, int, int, str]:

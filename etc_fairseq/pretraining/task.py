@@ -19,6 +19,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
+from etc_fairseq.data import prepared
 from etc_fairseq.data.indexed import load_data_dictionary
 from etc_fairseq.data.packing import PackingStats, plan_examples
 from etc_fairseq.data.pretraining_corpus import PretrainingCorpus
@@ -94,6 +95,20 @@ class EtcPretrainingTask(FairseqTask):
             f"{data_path} {split}: {corpus.num_docs} documents, {corpus.num_sentences} sentences -> "
             f"{len(examples)} examples" + (f" ({stats})" if stats is not None else "")
         )
+
+    def build_model(self, cfg, from_checkpoint=False):
+        """As fairseq's; then the model is held against the structure settings ``etc-prepare pretrain --arch``
+        (or ``--from-model``) recorded in ``OUT/prepare.json`` next to ``OUT/bin``: refused naming the flags
+        when its radius, relative-position clipping or fixed block length differ
+        (:func:`etc_fairseq.data.prepared.check_arch`)."""
+        model = super().build_model(cfg, from_checkpoint)
+        model_cfg = getattr(model, "cfg", None)
+        for part in utils.split_paths(self.cfg.data):
+            recorded = prepared.recorded_arch_settings(part)
+            if recorded is not None:
+                values = {f: getattr(model_cfg, f, None) for f in prepared.ARCH_FIELDS}
+                prepared.check_arch(values, recorded[1], recorded[0])
+        return model
 
     def max_positions(self):
         return self.cfg.max_long_len

@@ -22,14 +22,13 @@ import shutil
 import time
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from etc_fairseq.data.prepared import SUMMARY_FILE  # the summary of one run, in the output directory
 from etc_fairseq.guards import non_negative_int
 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
 
-#: the summary of one ``etc-prepare <dataset>`` run, in the output directory
-SUMMARY_FILE = "prepare.json"
 #: the split options every converter offers, in order
 STANDARD_SPLITS = ("train", "valid", "test")
 

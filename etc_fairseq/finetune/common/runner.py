@@ -65,46 +65,10 @@ def load_checkpoint(path: Path, data: Path, overrides: Optional[Dict[str, Any]] 
         raise FileNotFoundError(f"{data}: no such prepared directory (--data; run etc-prepare first)")
     check_dictionary_file(dictionary_path(data))  # the task reads it after the model is loaded
     arg_overrides = dict(overrides or {})
-    arg_overrides["data"] = str(data)
-    for name, value in prepared_lengths(path, data).items():
-        arg_overrides.setdefault(name, value)
+    arg_overrides["data"] = str(data)  # the task takes up what DATA/prepare.json records (data/prepared.py)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=arg_overrides)
     model = models[0].to(device).eval()
     return model, task, cfg
-
-
-def prepared_lengths(path: Path, data: Path) -> Dict[str, int]:
-    """The task lengths (``max_long_len`` / ``max_global_len``) to predict ``data`` with when they exceed the
-    ones the checkpoint was trained with: the lengths ``etc-prepare`` recorded in ``data/prepare.json``.
-    Only for a model without absolute position embeddings (relative positions take any length) and without
-    ``pad_to_fixed_length`` (whose static shapes are the trained lengths); else ``{}``."""
-    import json
-
-    from etc_fairseq.checkpoint_io import load_model_checkpoint
-    from etc_fairseq.encoder.config import absolute_position_limit
-
-    summary = Path(data) / "prepare.json"
-    if not summary.is_file():
-        return {}
-    state = load_model_checkpoint(path, mmap=True)
-    cfg = state.get("cfg") or {}
-    model, task = dict(cfg.get("model") or {}), dict(cfg.get("task") or {})
-    del state
-    if absolute_position_limit(argparse.Namespace(**model)) is not None or task.get("pad_to_fixed_length"):
-        return {}
-    try:
-        recorded = json.loads(summary.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # the task reports a broken directory itself
-    out = {}
-    for name in ("max_long_len", "max_global_len"):
-        value, trained = recorded.get(name), task.get(name)
-        if isinstance(value, int) and isinstance(trained, int) and value > trained:
-            out[name] = value
-    if out:
-        logger.info("%s: predicting with the prepared lengths %s (trained with %s; relative positions only)",
-                    data, out, {k: task[k] for k in out})
-    return out
 
 
 def iterate_outputs(

@@ -10,6 +10,7 @@ subclasses :class:`EtcStructuredTaskConfig`.
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 from fairseq import utils
@@ -18,8 +19,10 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask
 from omegaconf import II
 
+from etc_fairseq.data import prepared
 from etc_fairseq.data.indexed import load_data_dictionary
 from etc_fairseq.data.structured import FieldSpec, StructuredDataset
+from etc_fairseq.encoder.config import absolute_position_limit
 
 logger = logging.getLogger(__name__)
 
@@ -56,12 +59,46 @@ class EtcStructuredTask(FairseqTask):
         super().__init__(cfg)
         self.dictionary = dictionary
         self.mask_idx = dictionary.add_symbol("<mask>")
+        #: prepared lengths above a loaded checkpoint's trained ones, and the prepare.json recording them
+        #: (:meth:`take_up_prepared_settings`; the model decides in :meth:`check_prepared_model`)
+        self.longer_lengths, self.lengths_source = {}, None
 
     @classmethod
     def setup_task(cls, cfg: EtcStructuredTaskConfig, **kwargs):
         dictionary = load_data_dictionary(cfg.data, f"{cls.__name__} reads the directory written by etc-prepare")
         logger.info(f"dictionary: {len(dictionary)} types (+ <mask>)")
-        return cls(cfg, dictionary)
+        task = cls(cfg, dictionary)
+        task.take_up_prepared_settings(from_checkpoint=bool(kwargs.get("from_checkpoint", False)))
+        return task
+
+    def take_up_prepared_settings(self, from_checkpoint: bool) -> None:
+        """The lengths ``etc-prepare`` recorded in ``DATA/prepare.json`` (:mod:`etc_fairseq.data.prepared`):
+        ``--max-long-len`` / ``--max-global-len`` left at their defaults take them; one given below them is
+        refused naming the flag; a loaded checkpoint's trained lengths are kept unless the data is longer."""
+        self.longer_lengths, self.lengths_source = prepared.take_up_lengths(self.cfg, from_checkpoint)
+
+    def check_prepared_model(self, model) -> None:
+        """Hold ``model`` (built) against what the data was prepared for: the structure settings ``etc-prepare
+        --arch`` / ``--from-model`` recorded (refused naming the flags when they differ), and data prepared
+        longer than a loaded checkpoint's lengths (run at the prepared lengths when the model can, else
+        refused naming the flag; :func:`etc_fairseq.data.prepared.lengths_for_model`)."""
+        model_cfg = getattr(model, "cfg", None)
+        for part in utils.split_paths(self.cfg.data):
+            recorded = prepared.recorded_arch_settings(part)
+            if recorded is not None and recorded[0].parent == Path(part):
+                values = {f: getattr(model_cfg, f, None) for f in prepared.ARCH_FIELDS}
+                prepared.check_arch(values, recorded[1], recorded[0])
+        if self.longer_lengths:
+            trained = {name: getattr(self.cfg, name) for name in self.longer_lengths}
+            longer = prepared.lengths_for_model(
+                self.longer_lengths, trained, absolute_position_limit(model_cfg) if model_cfg is not None else None,
+                bool(self.cfg.pad_to_fixed_length), self.lengths_source,
+            )
+            for name, value in longer.items():
+                prepared.set_task_field(self.cfg, name, value)
+            logger.info("%s: running at the prepared lengths %s (the checkpoint was trained with %s)",
+                        self.lengths_source, longer, trained)
+            self.longer_lengths = {}
 
     def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
         paths = utils.split_paths(self.cfg.data)
@@ -92,6 +129,7 @@ class EtcStructuredTask(FairseqTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
+        self.check_prepared_model(model)
         model.encoder.sentence_encoder.keep_final_outputs(self.encoder_outputs())
         self.build_heads(model)
         return model

@@ -145,7 +145,8 @@ def prepare_nextsent(
             logger.info(f"{split}: " + ", ".join(f"{k}={v}" for k, v in info.items()))
             summary[split] = info
         write_summary(tmp, "nextsent", tokenizer, summary, CONSTRUCTED=True, flat_structure=flat_structure,
-                      no_globals=no_globals, max_long_len=max_long_len, max_global_len=max_global_len,
+                      no_globals=no_globals, max_long_len=max_long_len,
+                      max_global_len=1 if no_globals else max_global_len,  # --no-globals: the CLS alone
                       **(extra_info or {}))
     return summary
 

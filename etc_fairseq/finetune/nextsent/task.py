@@ -35,6 +35,7 @@ class EtcNextSentTask(EtcStructuredTask):
         """As :meth:`EtcStructuredTask.build_model`; a ``roberta_window`` model has no ETC encoder whose
         final outputs could be chosen."""
         model = FairseqTask.build_model(self, cfg, from_checkpoint)
+        self.check_prepared_model(model)
         if not isinstance(model, RobertaWindowModel):
             model.encoder.sentence_encoder.keep_final_outputs(self.encoder_outputs())
         self.build_heads(model)
