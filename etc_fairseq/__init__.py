@@ -23,11 +23,12 @@ and criterions registered:
 6. ``data``, ``prepare``   raw files -> binarized datasets (``etc-prepare``); corpus reading, packing,
                    MLM/CPC masking, the on-disk format of fine-tuning data
 7. ``pretraining`` the ``etc_pretraining`` task and ``cpc_mlm`` criterion;
-   ``finetune``    one package per dataset (``hotpotqa``, ``wikihop``, ``nq``, ``openkp``, ``nextsent``:
-                   schema, convert, task, criterion, decode, metrics; ``heads`` where a dataset has heads of
-                   its own, plain PyTorch like ``encoder``) and ``finetune.common`` (what they share); inside a
-                   dataset: schema -> metrics -> decode -> task -> criterion, heads -> task and criterion, and
-                   schema -> convert
+   ``finetune``    one package per dataset (``hotpotqa``, ``wikihop``, ``nq``, ``openkp``, ``nextsent``, and
+                   ``structured``, the generic one read from the user's own JSONL records, whose ``builder``
+                   writes records from plain Python: schema, convert, task, criterion, decode, metrics; ``heads``
+                   where a dataset has heads of its own, plain PyTorch like ``encoder``) and ``finetune.common``
+                   (what they share); inside a dataset: schema -> metrics -> decode -> task -> criterion, heads
+                   -> task and criterion, schema -> convert, and schema -> builder
 8. ``lift``, ``official``, ``hub``, ``visualize``, ``register``, ``cli``   fairseq RoBERTa, Hugging Face
                    BERT/RoBERTa and Google's released ETC -> ETC checkpoints, the hub interface, pictures,
                    fairseq registration, and the ``etc-*`` commands

@@ -109,7 +109,7 @@ def test_every_dataset_folder_provides_each_role():
 
     from etc_fairseq.commands import DATASET_ROLES, dataset_modules, finetune_datasets
 
-    assert finetune_datasets() == ["hotpotqa", "nextsent", "nq", "openkp", "wikihop"]
+    assert finetune_datasets() == ["hotpotqa", "nextsent", "nq", "openkp", "structured", "wikihop"]
     for role in ("schema", "convert", "task", "criterion", "decode", "metrics"):
         for name in dataset_modules(role):
             importlib.import_module(name)

@@ -140,9 +140,9 @@ def test_subcommand_registry_and_one_line_errors(capsys):
         load_subcommands(["argparse"], "ArgumentParser")
     from etc_fairseq.cli import prepare
 
-    assert finetune_datasets() == ["hotpotqa", "nextsent", "nq", "openkp", "wikihop"]
+    assert finetune_datasets() == ["hotpotqa", "nextsent", "nq", "openkp", "structured", "wikihop"]
     names = {sc.name for sc in prepare.SUBCOMMANDS + dataset_subcommands("etc-prepare")}
-    assert names == {"mlm", "article-classification", "pretrain", "hotpotqa", "nextsent", "nq", "openkp", "wikihop"}
+    assert names == {"mlm", "article-classification", "pretrain", "hotpotqa", "nextsent", "nq", "openkp", "structured", "wikihop"}
     for command in ("etc-predict", "etc-evaluate"):
         assert [sc.name for sc in dataset_subcommands(command)] == finetune_datasets()
     with pytest.raises(KeyError, match="no dataset subcommands"):

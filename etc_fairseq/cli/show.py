@@ -62,6 +62,9 @@ class LoadedExample:
     global_types: np.ndarray
     structure: Dict[str, np.ndarray]
     description: str
+    #: ``[G]`` each global token's type name where the data names its own types (``etc-prepare structured
+    #: --global-type``: the side records' ``type_names``), else None
+    global_names: Optional[List[str]] = None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -163,17 +166,22 @@ def load_structured_example(data: Path, split: str, index: int) -> LoadedExample
     # copies: the items are views into fairseq's memory map, which is closed when ``ds`` is collected
     item = {k: np.array(v, dtype=np.int64, copy=True) for k, v in ds[index].items() if k != "id"}
     structure = {k: item[k] for k in (
-        "long_segment", "global_parent", "long_context", "global_context", "long_links") if k in item}
+        "long_segment", "global_parent", "long_context", "global_context", "long_links", "global_hard_g2l") if k in item}
     dataset_name = ds.meta.get("dataset") or ds.meta.get("task") or _prepared_dataset_name(data) or "structured"
-    record_id = _side_record_id(data, split, index) if ds.meta.get("has_side") else None
+    side = _side_record(data, split, index) if ds.meta.get("has_side") else None
+    record_id = _record_id(side)
     if record_id is not None:
         dataset_name += f", record {record_id}"
+    names = side.get("type_names") if isinstance(side, dict) else None
+    if not (isinstance(names, list) and len(names) == len(item["global_tokens"]) and all(isinstance(n, str) for n in names)):
+        names = None
     return LoadedExample(
         long_tokens=item["long_tokens"],
         global_tokens=item["global_tokens"],
         global_types=item["global_types"],
         structure=structure,
         description=f"{data} [{split}] example {index} of {len(ds)} ({dataset_name})",
+        global_names=names,
     )
 
 
@@ -186,16 +194,25 @@ def _prepared_dataset_name(data: Path) -> Optional[str]:
     return str(name) if name else None
 
 
-def _side_record_id(data: Path, split: str, index: int) -> Optional[str]:
-    """The record id (``id`` / ``_id`` / ``example_id``) of side record ``index``, if the side data has one
-    (read through the one side reader, :class:`~etc_fairseq.data.structured.SideRecords`)."""
+def _side_record(data: Path, split: str, index: int) -> Optional[dict]:
+    """Side record ``index`` (read through the one side reader, :class:`~etc_fairseq.data.structured.SideRecords`),
+    or None when it cannot be read (the picture does not need it)."""
     from etc_fairseq.data.structured import SideRecords, side_path
 
     try:
         side = SideRecords(side_path(data, split))
-        rec = side[index] if index < len(side) else None
-    except (OSError, ValueError):  # the title then shows no id; the picture does not need it
+        return side[index] if index < len(side) else None
+    except (OSError, ValueError):
         return None
+
+
+def _side_record_id(data: Path, split: str, index: int) -> Optional[str]:
+    """The record id (``id`` / ``_id`` / ``example_id``) of side record ``index``, if the side data has one."""
+    return _record_id(_side_record(data, split, index))
+
+
+def _record_id(rec: Optional[dict]) -> Optional[str]:
+    """The record id (``id`` / ``_id`` / ``example_id``) of a side record, if it has one."""
     for key in ("id", "_id", "example_id"):
         if isinstance(rec, dict) and rec.get(key) is not None:
             return str(rec[key])
@@ -377,6 +394,11 @@ def run(args: argparse.Namespace) -> int:
     long_text = token_texts(ex.long_tokens[: grids.long_shown], dictionary, decoder)
     global_text = global_token_texts(ex.global_types[: grids.global_shown],
                                      token_texts(ex.global_tokens[: grids.global_shown], dictionary, decoder))
+    if ex.global_names is not None:  # a user-defined type shows its own name
+        from etc_fairseq.structure.global_tokens import GlobalTokenType
+
+        builtin = {t.name for t in GlobalTokenType}
+        global_text = [n if n not in builtin else t for n, t in zip(ex.global_names, global_text)]
 
     overrides = [f"{flag} {val}" for flag, val in (("--radius", args.radius), ("--max-distance", args.max_distance))
                  if val is not None]

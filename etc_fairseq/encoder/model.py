@@ -41,6 +41,7 @@ from etc_fairseq.structure.builders import (
 from etc_fairseq.structure.global_tokens import NUM_GLOBAL_TOKEN_TYPES, GlobalTokenType
 from etc_fairseq.structure.labels import RelativeLabelVocab
 
+from ..tracing import static_graph
 from .config import EtcEncoderConfig, as_encoder_config
 from .embeddings import PaddingAwarePositions, init_bert_params
 from .layer import EtcLayer
@@ -224,6 +225,7 @@ class EtcEncoder(nn.Module):
             x_long = x_long + self.embed_positions(long_tokens)
         x_global = self._token_embeddings(global_tokens)
         if self.embed_global_types is not None:
+            _check_global_types(global_types, self.embed_global_types.num_embeddings)
             x_global = x_global + self.embed_global_types(global_types)
         if self.embed_long_index_positions is not None:
             x_long = x_long + self._index_positions(self.embed_long_index_positions, x_long.shape[1], "long")
@@ -333,3 +335,17 @@ class EtcEncoder(nn.Module):
         from .io import from_pretrained
 
         return from_pretrained(directory, map_location=map_location)
+
+
+def _check_global_types(global_types: torch.Tensor, rows: int) -> None:
+    """A clear error for a global type (int64 [batch, global_len]) outside the ``rows`` rows of the type
+    embedding table, instead of the embedding's bare IndexError (eager mode only: a host read)."""
+    if static_graph(global_types) or global_types.numel() == 0:
+        return
+    bad = (global_types < 0) | (global_types >= rows)
+    if bool(bad.any()):
+        value = int(global_types[bad][0])
+        names = ", ".join(f"{t.name}={int(t)}" for t in GlobalTokenType)
+        raise ValueError(
+            f"global_types holds {value}, outside the model's {rows} global token types 0..{rows - 1} ({names}); "
+            "a type of your own is embedded as one of these (etc-prepare structured --global-type NAME=BASE)")

@@ -12,6 +12,8 @@ Each dataset package ``etc_fairseq/finetune/<name>/`` holds everything about tha
 - ``decode.py``     heads' outputs -> official predictions, used by the criterion and ``etc-predict <name>``
                     (``PREDICT``)
 - ``metrics.py``    the official metric (``etc-evaluate <name>``, ``EVALUATE``)
+- ``builder.py``    (``structured`` only: the dataset whose records the user writes) building those records
+                    from plain Python, no fairseq import
 
 :mod:`.common` holds what the datasets share (converter pipeline, base task, ``etc-predict`` runner, span
 decoding, the field checker every ``schema.py`` validates records with, the ``etc-evaluate`` options).

@@ -54,7 +54,7 @@ from typing import List, Sequence, Tuple
 
 import torch
 
-__all__ = ["DEFAULT_STRUCTURE_LABELS", "OFFICIAL_STRUCTURE_LABELS", "RelativeLabelVocab"]
+__all__ = ["DEFAULT_STRUCTURE_LABELS", "OFFICIAL_STRUCTURE_LABELS", "STRUCTURE_LABEL_MEANINGS", "RelativeLabelVocab"]
 
 DEFAULT_STRUCTURE_LABELS: Tuple[str, ...] = (
     "belongs",
@@ -73,6 +73,18 @@ OFFICIAL_STRUCTURE_LABELS: Tuple[str, ...] = (
     "parent",
     "child",
 )
+
+
+#: what each structure label means (as :func:`~etc_fairseq.structure.builders.build_structure` assigns it);
+#: :meth:`RelativeLabelVocab.describe` prints these next to the ids
+STRUCTURE_LABEL_MEANINGS = {
+    "belongs": "long <-> global: the global token is the long token's own (segment) token, an ancestor of it, "
+    "or linked to it",
+    "not_belongs": "long <-> global: every other pair",
+    "other_context": "global -> global in different contexts, neither an ancestor of the other (unordered)",
+    "parent": "global -> global: the key is an ancestor of the query (parent, grandparent, ...)",
+    "child": "global -> global: the key is a descendant of the query",
+}
 
 
 @dataclass(frozen=True)
@@ -178,3 +190,27 @@ class RelativeLabelVocab:
             + [f"pos-{d}" for d in range(1, k + 1)]
             + list(self.structure_labels)
         )
+
+    # ------------------------------------------------------------------ printing
+    def describe(self) -> List[Tuple[int, str, str]]:
+        """``(id, name, meaning)`` of every label, in id order (what ``print(vocab)`` shows).
+
+        Position labels are used between long tokens (l2l, offsets in the long input) and between global
+        tokens of one context (g2g, offsets in the global input)."""
+        k = self.max_distance
+        out = [(0, "pos+0", "the token itself (offset 0)")]
+        for side, sign, first in (("right", "+", 1), ("left", "-", k + 1)):
+            for d in range(1, k + 1):
+                what = f"{d} or more tokens" if d == k else f"{d} token{'s' if d > 1 else ''}"
+                out.append((first + d - 1, f"pos{sign}{d}", f"key {what} to the {side} of the query"))
+        for name in self.structure_labels:
+            out.append((self.label(name), name, STRUCTURE_LABEL_MEANINGS.get(name, "(a task-defined label)")))
+        return out
+
+    def __str__(self) -> str:
+        """A table of every label id, name and meaning (see :meth:`describe`)."""
+        rows = self.describe()
+        width = max(len(name) for _, name, _ in rows)
+        head = (f"RelativeLabelVocab(max_distance={self.max_distance}): {self.size} labels "
+                f"(ids 0..{2 * self.max_distance} relative positions clipped at {self.max_distance}, then structure labels)")
+        return "\n".join([head] + [f"{i:>4}  {name:<{width}}  {meaning}" for i, name, meaning in rows])

@@ -1,0 +1,150 @@
+"""Structured decoding: each label level's head applied to the encoder outputs (used by the
+``etc_structured`` criterion and ``etc-predict structured``), and ``etc-predict structured``.
+
+- record level: ``task_heads.structured_record``, a :class:`~etc_fairseq.encoder.heads.PooledClassifier` on
+  the output of the first CLS global token (:func:`record_logits`);
+- global level: ``task_heads.structured_global``, one dense layer from every global token's output to the
+  class logits (:func:`global_logits`);
+- span level: ``task_heads.structured_span``, start and end logits on every long token
+  (:func:`span_logits`); the best span (start <= end, at most ``max_span_len`` long tokens, highest start +
+  end logit) is :func:`best_spans`, mapped to words through each long token's word.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Dict, List, Tuple
+
+import torch
+
+from etc_fairseq.commands import Subcommand
+from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
+from etc_fairseq.structure.global_tokens import GlobalTokenType
+
+#: the head of each label level in ``model.task_heads``
+HEADS = {"record": "structured_record", "global": "structured_global", "span": "structured_span"}
+
+
+def first_of_type(global_types: torch.Tensor, token_type: GlobalTokenType) -> torch.Tensor:
+    """int64 [B]: the index of each row's first global token of ``token_type`` (0 when a row has none).
+
+    Args:
+        global_types: int64 [B, G].
+    """
+    hit = global_types.eq(int(token_type))  # [B, G]
+    return hit.to(torch.int8).argmax(dim=1)  # argmax returns the first maximum
+
+
+def record_logits(model, extra, global_types: torch.Tensor) -> torch.Tensor:
+    """float [B, C]: the record head on the first CLS global token's output (``extra["global_features"]``
+    float [B, G, D]; ``global_types`` int64 [B, G])."""
+    feats = extra["global_features"]  # [B, G, D]
+    idx = first_of_type(global_types, GlobalTokenType.CLS)  # [B]
+    cls = feats[torch.arange(feats.size(0), device=feats.device), idx]  # [B, D]
+    return model.task_heads[HEADS["record"]](cls)
+
+
+def global_logits(model, extra) -> torch.Tensor:
+    """float [B, G, C]: the class logits of every global token."""
+    return model.task_heads[HEADS["global"]](extra["global_features"])
+
+
+def span_logits(model, features: torch.Tensor, long_padding: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(start, end) float32 [B, L] logits of every long token, -inf at padding (``features`` float [B, L, D],
+    ``long_padding`` bool [B, L])."""
+    logits = model.task_heads[HEADS["span"]](features).float()  # [B, L, 2]
+    logits = logits.masked_fill(long_padding.unsqueeze(-1), float("-inf"))
+    return logits[..., 0], logits[..., 1]
+
+
+def best_spans(start: torch.Tensor, end: torch.Tensor, max_len: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The highest-scoring span of each row: ``start[s] + end[e]`` with ``s <= e < s + max_len`` (ties: the
+    smallest start, then the shortest).
+
+    Args:
+        start, end: float [B, L] (-inf where a span may not start / end).
+        max_len: most long tokens in a span (>= 1).
+    Returns:
+        (first, last) int64 [B] long-token indices.
+    """
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    B, L = start.shape
+    best = torch.full((B,), float("-inf"), dtype=start.dtype, device=start.device)
+    first = torch.zeros(B, dtype=torch.long, device=start.device)
+    last = torch.zeros(B, dtype=torch.long, device=start.device)
+    for w in range(min(max_len, L)):  # spans of w + 1 tokens: start s, end s + w
+        score = start[:, : L - w] + end[:, w:]  # [B, L - w]
+        value, s = score.max(dim=1)  # first maximum: smallest start
+        better = value > best
+        best = torch.where(better, value, best)
+        first = torch.where(better, s, first)
+        last = torch.where(better, s + w, last)
+    return first, last
+
+
+def span_words(first: torch.Tensor, last: torch.Tensor, long_word: torch.Tensor) -> torch.Tensor:
+    """int64 [B, 2]: the words of long tokens ``first`` / ``last`` (int64 [B]) through ``long_word`` int64
+    [B, L] (each long token's word)."""
+    rows = torch.arange(long_word.size(0), device=long_word.device)
+    return torch.stack([long_word[rows, first], long_word[rows, last]], dim=1)
+
+
+def predict_split(model, task, split: str, side: List[dict], batch_size: int, device: str) -> Dict[str, object]:
+    """``{id: prediction}`` (the forms of :mod:`.metrics`) for every example of ``split``."""
+    level = task.label_level
+    if HEADS[level] not in model.task_heads:
+        raise ValueError(f"the checkpoint has no {HEADS[level]!r} head: not an etc_structured model trained at the "
+                         f"{level} level (the data's prepare.json says {level})")
+    out: Dict[str, object] = {}
+    for sample, features, extra in iterate_outputs(model, task, split, batch_size, device):
+        rows = sample["id"].tolist()
+        if level == "record":
+            pred = record_logits(model, extra, sample["net_input"]["global_types"]).argmax(-1).tolist()
+            for row, k in zip(rows, pred):
+                out[side[row]["id"]] = task.classes[k]
+        elif level == "global":
+            pred = global_logits(model, extra).argmax(-1).tolist()  # [B][G]
+            for row, ks in zip(rows, pred):
+                rec = side[row]
+                labels: List[object] = [None] * rec["num_globals"]
+                for g, original in enumerate(rec["globals"]):
+                    if original >= 0:
+                        labels[original] = task.classes[ks[g]]
+                out[rec["id"]] = labels
+        else:
+            start, end = span_logits(model, features, sample["net_input"]["src_tokens"].eq(task.dictionary.pad()))
+            first, last = best_spans(start, end, task.cfg.max_span_len)
+            words = span_words(first, last, sample["target"]["long_word"]).tolist()
+            for row, (a, b) in zip(rows, words):
+                out[side[row]["id"]] = [a, b] if 0 <= a <= b else None
+    return out
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    add_predict_arguments(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from etc_fairseq.data.structured import read_side
+    from etc_fairseq.prepare.atomic import atomic_file
+
+    model, task, _ = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
+    side = read_side(args.data, args.split)
+    preds = predict_split(model, task, args.split, side, args.batch_size, args.device)
+    with atomic_file(args.output) as f:
+        json.dump(preds, f, ensure_ascii=False, indent=0)
+        f.write("\n")
+    print(f"wrote {len(preds)} predictions to {args.output}")
+    return 0
+
+
+PREDICT = Subcommand(
+    name="structured",
+    help="predictions of an etc_structured checkpoint {id: class | [class per global token] | [first, last] words}",
+    description="Run a fine-tuned etc_structured checkpoint over a split prepared by `etc-prepare structured` and "
+    "write {id: prediction}: the class of the record (record level), a class per global token in the record's "
+    "order, null for a token etc-prepare cut (global level), or the best [first, last] words (span level).",
+    add_arguments=_add_arguments,
+    run=_run,
+)
