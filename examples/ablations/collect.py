@@ -1,52 +1,260 @@
-"""Collect examples/ablations/run.sh's fairseq-validate logs into one JSON: per variant the held-out
-accuracy / MRR of every seed, their mean and (sample) standard deviation, and the word-overlap and random
-baselines `etc-prepare nextsent` computed on the same held-out records."""
+"""Collect examples/ablations/run.sh's logs into one JSON and one PNG.
+
+Per ablation and arm: the held-out metric of every seed, their mean and sample standard deviation (0 with one
+seed) and, for fine-tuning arms, the held-out learning curve (mean over seeds at each validation). The
+nextsent word-overlap and random baselines come from the ``valid.meta.json`` that ``etc-prepare nextsent``
+wrote for the same held-out records.
+
+Logs read (``RUN_DIR`` = ``--run-dir``):
+  ft/<arm>-<seed>.log                fairseq-train --task etc_nextsent, validation lines with num_updates
+  lift/<arm>-<seed>.valid.log        fairseq-validate --task etc_pretraining (mlm_loss, mlm_accuracy)
+  extrapolation/long<N>-<seed>.log   the same, at long length N
+
+A log that is missing or has no validation line is one error line naming the file.
+"""
+from __future__ import annotations
+
 import argparse
 import json
 import re
 import statistics
+import sys
 from pathlib import Path
+from typing import Dict, List, Optional, Sequence
 
-LINE = re.compile(r"valid on 'valid' subset .*\| accuracy ([\d.]+) \| mrr ([\d.]+)")
+#: a fairseq validation line (SimpleProgressBar: "[epoch 001 | ]valid on 'valid' subset | key value | ...")
+VALID_LINE = re.compile(r"valid on 'valid' subset \| (.*)$", re.MULTILINE)
+
+#: the fine-tuning arms of each nextsent ablation, in display order; LONG stands for the main long length
+FINETUNE_ARMS = {
+    "structure": ["structure", "flat", "noglobals", "roberta512"],
+    "cpc": ["structure", "nocpc"],
+    "g2l": ["structure", "softg2l"],
+}
+#: what each arm is, for the JSON and the plot
+ARM_LABELS = {
+    "structure": "ETC, sentence globals + structure, hard g2l",
+    "flat": "ETC, same globals, flat (no hierarchy), hard g2l",
+    "noglobals": "ETC, no global tokens (local only)",
+    "roberta512": "RoBERTa, first 512 tokens",
+    "nocpc": "ETC structure, pretrained MLM only",
+    "softg2l": "ETC structure, soft g2l",
+    "lifted": "ETC pretraining from lifted RoBERTa",
+    "scratch": "ETC pretraining from scratch",
+}
 
 
-def parse(log: Path):
-    m = None
-    for m in LINE.finditer(log.read_text(encoding="utf-8", errors="replace")):
-        pass
-    if m is None:
-        raise SystemExit(f"{log}: no 'valid on valid subset ... accuracy ... mrr' line")
-    return float(m.group(1)), float(m.group(2))
+class CollectError(Exception):
+    """A log or data file that cannot be read as expected (one line: the file and what is missing)."""
 
 
-def spread(xs):
-    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+def parse_valid_lines(text: str) -> List[Dict[str, float]]:
+    """Every validation line of a fairseq log, in order, as ``{key: float}`` (non-numeric fields skipped)."""
+    out = []
+    for m in VALID_LINE.finditer(text):
+        stats = {}
+        for part in m.group(1).split(" | "):
+            key, _, value = part.strip().partition(" ")
+            try:
+                stats[key] = float(value)
+            except ValueError:
+                continue
+        out.append(stats)
+    return out
 
 
-def main(argv=None) -> int:
+def read_valid(path: Path) -> List[Dict[str, float]]:
+    if not path.is_file():
+        raise CollectError(f"{path}: missing (has run.sh run this ablation?)")
+    lines = parse_valid_lines(path.read_text(encoding="utf-8", errors="replace"))
+    if not lines:
+        raise CollectError(f"{path}: no \"valid on 'valid' subset | ...\" line (did the run fail or stop early?)")
+    return lines
+
+
+def summary(values: Sequence[float]) -> Dict[str, float]:
+    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "max": max(values)}
+
+
+def finetune_arm(run_dir: Path, arm: str, seeds: Sequence[str]) -> dict:
+    """One nextsent fine-tuning arm: final held-out accuracy / MRR per seed, summaries, learning curve."""
+    per_seed, curves = {}, {}
+    for s in seeds:
+        path = run_dir / "ft" / f"{arm}-{s}.log"
+        lines = read_valid(path)
+        if any("num_updates" not in x or "accuracy" not in x for x in lines):
+            raise CollectError(f"{path}: a validation line without num_updates / accuracy (not an etc_nextsent fairseq-train log?)")
+        last = lines[-1]
+        per_seed[s] = {"accuracy": last["accuracy"], "mrr": last["mrr"], "lost": last.get("lost", 0.0),
+                       "loss": last["loss"], "updates": int(last["num_updates"])}
+        curves[s] = [(int(x["num_updates"]), x["accuracy"], x["mrr"]) for x in lines]
+    updates = sorted({u for c in curves.values() for u, _, _ in c})
+    curve = []
+    for u in updates:
+        acc = [a for c in curves.values() for (v, a, _) in c if v == u]
+        mrr = [r for c in curves.values() for (v, _, r) in c if v == u]
+        if len(acc) == len(seeds):  # only points every seed reached
+            curve.append({"updates": u, "accuracy": summary(acc), "mrr": summary(mrr)})
+    return {"label": ARM_LABELS.get(arm, arm), "seeds": per_seed,
+            "accuracy": summary([x["accuracy"] for x in per_seed.values()]),
+            "mrr": summary([x["mrr"] for x in per_seed.values()]),
+            "lost": summary([x["lost"] for x in per_seed.values()]),
+            "updates": sorted({x["updates"] for x in per_seed.values()}), "curve": curve}
+
+
+def mlm_arm(paths: Dict[str, Path], label: str) -> dict:
+    """Held-out MLM loss (bits) and accuracy of one pretraining arm, per seed."""
+    per_seed = {}
+    for s, path in paths.items():
+        last = read_valid(path)[-1]
+        if "mlm_loss" not in last:
+            raise CollectError(f"{path}: the validation line has no mlm_loss (not an etc_pretraining log?)")
+        per_seed[s] = {"mlm_loss": last["mlm_loss"], "mlm_accuracy": last.get("mlm_accuracy", float("nan"))}
+    return {"label": label, "seeds": per_seed,
+            "mlm_loss": summary([x["mlm_loss"] for x in per_seed.values()]),
+            "mlm_accuracy": summary([x["mlm_accuracy"] for x in per_seed.values()])}
+
+
+def nextsent_meta(run_dir: Path, long_len: int) -> dict:
+    path = run_dir / f"data-structure-{long_len}" / "valid.meta.json"
+    if not path.is_file():
+        raise CollectError(f"{path}: missing (etc-prepare nextsent has not run for long length {long_len})")
+    c = json.loads(path.read_text(encoding="utf-8"))["counts"]
+    return {k: c[k] for k in ("records", "mean_long_tokens", "longer_than_512", "mean_answer_distance",
+                              "answers_dropped", "truncated", "overlap_accuracy", "overlap_mrr",
+                              "random_accuracy", "random_mrr") if k in c}
+
+
+def collect(run_dir: Path, ablations: Sequence[str], seeds: Sequence[str], long_len: int,
+            extra_lengths: Sequence[int], extrapolation_lengths: Sequence[int]) -> dict:
+    out: dict = {"task": "nextsent (CONSTRUCTED labels, real Wikipedia text)", "seeds": list(seeds),
+                 "long": long_len, "ablations": {}}
+    finetune = [a for a in ablations if a in FINETUNE_ARMS or a == "length"]
+    if finetune:
+        out["nextsent_valid"] = {str(long_len): nextsent_meta(run_dir, long_len)}
+    cache: Dict[str, dict] = {}
+
+    def arm(name):
+        if name not in cache:
+            cache[name] = finetune_arm(run_dir, name, seeds)
+        return cache[name]
+
+    for a in ablations:
+        if a in FINETUNE_ARMS:
+            out["ablations"][a] = {"metric": "held-out nextsent accuracy / MRR (%)",
+                                   "arms": {name: arm(name) for name in FINETUNE_ARMS[a]}}
+        elif a == "length":
+            lengths = sorted(set(extra_lengths) | {long_len})
+            arms = {}
+            for n in lengths:
+                arms[f"long{n}"] = dict(arm("structure" if n == long_len else f"long{n}"), label=f"ETC structure, long length {n}")
+                out["nextsent_valid"][str(n)] = nextsent_meta(run_dir, n)
+            out["ablations"][a] = {"metric": "held-out nextsent accuracy / MRR (%)", "arms": arms}
+        elif a == "lift":
+            out["ablations"][a] = {"metric": "held-out MLM loss (bits) / accuracy (%) after ETC pretraining",
+                                   "arms": {name: mlm_arm({s: run_dir / "lift" / f"{name}-{s}.valid.log" for s in seeds},
+                                                          ARM_LABELS[name]) for name in ("lifted", "scratch")}}
+        elif a == "extrapolation":
+            out["ablations"][a] = {
+                "metric": "held-out MLM loss (bits) / accuracy (%) of the model pretrained at long length 512 (seeds: masking)",
+                "arms": {f"long{n}": mlm_arm({s: run_dir / "extrapolation" / f"long{n}-{s}.log" for s in seeds},
+                                             f"evaluated at long length {n}") for n in extrapolation_lengths}}
+        else:
+            raise CollectError(f"unknown ablation {a!r}")
+    return out
+
+
+def plot(results: dict, png: Path) -> None:
+    """Learning curves of every fine-tuning arm, then one bar panel per ablation (mean, error bar = min..max
+    over seeds, dots = seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    abl = results["ablations"]
+    panels = ["curves"] * any(a in abl for a in ("structure", "length", "cpc", "g2l")) + list(abl)
+    cols = min(len(panels), 4)
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.9 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    meta = results.get("nextsent_valid", {}).get(str(results["long"]))
+    for ax, name in zip(axes.flat, panels):
+        if name == "curves":
+            seen = {}
+            for a in ("structure", "length", "cpc", "g2l"):
+                for arm_name, arm in abl.get(a, {}).get("arms", {}).items():
+                    key = arm["label"]
+                    if key in seen or not arm["curve"]:
+                        continue
+                    seen[key] = True
+                    u = [p["updates"] for p in arm["curve"]]
+                    m = [p["accuracy"]["mean"] for p in arm["curve"]]
+                    line, = ax.plot(u, m, marker=".", label=key)
+                    ax.fill_between(u, [p["accuracy"]["min"] for p in arm["curve"]],
+                                    [p["accuracy"]["max"] for p in arm["curve"]], color=line.get_color(), alpha=0.15)
+            if meta:
+                ax.axhline(meta["overlap_accuracy"], color="k", ls="--", lw=1, label="word overlap")
+                ax.axhline(meta["random_accuracy"], color="k", ls=":", lw=1, label="random")
+            ax.set_xlabel("fine-tuning updates")
+            ax.set_ylabel("held-out accuracy %")
+            ax.set_title("nextsent learning curves (mean, min..max)", fontsize=9)
+            ax.legend(fontsize=5.5)
+            continue
+        arms = abl[name]["arms"]
+        key = "mlm_loss" if name in ("lift", "extrapolation") else "accuracy"
+        labels = list(arms)
+        means = [arms[k][key]["mean"] for k in labels]
+        lo = [arms[k][key]["mean"] - arms[k][key]["min"] for k in labels]
+        hi = [arms[k][key]["max"] - arms[k][key]["mean"] for k in labels]
+        ax.bar(range(len(labels)), means, yerr=[lo, hi], capsize=3, color="C0", alpha=0.7)
+        for i, k in enumerate(labels):
+            vals = [s[key] for s in arms[k]["seeds"].values()]
+            ax.plot([i] * len(vals), vals, "k.", ms=4)
+        if key == "mlm_loss":  # losses differ by tenths of a bit: start the axis near them
+            low = min(arms[k][key]["min"] for k in labels)
+            high = max(arms[k][key]["max"] for k in labels)
+            ax.set_ylim(low - 0.1 - 0.2 * (high - low), high + 0.1 + 0.2 * (high - low))
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, fontsize=7, rotation=20)
+        if key == "accuracy" and meta:
+            ax.axhline(meta["overlap_accuracy"], color="k", ls="--", lw=1, label="word overlap")
+            ax.axhline(meta["random_accuracy"], color="k", ls=":", lw=1, label="random")
+            ax.legend(fontsize=6)
+        ax.set_ylabel("held-out accuracy %" if key == "accuracy" else "held-out MLM loss (bits)")
+        ax.set_title(f"{name}", fontsize=9)
+    fig.suptitle(f"nextsent (CONSTRUCTED, real Wikipedia text), seeds {' '.join(results['seeds'])}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run-dir", type=Path, required=True)
-    p.add_argument("--variants", nargs="+", required=True)
+    p.add_argument("--ablations", nargs="+", required=True)
     p.add_argument("--seeds", nargs="+", required=True)
-    p.add_argument("--updates", type=int, required=True)
+    p.add_argument("--long", type=int, default=2048, help="the main long length of the fine-tuning arms")
+    p.add_argument("--extra-lengths", type=int, nargs="*", default=[512, 4096])
+    p.add_argument("--extrapolation-lengths", type=int, nargs="*", default=[512, 2048, 8192])
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--png", type=Path, default=None)
     a = p.parse_args(argv)
-    out = {"task": "nextsent (CONSTRUCTED, real Wikipedia text)", "updates": a.updates, "variants": {}}
-    for v in a.variants:
-        runs = {s: parse(a.run_dir / f"validate-{v}-{s}.log") for s in a.seeds}
-        acc = [x for x, _ in runs.values()]
-        mrr = [y for _, y in runs.values()]
-        meta = json.loads((a.run_dir / f"data-{v}" / "valid.meta.json").read_text())["counts"]
-        out["variants"][v] = {
-            "seeds": {s: {"accuracy": x, "mrr": y} for s, (x, y) in runs.items()},
-            "accuracy_mean": statistics.mean(acc), "accuracy_std": spread(acc),
-            "mrr_mean": statistics.mean(mrr), "mrr_std": spread(mrr),
-        }
-        out["baselines"] = {k: meta[k] for k in ("overlap_accuracy", "overlap_mrr", "random_accuracy", "random_mrr")}
-        out["valid"] = {k: meta[k] for k in ("records", "mean_long_tokens", "longer_than_512", "mean_answer_distance",
-                                             "answers_dropped")}
-    a.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps(out, indent=1))
+    try:
+        results = collect(a.run_dir, a.ablations, a.seeds, a.long, a.extra_lengths, a.extrapolation_lengths)
+    except CollectError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    a.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    if a.png is not None:
+        plot(results, a.png)
+    for name, ab in results["ablations"].items():
+        for arm_name, arm in ab["arms"].items():
+            key = "mlm_loss" if "mlm_loss" in arm else "accuracy"
+            s = arm[key]
+            print(f"{name:14s} {arm_name:12s} {key} {s['mean']:.2f} +- {s['std']:.2f}  ({arm['label']})")
     return 0
 
 

@@ -1,0 +1,146 @@
+"""examples/ablations/collect.py reads the logs examples/ablations/run.sh writes.
+
+The logs are written here by fairseq's own progress bar (the ``simple`` format fairseq-train and
+fairseq-validate print validation lines with), with random metric values; the collected means, spreads,
+final values and learning curves must be those of the values written.
+"""
+import importlib.util
+import json
+import logging
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_collect():
+    spec = importlib.util.spec_from_file_location("ablations_collect", ROOT / "examples" / "ablations" / "collect.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+collect = _load_collect()
+
+
+def _write_log(path: Path, rows, epoch=1, noise=True):
+    """Write one validation line per ``rows`` entry (a stats dict) with fairseq's SimpleProgressBar, between
+    other log lines, as fairseq-train / fairseq-validate do."""
+    from fairseq.logging import progress_bar
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
+    log = progress_bar.logger
+    old_level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(handler)
+    try:
+        for stats in rows:
+            if noise:
+                log.info("epoch 001:     10 / 250 loss=5.1, accuracy=3.0, num_updates=10")
+            bar = progress_bar.SimpleProgressBar([], epoch=epoch, prefix="valid on 'valid' subset")
+            bar.print(stats, tag="valid", step=stats.get("num_updates"))
+        log.info("done training in 12.0 seconds")
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+        log.setLevel(old_level)
+
+
+def _meta(run_dir: Path, long_len: int, rng):
+    d = run_dir / f"data-structure-{long_len}"
+    d.mkdir(parents=True)
+    counts = {"records": 300, "mean_long_tokens": rng.uniform(400, 2000), "longer_than_512": 300,
+              "mean_answer_distance": 700.0, "answers_dropped": rng.randrange(5), "truncated": 3,
+              "overlap_accuracy": 22.5, "overlap_mrr": 40.5, "random_accuracy": 2.7, "random_mrr": 11.2}
+    (d / "valid.meta.json").write_text(json.dumps({"counts": counts}))
+    return counts
+
+
+def test_collect_reads_fairseq_logs(tmp_path):
+    rng = random.Random(7)
+    seeds = ["1", "2", "3"]
+    written = {}  # (arm, seed) -> list of stats
+    arms = ["structure", "flat", "noglobals", "roberta512", "nocpc", "softg2l", "long512", "long4096"]
+    for arm in arms:
+        for s in seeds:
+            rows = []
+            for u in (50, 100, 150):
+                rows.append({"loss": round(rng.uniform(3, 6), 3), "accuracy": round(rng.uniform(0, 60), 3),
+                             "mrr": round(rng.uniform(5, 70), 3), "lost": round(rng.uniform(0, 5), 3),
+                             "wps": 0, "num_updates": u})
+            written[arm, s] = rows
+            _write_log(tmp_path / "ft" / f"{arm}-{s}.log", rows)
+    mlm = {}
+    for arm in ("lifted", "scratch"):
+        for s in seeds:
+            row = {"loss": 7.0, "mlm_loss": round(rng.uniform(6, 10), 3), "mlm_accuracy": round(rng.uniform(5, 20), 3)}
+            mlm[arm, s] = row
+            _write_log(tmp_path / "lift" / f"{arm}-{s}.valid.log", [row], noise=False)
+    for n in (512, 2048, 8192):
+        for s in seeds:
+            row = {"mlm_loss": round(rng.uniform(6, 10), 3), "mlm_accuracy": round(rng.uniform(5, 20), 3), "cpc_loss": "nan"}
+            mlm[f"long{n}", s] = row
+            _write_log(tmp_path / "extrapolation" / f"long{n}-{s}.log", [row], noise=False)
+    counts = {n: _meta(tmp_path, n, rng) for n in (512, 2048, 4096)}
+
+    out, png = tmp_path / "results.json", tmp_path / "results.png"
+    rc = collect.main(["--run-dir", str(tmp_path), "--ablations", "structure", "length", "cpc", "g2l", "lift",
+                       "extrapolation", "--seeds", *seeds, "--long", "2048", "--extra-lengths", "512", "4096",
+                       "--extrapolation-lengths", "512", "2048", "8192", "--out", str(out), "--png", str(png)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    def check(arm_json, arm):
+        finals = [written[arm, s][-1] for s in seeds]
+        assert arm_json["accuracy"]["mean"] == pytest.approx(statistics.mean(f["accuracy"] for f in finals))
+        assert arm_json["accuracy"]["std"] == pytest.approx(statistics.stdev(f["accuracy"] for f in finals))
+        assert arm_json["mrr"]["mean"] == pytest.approx(statistics.mean(f["mrr"] for f in finals))
+        assert {s: arm_json["seeds"][s]["accuracy"] for s in seeds} == {s: written[arm, s][-1]["accuracy"] for s in seeds}
+        assert [p["updates"] for p in arm_json["curve"]] == [50, 100, 150]
+        for i, p in enumerate(arm_json["curve"]):
+            assert p["accuracy"]["mean"] == pytest.approx(statistics.mean(written[arm, s][i]["accuracy"] for s in seeds))
+            assert p["accuracy"]["min"] == min(written[arm, s][i]["accuracy"] for s in seeds)
+
+    ab = res["ablations"]
+    assert list(ab["structure"]["arms"]) == ["structure", "flat", "noglobals", "roberta512"]
+    for arm in ("structure", "flat", "noglobals", "roberta512"):
+        check(ab["structure"]["arms"][arm], arm)
+    check(ab["cpc"]["arms"]["nocpc"], "nocpc")
+    check(ab["g2l"]["arms"]["softg2l"], "softg2l")
+    assert list(ab["length"]["arms"]) == ["long512", "long2048", "long4096"]
+    check(ab["length"]["arms"]["long512"], "long512")
+    check(ab["length"]["arms"]["long2048"], "structure")  # the main length is the structure arm itself
+    check(ab["length"]["arms"]["long4096"], "long4096")
+    for arm in ("lifted", "scratch"):
+        vals = [mlm[arm, s]["mlm_loss"] for s in seeds]
+        assert ab["lift"]["arms"][arm]["mlm_loss"]["mean"] == pytest.approx(statistics.mean(vals))
+        assert ab["lift"]["arms"][arm]["mlm_loss"]["std"] == pytest.approx(statistics.stdev(vals))
+    for n in (512, 2048, 8192):
+        vals = [mlm[f"long{n}", s]["mlm_accuracy"] for s in seeds]
+        assert ab["extrapolation"]["arms"][f"long{n}"]["mlm_accuracy"]["mean"] == pytest.approx(statistics.mean(vals))
+    assert res["nextsent_valid"]["2048"]["overlap_accuracy"] == counts[2048]["overlap_accuracy"]
+    assert res["nextsent_valid"]["512"]["answers_dropped"] == counts[512]["answers_dropped"]
+
+
+def test_collect_names_the_bad_log(tmp_path, capsys):
+    rng = random.Random(1)
+    _meta(tmp_path, 2048, rng)
+    _write_log(tmp_path / "ft" / "structure-1.log", [{"loss": 4.0, "accuracy": 10.0, "mrr": 20.0, "num_updates": 5}])
+    (tmp_path / "ft" / "flat-1.log").write_text("Traceback (most recent call last):\n  RuntimeError: boom\n")
+    rc = collect.main(["--run-dir", str(tmp_path), "--ablations", "structure", "--seeds", "1",
+                       "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and not (tmp_path / "r.json").exists()
+    assert err.startswith("error: ") and "flat-1.log" in err and "valid on" in err and len(err.splitlines()) == 1
+    # only the g2l ablation's arms are read when only it is asked for: noglobals/roberta512 logs are not needed
+    _write_log(tmp_path / "ft" / "softg2l-1.log", [{"loss": 4.0, "accuracy": 30.0, "mrr": 40.0, "num_updates": 5}])
+    assert collect.main(["--run-dir", str(tmp_path), "--ablations", "g2l", "--seeds", "1",
+                         "--out", str(tmp_path / "r.json")]) == 0
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert res["ablations"]["g2l"]["arms"]["softg2l"]["accuracy"] == {"mean": 30.0, "std": 0.0, "min": 30.0, "max": 30.0}
