@@ -297,6 +297,7 @@ def test_each_label_level_trains_validates_predicts_and_evaluates(level, wiki_du
     names = {"record": ["accuracy"], "global": ["accuracy"], "span": ["exact_match", "f1"]}[level]
     validated = {n: float(re.search(rf"\| {n} ([0-9.]+)", line).group(1)) for n in names}
     state = torch.load(save / "checkpoint_last.pt", weights_only=True, map_location="cpu")
+    assert state["cfg"]["task"]["max_long_len"] == 256  # the prepared length, taken up without the flag
     head = {"record": "structured_record", "global": "structured_global", "span": "structured_span"}[level]
     assert any(k.startswith(f"encoder.task_heads.{head}.") or k.startswith(f"task_heads.{head}.") for k in state["model"])
 

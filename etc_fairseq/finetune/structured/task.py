@@ -73,6 +73,7 @@ class EtcStructuredDataTask(EtcStructuredTask):
         info = read_label_info(cfg.data)
         dictionary = load_data_dictionary(cfg.data, "etc_structured reads the directory written by etc-prepare structured")
         task = cls(cfg, dictionary, info)
+        task.take_up_prepared_settings(from_checkpoint=bool(kwargs.get("from_checkpoint", False)))
         logger.info(f"label level {task.label_level}" + (f", {len(task.classes)} classes {task.classes}"
                                                          if task.classes else ""))
         return task
