@@ -91,7 +91,8 @@ def test_collect_reads_fairseq_logs(tmp_path):
     out, png = tmp_path / "results.json", tmp_path / "results.png"
     rc = collect.main(["--run-dir", str(tmp_path), "--ablations", "structure", "length", "cpc", "g2l", "lift",
                        "extrapolation", "--seeds", *seeds, "--long", "2048", "--extra-lengths", "512", "4096",
-                       "--extrapolation-lengths", "512", "2048", "8192", "--out", str(out), "--png", str(png)])
+                       "--extrapolation-lengths", "512", "2048", "8192", "--out", str(out), "--png", str(png),
+                       "--markdown", str(tmp_path / "table.md")])
     assert rc == 0
     res = json.loads(out.read_text())
     assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -125,6 +126,13 @@ def test_collect_reads_fairseq_logs(tmp_path):
         vals = [mlm[f"long{n}", s]["mlm_accuracy"] for s in seeds]
         assert ab["extrapolation"]["arms"][f"long{n}"]["mlm_accuracy"]["mean"] == pytest.approx(statistics.mean(vals))
     assert res["nextsent_valid"]["2048"]["overlap_accuracy"] == counts[2048]["overlap_accuracy"]
+    # the README table: one row per arm (4 + 3 + 2 + 2 + 2 + 3) plus one baseline row per length
+    table = (tmp_path / "table.md").read_text().splitlines()
+    assert len(table) == 2 + 16 + 3
+    flat = ab["structure"]["arms"]["flat"]
+    row = next(r for r in table if r.startswith("| structure | flat:"))
+    assert f"{flat['accuracy']['mean']:.2f} +- {flat['accuracy']['std']:.2f}" in row
+    assert " ".join(f"{written['flat', s][-1]['accuracy']:.2f}" for s in seeds) in row
     assert res["nextsent_valid"]["512"]["answers_dropped"] == counts[512]["answers_dropped"]
 
 

@@ -231,6 +231,31 @@ def plot(results: dict, png: Path) -> None:
     plt.close(fig)
 
 
+def markdown(results: dict) -> str:
+    """The README table: one row per ablation arm, mean +- sample std over seeds, and every seed's value."""
+    rows = ["| ablation | arm | metric | mean +- std | per seed | updates |", "|---|---|---|---|---|---|"]
+    for name, ab in results["ablations"].items():
+        for arm_name, arm in ab["arms"].items():
+            if "mlm_loss" in arm:
+                key, unit, updates = "mlm_loss", "held-out MLM loss, bits", ""
+            else:
+                key, unit, updates = "accuracy", "held-out accuracy % / MRR %", ", ".join(map(str, arm["updates"]))
+            s = arm[key]
+            cell = f"{s['mean']:.2f} +- {s['std']:.2f}"
+            seeds = " ".join(f"{x[key]:.2f}" for x in arm["seeds"].values())
+            if key == "accuracy":
+                cell += f" / {arm['mrr']['mean']:.1f} +- {arm['mrr']['std']:.1f}"
+                seeds += " / " + " ".join(f"{x['mrr']:.1f}" for x in arm["seeds"].values())
+                if arm["lost"]["mean"] > 0:
+                    cell += f" (lost {arm['lost']['mean']:.1f} %)"
+            rows.append(f"| {name} | {arm_name}: {arm['label']} | {unit} | {cell} | {seeds} | {updates} |")
+    for n, meta in results.get("nextsent_valid", {}).items():
+        rows.append(f"| baseline (long {n}) | word overlap / random | held-out accuracy % / MRR % | "
+                    f"{meta['overlap_accuracy']:.1f} / {meta['overlap_mrr']:.1f} ; {meta['random_accuracy']:.1f} / "
+                    f"{meta['random_mrr']:.1f} | | |")
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run-dir", type=Path, required=True)
@@ -241,6 +266,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--extrapolation-lengths", type=int, nargs="*", default=[512, 2048, 8192])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--png", type=Path, default=None)
+    p.add_argument("--markdown", type=Path, default=None, help="also write the README table here")
     a = p.parse_args(argv)
     try:
         results = collect(a.run_dir, a.ablations, a.seeds, a.long, a.extra_lengths, a.extrapolation_lengths)
@@ -250,6 +276,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     if a.png is not None:
         plot(results, a.png)
+    if a.markdown is not None:
+        a.markdown.write_text(markdown(results), encoding="utf-8")
     for name, ab in results["ablations"].items():
         for arm_name, arm in ab["arms"].items():
             key = "mlm_loss" if "mlm_loss" in arm else "accuracy"

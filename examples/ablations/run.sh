@@ -25,17 +25,17 @@
 #                  (relative positions only; validated with 3 masking seeds)
 # Shared starting points (made once, reused): the pretraining data (real Wikipedia sample, sentencepiece
 # VOCAB, 6 held-out documents) and the models pretrained on it for PRE_UPDATES updates at long length 512:
-# etc_tiny with CPC + MLM, etc_tiny MLM only, RoBERTa (etc_tiny's sizes). Every fine-tuning starts from one of
+# etc_tiny with CPC + MLM and etc_tiny MLM only (both with hard g2l), RoBERTa (etc_tiny's sizes). Every fine-tuning starts from one of
 # them; SEEDS vary the fine-tuning (and the lift arms' continued pretraining), not the pretraining.
 #
 # Outputs (git-ignored) under $RUN_DIR: pre/ (data and pretrained models), data-<layout>-<len>/ (nextsent),
 # ft/<arm>-<seed>.log (fairseq-train logs with held-out validation every VALID_EVERY updates), lift/,
-# extrapolation/, results.json, results.png. A step whose log ends with fairseq's "done training" (or whose
+# extrapolation/, results.json, results.png, results.md (the README table). A step whose log ends with fairseq's "done training" (or whose
 # output exists) is skipped, so an interrupted run resumes where it stopped; delete a log to redo that step.
 #
 # Knobs (environment variables): ABLATIONS, RUN_DIR [runs/ablations], ETC_VENV [.venv], SEEDS [1 2 3],
-# TRAIN [2000], VALID [300] (nextsent records), UPDATES [300] (fine-tuning), VALID_EVERY [50], LR [1e-3],
-# BATCH [8], LONG [2048], PRE_UPDATES [1500], LIFT_UPDATES [300], VOCAB [4000], JOBS [1] (fine-tuning and
+# TRAIN [2000], VALID [300] (nextsent records), UPDATES [100] (fine-tuning), VALID_EVERY [50], LR [2e-3],
+# BATCH [8], LONG [2048], PRE_UPDATES [540], LIFT_UPDATES [150], VOCAB [4000], JOBS [1] (fine-tuning and
 # pretraining runs of the ablations at once: with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
@@ -56,11 +56,11 @@ if [ "$QUICK" = 1 ]; then
   PRE_UPDATES=${PRE_UPDATES:-10}; LIFT_UPDATES=${LIFT_UPDATES:-4}; VOCAB=${VOCAB:-1000}
   EXTRA_LENGTHS=${EXTRA_LENGTHS:-"512 1024"}; EXTRAP_LENGTHS=${EXTRAP_LENGTHS:-"512 1024"}; LONG=${LONG:-768}
 else
-  SEEDS=${SEEDS:-"1 2 3"}; TRAIN=${TRAIN:-2000}; VALID=${VALID:-300}; UPDATES=${UPDATES:-300}; VALID_EVERY=${VALID_EVERY:-50}
-  PRE_UPDATES=${PRE_UPDATES:-1500}; LIFT_UPDATES=${LIFT_UPDATES:-300}; VOCAB=${VOCAB:-4000}
+  SEEDS=${SEEDS:-"1 2 3"}; TRAIN=${TRAIN:-2000}; VALID=${VALID:-300}; UPDATES=${UPDATES:-100}; VALID_EVERY=${VALID_EVERY:-50}
+  PRE_UPDATES=${PRE_UPDATES:-540}; LIFT_UPDATES=${LIFT_UPDATES:-150}; VOCAB=${VOCAB:-4000}
   EXTRA_LENGTHS=${EXTRA_LENGTHS:-"512 4096"}; EXTRAP_LENGTHS=${EXTRAP_LENGTHS:-"512 2048 8192"}; LONG=${LONG:-2048}
 fi
-LR=${LR:-1e-3}
+LR=${LR:-2e-3}
 BATCH=${BATCH:-8}
 JOBS=${JOBS:-1}
 export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
@@ -100,12 +100,14 @@ pretrain_data() {
     "$VENV_BIN/etc-prepare" pretrain --wikipedia-sample --out "$PRE/data" --overwrite --vocab-size "$VOCAB" --valid-docs 6 --seed 1
   fi
 }
-pretrain_etc() {  # NAME CPC_WEIGHT: etc_tiny, MLM (+ CPC), PRE_UPDATES at long length 512, seed 1
+pretrain_etc() {  # NAME CPC_WEIGHT: etc_tiny, MLM (+ CPC), PRE_UPDATES at long length 512, seed 1, hard g2l
+  # (as the paper's checkpoints: with soft g2l every sentence token reads the whole input at first, and CPC
+  # stays at chance for hundreds of updates; README.md, "What the sentence tokens see")
   pretrain_data
   if ! done_log "$PRE/$1.log"; then
-    stage "pretrain etc_tiny ($1, --cpc-weight $2), $PRE_UPDATES updates -> $PRE/$1"
+    stage "pretrain etc_tiny ($1, --cpc-weight $2, hard g2l), $PRE_UPDATES updates -> $PRE/$1"
     "$VENV_BIN/fairseq-train" "$PRE/data/bin" "${PRE_ETC[@]}" "${PRE_OPTIM[@]}" --cpc-weight "$2" --lr 2e-3 \
-      --max-update "$PRE_UPDATES" --seed 1 --save-dir "$PRE/$1" > "$PRE/$1.log" 2>&1
+      --max-update "$PRE_UPDATES" --seed 1 --hard-g2l --save-dir "$PRE/$1" > "$PRE/$1.log" 2>&1
   fi
 }
 pretrain_roberta() {  # fairseq RoBERTa of etc_tiny's sizes, masked_lm, the same data, updates and optimizer
@@ -216,8 +218,8 @@ if has extrapolation; then
   for len in $EXTRAP_LENGTHS; do for seed in $SEEDS; do spawn extrapolate "$len" "$seed"; done; done
 fi
 wait
-stage "results -> $RUN_DIR/results.json, $RUN_DIR/results.png"
+stage "results -> $RUN_DIR/results.json, $RUN_DIR/results.png, $RUN_DIR/results.md"
 "$VENV_BIN/python" examples/ablations/collect.py --run-dir "$RUN_DIR" --ablations $ABLATIONS --seeds $SEEDS \
   --long "$LONG" --extra-lengths $EXTRA_LENGTHS --extrapolation-lengths $EXTRAP_LENGTHS \
-  --out "$RUN_DIR/results.json" --png "$RUN_DIR/results.png"
+  --out "$RUN_DIR/results.json" --png "$RUN_DIR/results.png" --markdown "$RUN_DIR/results.md"
 stage "done"
