@@ -65,7 +65,7 @@ def test_collect_reads_fairseq_logs(tmp_path):
     rng = random.Random(7)
     seeds = ["1", "2", "3"]
     written = {}  # (arm, seed) -> list of stats
-    arms = ["structure", "flat", "noglobals", "roberta512", "nocpc", "softg2l", "long512", "long4096"]
+    arms = ["structure", "flat", "noglobals", "roberta512", "nocpc", "nohardg2l", "long512", "long4096"]
     for arm in arms:
         for s in seeds:
             rows = []
@@ -113,7 +113,7 @@ def test_collect_reads_fairseq_logs(tmp_path):
     for arm in ("structure", "flat", "noglobals", "roberta512"):
         check(ab["structure"]["arms"][arm], arm)
     check(ab["cpc"]["arms"]["nocpc"], "nocpc")
-    check(ab["g2l"]["arms"]["softg2l"], "softg2l")
+    check(ab["g2l"]["arms"]["nohardg2l"], "nohardg2l")
     assert list(ab["length"]["arms"]) == ["long512", "long2048", "long4096"]
     check(ab["length"]["arms"]["long512"], "long512")
     check(ab["length"]["arms"]["long2048"], "structure")  # the main length is the structure arm itself
@@ -147,8 +147,8 @@ def test_collect_names_the_bad_log(tmp_path, capsys):
     assert rc == 1 and not (tmp_path / "r.json").exists()
     assert err.startswith("error: ") and "flat-1.log" in err and "valid on" in err and len(err.splitlines()) == 1
     # only the g2l ablation's arms are read when only it is asked for: noglobals/roberta512 logs are not needed
-    _write_log(tmp_path / "ft" / "softg2l-1.log", [{"loss": 4.0, "accuracy": 30.0, "mrr": 40.0, "num_updates": 5}])
+    _write_log(tmp_path / "ft" / "nohardg2l-1.log", [{"loss": 4.0, "accuracy": 30.0, "mrr": 40.0, "num_updates": 5}])
     assert collect.main(["--run-dir", str(tmp_path), "--ablations", "g2l", "--seeds", "1",
                          "--out", str(tmp_path / "r.json")]) == 0
     res = json.loads((tmp_path / "r.json").read_text())
-    assert res["ablations"]["g2l"]["arms"]["softg2l"]["accuracy"] == {"mean": 30.0, "std": 0.0, "min": 30.0, "max": 30.0}
+    assert res["ablations"]["g2l"]["arms"]["nohardg2l"]["accuracy"] == {"mean": 30.0, "std": 0.0, "min": 30.0, "max": 30.0}

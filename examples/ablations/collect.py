@@ -29,7 +29,7 @@ VALID_LINE = re.compile(r"valid on 'valid' subset \| (.*)$", re.MULTILINE)
 FINETUNE_ARMS = {
     "structure": ["structure", "flat", "noglobals", "roberta512"],
     "cpc": ["structure", "nocpc"],
-    "g2l": ["structure", "softg2l"],
+    "g2l": ["structure", "nohardg2l"],
 }
 #: what each arm is, for the JSON and the plot
 ARM_LABELS = {
@@ -38,7 +38,7 @@ ARM_LABELS = {
     "noglobals": "ETC, no global tokens (local only)",
     "roberta512": "RoBERTa, first 512 tokens",
     "nocpc": "ETC structure, pretrained MLM only",
-    "softg2l": "ETC structure, soft g2l",
+    "nohardg2l": "ETC structure, pretrained + fine-tuned with soft g2l",
     "lifted": "ETC pretraining from lifted RoBERTa",
     "scratch": "ETC pretraining from scratch",
 }

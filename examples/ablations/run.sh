@@ -18,7 +18,8 @@
 #   cpc            the structure arm fine-tuned from a model pretrained with CPC + MLM vs MLM only (--cpc-weight 0,
 #                  same MLM updates and masking)
 #   g2l            the structure arm (--hard-g2l: a global token sees only the long tokens it summarises, the
-#                  paper's default) vs soft g2l (every long token, told apart by relative labels only)
+#                  paper's default) vs nohardg2l: pretrained (same budget) and fine-tuned with soft g2l (every
+#                  long token, told apart by relative labels only)
 #   lift           ETC pretraining (MLM + CPC, LIFT_UPDATES) from etc-lift of the pretrained RoBERTa vs from
 #                  scratch, held-out MLM loss (examples/lifting's comparison)
 #   extrapolation  the CPC + MLM model pretrained at long length 512: held-out MLM loss at 512, 2048 and 8192
@@ -100,14 +101,17 @@ pretrain_data() {
     "$VENV_BIN/etc-prepare" pretrain --wikipedia-sample --out "$PRE/data" --overwrite --vocab-size "$VOCAB" --valid-docs 6 --seed 1
   fi
 }
-pretrain_etc() {  # NAME CPC_WEIGHT: etc_tiny, MLM (+ CPC), PRE_UPDATES at long length 512, seed 1, hard g2l
-  # (as the paper's checkpoints: with soft g2l every sentence token reads the whole input at first, and CPC
-  # stays at chance for hundreds of updates; README.md, "What the sentence tokens see")
+pretrain_etc() {  # NAME CPC_WEIGHT [G2L_FLAG]: etc_tiny, MLM (+ CPC), PRE_UPDATES at long length 512, seed 1,
+  # hard g2l unless G2L_FLAG is given empty (as the paper's checkpoints: with soft g2l every sentence token reads
+  # the whole input at first, and CPC stays at chance for hundreds of updates; README.md, "What the sentence
+  # tokens see"). A fine-tuning run takes the model fields it is not given from its starting checkpoint, and a
+  # boolean flag cannot be switched off on the command line: a soft-g2l fine-tuning needs a soft-g2l checkpoint.
+  local g2l=${3---hard-g2l}
   pretrain_data
   if ! done_log "$PRE/$1.log"; then
-    stage "pretrain etc_tiny ($1, --cpc-weight $2, hard g2l), $PRE_UPDATES updates -> $PRE/$1"
+    stage "pretrain etc_tiny ($1, --cpc-weight $2 ${g2l:-soft g2l}), $PRE_UPDATES updates -> $PRE/$1"
     "$VENV_BIN/fairseq-train" "$PRE/data/bin" "${PRE_ETC[@]}" "${PRE_OPTIM[@]}" --cpc-weight "$2" --lr 2e-3 \
-      --max-update "$PRE_UPDATES" --seed 1 --hard-g2l --save-dir "$PRE/$1" > "$PRE/$1.log" 2>&1
+      --max-update "$PRE_UPDATES" --seed 1 $g2l --save-dir "$PRE/$1" > "$PRE/$1.log" 2>&1
   fi
 }
 pretrain_roberta() {  # fairseq RoBERTa of etc_tiny's sizes, masked_lm, the same data, updates and optimizer
@@ -179,6 +183,7 @@ extrapolate() {  # LEN SEED: held-out MLM of the CPC + MLM model pretrained at 5
 CPC=$PRE/cpc/checkpoint_last.pt
 if has structure || has length || has cpc || has g2l || has extrapolation; then pretrain_etc cpc 0.2; fi
 
+if has g2l; then pretrain_etc cpc_soft_g2l 0.2 ""; fi
 if has structure || has length || has cpc || has g2l; then D=$(nextsent_data structure "$LONG"); fi
 if has structure; then
   pretrain_roberta
@@ -192,7 +197,7 @@ for seed in $SEEDS; do   # seed by seed, so that a run cut short has every arm o
     # the same long input as `structure` (its global tokens ignored), cropped to the first 512 tokens
     spawn finetune roberta512 "$seed" "$D" "$LONG" "$PRE/roberta_window.pt" --arch roberta_window "${TINY_ROBERTA[@]}" --max-positions 512
   fi
-  if has g2l; then spawn finetune softg2l "$seed" "$D" "$LONG" "$CPC" --arch etc_tiny; fi
+  if has g2l; then spawn finetune nohardg2l "$seed" "$D" "$LONG" "$PRE/cpc_soft_g2l/checkpoint_last.pt" --arch etc_tiny; fi
 done
 if has cpc; then
   pretrain_etc nocpc 0
