@@ -10,11 +10,20 @@ calls::
 
 which logs ``mlm_accuracy = round(100 * sum(mlm_correct) / sum(mlm_count), 3)`` (NaN when the count is 0).
 fairseq is imported only when logging.
+
+Two helpers for ``forward`` keep a criterion's training step free of host reads in a static graph
+(:func:`etc_fairseq.tracing.static_graph`: ``torch.compile``, or tensors on an XLA device, i.e.
+``fairseq-train --tpu``): :func:`logged` (a count or sum for the logging output) and
+:func:`loss_per_sample_size` (a loss normalised by a count that is only known on the device).
 """
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, NamedTuple, Optional, Sequence
+from typing import Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+
+import torch
+
+from etc_fairseq.tracing import static_graph
 
 #: scale a loss in nats by this to log it in bits (fairseq's convention)
 NATS_TO_BITS = 1.0 / math.log(2)
@@ -35,6 +44,29 @@ class Ratio(NamedTuple):
     scale: float = 1.0
     digits: int = 3
     empty: float = float("nan")
+
+
+def logged(value: torch.Tensor) -> Union[int, float, torch.Tensor]:
+    """A scalar tensor for a logging output: a Python int (integer dtypes) or float eagerly; in a static graph
+    the detached tensor itself, which fairseq reads only when it logs (``--log-interval``), not in the step."""
+    value = value.detach()
+    if static_graph(value):
+        return value
+    return int(value) if not value.dtype.is_floating_point else float(value)
+
+
+def loss_per_sample_size(loss: torch.Tensor, count: torch.Tensor) -> Tuple[torch.Tensor, Union[int, torch.Tensor]]:
+    """``(loss, sample_size)`` to return from a criterion whose loss is a sum over ``count`` (int64 scalar
+    tensor) labelled items.
+
+    Eagerly: ``(loss, int(count))``; fairseq divides the summed gradients by the summed sample size. In a
+    static graph fairseq would read a tensor ``sample_size`` on the host (``sample_size or 1.0`` in
+    ``Trainer.train_step``), so the loss is divided here and the sample size is 1: the same update on one
+    worker with ``--update-freq 1`` (otherwise the mean of the per-batch means, as ``cpc_mlm`` always does).
+    """
+    if static_graph(count):
+        return loss / count.clamp(min=1), 1
+    return loss, int(count)
 
 
 def total(logging_outputs: Iterable[Mapping], key: str) -> float:

@@ -213,3 +213,110 @@ def test_wikihop_one_graph_for_batches_of_varying_content(wikihop_fixed):
         assert int(c[1]) == 1 and int(e[1]) == int(e[3]) == int(c[3]) > 0
         assert torch.allclose(e[0] / e[1], c[0], rtol=1e-5, atol=1e-6)
         assert int(e[2]) == int(c[2])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# every other fine-tuning criterion: HotpotQA, NQ, OpenKP, NextSent. A training step (model.train()) compiles
+# to one graph over batches of different content: decoding to answers (HotpotQA, NQ, OpenKP) runs only in
+# evaluation, and no count is read on the host. Data: each task's CONSTRUCTED files on real Wikipedia text,
+# built as tests/test_distributed_finetune.py builds them, prepared with fixed lengths.
+# ---------------------------------------------------------------------------------------------------------
+
+from test_distributed_finetune import _example, _prepare  # noqa: E402
+from test_nq import nq_examples, write_split  # noqa: E402,F401  (nq_examples is a fixture)
+from test_openkp import constructed_page, wiki_docs  # noqa: E402,F401  (wiki_docs is a fixture)
+
+
+def _hotpotqa_data(tmp, wiki_dump, pretrain_data, nq_examples, wiki_docs):
+    records = _example("hotpotqa").constructed_records(wiki_dump)  # 3 span, 1 yes, 1 no answer
+    (tmp / "train.json").write_text(json.dumps(records), encoding="utf-8")
+    _prepare("hotpotqa", "--train", tmp / "train.json", "--out", tmp / "data", "--pretrain-dir", pretrain_data,
+             "--max-long-len", "384", "--max-global-len", "64")
+    return 384, 64
+
+
+def _nq_data(tmp, wiki_dump, pretrain_data, nq_examples, wiki_docs):
+    train = write_split(tmp, nq_examples, "nq-train.jsonl", "train", "simplified", gz=False)
+    _prepare("nq", "--train", train, "--pretrain-dir", pretrain_data, "--max-long-len", "96",
+             "--max-global-len", "48", "--doc-stride", "48", "--out", tmp / "data")
+    return 96, 48
+
+
+def _openkp_data(tmp, wiki_dump, pretrain_data, nq_examples, wiki_docs):
+    with open(tmp / "train.jsonl", "w", encoding="utf-8") as f:
+        for i, doc in enumerate(wiki_docs[:8]):
+            f.write(json.dumps(constructed_page(doc, i, absent_phrase=(i % 4 == 3))) + "\n")
+    _prepare("openkp", "--train", tmp / "train.jsonl", "--out", tmp / "data", "--pretrain-dir", pretrain_data,
+             "--max-long-len", "192", "--max-global-len", "32")
+    return 192, 32
+
+
+def _nextsent_data(tmp, wiki_dump, pretrain_data, nq_examples, wiki_docs):
+    # a small long budget: truncation drops some answers (an example without answer is part of the variety)
+    _prepare("nextsent", "--dump", wiki_dump, "--train", "8", "--valid", "2", "--seed", "2", "--out", tmp / "data",
+             "--pretrain-dir", pretrain_data, "--max-long-len", "256", "--max-global-len", "48",
+             "--distractors", "2", "--distractor-paragraphs", "1", "--same-article", "1")
+    return 256, 48
+
+
+def _content(task_name, ds, item):
+    """What differs between examples of a task (batches are picked to differ in it)."""
+    t = {k: v[0] for k, v in ds.collater([item])["target"].items()}
+    if task_name == "hotpotqa":  # answer type (span / yes / no) and whether the span was found
+        return (int(t["answer_type"][0]), int(t["answer_span"][0] >= 0), int((t["sp_label"] >= 0).sum()))
+    if task_name == "nq":  # answer type of the window, and where its answers are
+        return tuple(int(x) for x in t["nq_targets"][[4, 0, 2]])
+    if task_name == "openkp":  # gold phrases in / absent from the document (-2), and its candidate n-grams
+        g = t["gold_phrases"]
+        return (int((g >= 0).sum()), int((g == -2).sum()), int((t["ngram_ids"] >= 0).sum()))
+    if task_name == "nextsent":  # sentences kept, and whether the answer was kept
+        return (int(t["num_sentences"][0]), int(t["answer_index"][0] >= 0))
+    raise ValueError(task_name)
+
+
+#: task -> (data builder, logged keys compared between eager and compiled)
+FINETUNE_COMPILE = {
+    "hotpotqa": (_hotpotqa_data, ("sp_loss_sum", "sp_count", "type_loss_sum", "type_count", "span_loss_sum",
+                                  "span_count", "type_correct", "sp_correct")),
+    "nq": (_nq_data, ("long_loss", "short_loss", "type_loss", "type_correct")),
+    "openkp": (_openkp_data, ()),
+    "nextsent": (_nextsent_data, ("acc_sum", "rr_sum", "lost_sum")),
+}
+
+
+@pytest.mark.parametrize("task_name", sorted(FINETUNE_COMPILE))
+def test_finetune_criterion_one_graph_for_batches_of_varying_content(task_name, tmp_path, wiki_dump, pretrain_data,
+                                                                       nq_examples, wiki_docs):  # noqa: F811
+    build, log_keys = FINETUNE_COMPILE[task_name]
+    long_len, global_len = build(tmp_path, wiki_dump, pretrain_data, nq_examples, wiki_docs)
+    task, make_criterion = _registered(f"etc_{task_name}", f"etc_{task_name}", data=str(tmp_path / "data"),
+                                       max_long_len=long_len, max_global_len=global_len, pad_to_fixed_length=True)
+    ds = task.load_dataset("train")
+    items = [ds[i] for i in range(len(ds))]
+    keys = [_content(task_name, ds, it) for it in items]
+    order = sorted(range(len(items)), key=lambda i: keys[i])
+    picks = [(order[0], order[1]), (order[-1], order[-2]), (order[0], order[-1]), (order[len(order) // 2], order[1])]
+    batches = [ds.collater([items[i], items[j]]) for i, j in picks]
+    assert len({keys[i] for pair in picks for i in pair}) >= 3, keys  # really different content
+    shapes = {str(torch.utils._pytree.tree_map(lambda v: tuple(v.shape) if torch.is_tensor(v) else None,
+                                                {k: b[k] for k in ("net_input", "target")})) for b in batches}
+    assert len(shapes) == 1, shapes  # ... and one set of shapes
+
+    torch.manual_seed(0)
+    model = task.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0,
+                                             max_global_positions=global_len))
+    n_graphs, eager, compiled, _ = _compile_over_batches(model, make_criterion(), batches, ("loss",) + log_keys)
+    assert n_graphs == 1  # no graph break (fullgraph) and no recompilation for any later batch
+    for e, c in zip(eager, compiled):
+        # eager sums over labelled items with sample_size = their number; a static graph may return the mean
+        # with sample_size 1 (criterion_metrics.loss_per_sample_size): the same loss per sample
+        assert torch.allclose(e[0] / max(float(e[1]), 1.0), c[0] / float(c[1]), rtol=1e-5, atol=1e-6), (e[:2], c[:2])
+        for name, a, b in zip(log_keys, e[3:], c[3:]):
+            assert torch.is_tensor(b), name  # a static graph logs device values, read when fairseq logs
+            assert float(a) == pytest.approx(float(b), rel=1e-5, abs=1e-6), name
+    # evaluation (validation, fairseq-validate) still decodes: the official metrics are there in eager mode
+    model.eval()
+    with torch.no_grad():
+        _, _, log = make_criterion()(model, batches[0])
+    official = {"hotpotqa": "ans_em_sum", "nq": "nq_windows", "openkp": "kp_f1_5", "nextsent": "acc_sum"}[task_name]
+    assert official in log

@@ -127,19 +127,22 @@ def batch_scores(heads: HeadOutputs, long_padding_mask, global_padding_mask):
         list (one per example) of ``(sp_probs float32 [G], type_logits float32 [3], start_logp float32 [L],
         end_logp float32 [L])``, cut to the example's own lengths.
     """
+    # one copy to the host first: cutting rows to their lengths on an XLA device would compile a graph per shape
+    heads = HeadOutputs(*(t.detach().float().cpu() for t in heads))
+    long_padding_mask, global_padding_mask = long_padding_mask.cpu(), global_padding_mask.cpu()
     neg = float("-inf")
-    start_logp = torch.log_softmax(heads.start_logits.float().masked_fill(long_padding_mask, neg), dim=-1)  # [B, L]
-    end_logp = torch.log_softmax(heads.end_logits.float().masked_fill(long_padding_mask, neg), dim=-1)  # [B, L]
-    sp_probs = torch.sigmoid(heads.sp_logits.float())  # [B, G]
+    start_logp = torch.log_softmax(heads.start_logits.masked_fill(long_padding_mask, neg), dim=-1)  # [B, L]
+    end_logp = torch.log_softmax(heads.end_logits.masked_fill(long_padding_mask, neg), dim=-1)  # [B, L]
+    sp_probs = torch.sigmoid(heads.sp_logits)  # [B, G]
     long_len = (~long_padding_mask).sum(-1).tolist()
     global_len = (~global_padding_mask).sum(-1).tolist()
     out = []
     for b in range(sp_probs.size(0)):
         out.append((
-            sp_probs[b, : global_len[b]].cpu().numpy(),
-            heads.type_logits[b].float().cpu().numpy(),
-            start_logp[b, : long_len[b]].cpu().numpy(),
-            end_logp[b, : long_len[b]].cpu().numpy(),
+            sp_probs[b, : global_len[b]].numpy(),
+            heads.type_logits[b].numpy(),
+            start_logp[b, : long_len[b]].numpy(),
+            end_logp[b, : long_len[b]].numpy(),
         ))
     return out
 

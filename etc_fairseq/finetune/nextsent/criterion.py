@@ -3,7 +3,9 @@ sentence, :func:`~etc_fairseq.finetune.nextsent.decode.sentence_scores`), and th
 sentence-level accuracy and MRR in percent, defined as :mod:`etc_fairseq.finetune.nextsent.metrics`
 defines them (ties broken uniformly at random in expectation).
 
-Loss: summed over the examples whose answer the model scored (``sample_size`` = their number).
+Loss: summed over the examples whose answer the model scored (``sample_size`` = their number; in a static
+graph, XLA or ``torch.compile``, the mean over them with ``sample_size`` 1:
+:func:`etc_fairseq.criterion_metrics.loss_per_sample_size`).
 Metrics: over every example; one whose answer was not scored scores 0 (the model cannot find it): dropped
 by truncation when the data was prepared, or beyond the window of a model that reads only a prefix of the
 long input (``roberta_window``). ``lost``: the percentage of such examples.
@@ -16,7 +18,7 @@ import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios
+from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios, logged, loss_per_sample_size
 from etc_fairseq.finetune.nextsent.decode import sentence_scores
 
 
@@ -69,18 +71,19 @@ class EtcNextSentCriterion(FairseqCriterion):
         loss = torch.where(has, nll, torch.zeros_like(nll)).sum()
         with torch.no_grad():
             acc, rr = rank_metrics(logits.detach(), answer)
-        n_labelled = int(has.sum())
+        # a static graph (XLA): mean over the labelled examples, sample_size 1 (criterion_metrics)
+        loss, sample_size = loss_per_sample_size(loss, has.sum())
         logging_output = {
             "loss": loss.data,
             "ntokens": sample["ntokens"],
             "nsentences": sample["nsentences"],
-            "sample_size": n_labelled,
-            "acc_sum": float(acc.sum()),
-            "rr_sum": float(rr.sum()),
-            "lost_sum": int((~has).sum()),
+            "sample_size": sample_size,
+            "acc_sum": logged(acc.sum()),
+            "rr_sum": logged(rr.sum()),
+            "lost_sum": logged((~has).sum()),
             "nexamples": int(answer.numel()),
         }
-        return loss, n_labelled, logging_output
+        return loss, sample_size, logging_output
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:

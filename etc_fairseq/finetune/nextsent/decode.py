@@ -18,6 +18,7 @@ from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
 from etc_fairseq.finetune.common.selection import gather_by_type
 from etc_fairseq.structure.global_tokens import GlobalTokenType
+from etc_fairseq.tracing import static_graph
 
 #: name of the sentence-scoring head in ``model.task_heads`` (features [.., D] -> one logit)
 SENTENCE_HEAD = "nextsent_sentences"
@@ -47,7 +48,8 @@ def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_se
 
 def sentence_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch.Tensor, torch.Tensor]:
     """Scores of every sentence: (logits float32 [B, S] with -inf past each example's sentences, mask bool
-    [B, S]); column ``k`` is the example's ``k``-th sentence in input order.
+    [B, S]); column ``k`` is the example's ``k``-th sentence in input order. ``S`` is at least the batch's
+    most sentences (in a static graph, :func:`etc_fairseq.tracing.static_graph`, at least the long length).
 
     Per example: from its SENTENCE global tokens' outputs when every sentence has one, else from the mean
     of each sentence's long tokens (data prepared with ``--no-globals``, or an example some of whose sentence
@@ -59,7 +61,9 @@ def sentence_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch
     requires."""
     head = model.task_heads[SENTENCE_HEAD]
     num = sample["target"]["num_sentences"][:, 0]  # [B]
-    s_max = max(int(num.max()), 1)
+    # columns: the batch's most sentences; in a static graph (no host read) the long length, which bounds
+    # it (every kept sentence has at least one long token)
+    s_max = sample["target"]["long_sentence"].size(1) if static_graph(num) else max(int(num.max()), 1)
     pooled, present = mean_by_sentence(features, sample["target"]["long_sentence"], s_max)  # [B, S, D], [B, S]
     p_logits = head(pooled).squeeze(-1).float()  # [B, S]
     # a sentence without tokens in the features (beyond a windowed model's reach) is not scored

@@ -25,7 +25,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import meters
 
-from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios
+from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios, logged
 from etc_fairseq.finetune.nq.decode import ExamplePrediction, batch_window_predictions, head_logits
 
 logger = logging.getLogger(__name__)
@@ -140,18 +140,18 @@ class EtcNqCriterion(FairseqCriterion):
             "long_loss": (losses[0] + losses[1]).data,
             "short_loss": (losses[2] + losses[3]).data,
             "type_loss": losses[4].data,
-            "type_correct": int((type_logits.argmax(-1) == t[:, 4]).sum()),
+            "type_correct": logged((type_logits.argmax(-1) == t[:, 4]).sum()),
             "ntokens": sample["ntokens"],
             "nsentences": bsz,
             "sample_size": bsz,
         }
         if not model.training and self.official_metrics:
             cfg = self.task.cfg
+            # decoding runs on the host (one copy of the batch's logits): evaluation only, so a training step
+            # reads nothing from the device
             wins = batch_window_predictions(sample, long_logits, short_logits, type_logits, cfg.max_short_words)
-            gold = sample["target"]["gold"]
-            logging_output["nq_windows"] = [
-                (ex, w, [int(v) for v in gold[b].tolist()]) for b, (ex, w) in enumerate(wins)
-            ]
+            gold = sample["target"]["gold"].cpu().tolist()  # [B][gold length]
+            logging_output["nq_windows"] = [(ex, w, [int(v) for v in gold[b]]) for b, (ex, w) in enumerate(wins)]
             logging_output["nq_thresholds"] = (cfg.long_non_null_threshold, cfg.short_non_null_threshold)
         return loss, bsz, logging_output
 

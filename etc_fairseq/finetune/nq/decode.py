@@ -208,13 +208,19 @@ def head_logits(model, features: torch.Tensor, long_word: torch.Tensor):
 
 
 def batch_window_predictions(sample, long_logits, short_logits, type_logits, max_short_words: int = 38):
-    """Per row of a batch: ((example index, window index, number of windows), WindowPrediction)."""
+    """Per row of a batch: ((example index, window index, number of windows), WindowPrediction).
+
+    The logits and targets are copied to the host once, whole (on an XLA device, slicing rows first would
+    run one small graph per row)."""
     tgt = sample["target"]
+    long_logits, short_logits = long_logits.detach().float().cpu(), short_logits.detach().float().cpu()
+    type_logits, long_word = type_logits.detach().float().cpu(), tgt["long_word"].cpu()
+    candidates, window_info = tgt["candidates"].cpu(), tgt["window_info"].cpu()
     out = []
     for b in range(long_logits.size(0)):
-        cands = tgt["candidates"][b].view(-1, 3).tolist()
-        w = window_prediction(long_logits[b], short_logits[b], type_logits[b], tgt["long_word"][b], cands, max_short_words)
-        out.append((tuple(int(x) for x in tgt["window_info"][b, :3].tolist()), w))
+        cands = candidates[b].view(-1, 3).tolist()
+        w = window_prediction(long_logits[b], short_logits[b], type_logits[b], long_word[b], cands, max_short_words)
+        out.append((tuple(int(x) for x in window_info[b, :3].tolist()), w))
     return out
 
 

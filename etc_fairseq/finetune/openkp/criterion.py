@@ -1,6 +1,8 @@
 """The ``etc_openkp`` criterion: one softmax over all 1..5-gram candidates of a document; the target
 probability is split equally among the gold keyphrases found in the document, on their first occurrence, or
-with ``--max-loss`` on the occurrence with the highest logit (paper appendix C).
+with ``--max-loss`` on the occurrence with the highest logit (paper appendix C). ``sample_size`` = the documents
+with a gold phrase found (in a static graph, XLA or ``torch.compile``, the loss is the mean over them and
+``sample_size`` 1: :func:`etc_fairseq.criterion_metrics.loss_per_sample_size`).
 
 In evaluation (``fairseq-validate``, validation during training) it also computes the official OpenKP
 metrics (:mod:`etc_fairseq.finetune.openkp.metrics`): top 5 n-grams by logit, de-duplicated uncased (equal n-gram
@@ -15,7 +17,7 @@ from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from etc_fairseq.criterion_metrics import log_mean_loss, total
+from etc_fairseq.criterion_metrics import log_mean_loss, loss_per_sample_size, total
 from etc_fairseq.finetune.openkp.metrics import KS, f1
 from etc_fairseq.finetune.openkp.decode import hits_at, top_distinct_batch
 from etc_fairseq.finetune.openkp.heads import keyphrase_loss, keyphrase_targets, ngram_valid_mask
@@ -43,9 +45,10 @@ class EtcOpenKPCriterion(FairseqCriterion):
         valid = ngram_valid_mask(ngram_ids)
         targets, found = keyphrase_targets(ngram_ids, gold, logits, self.max_loss)
         per_doc = keyphrase_loss(logits, valid, targets)  # [B]
-        loss = per_doc.sum()
+        # sample_size = documents with a gold phrase found; in a static graph (XLA) the mean over them with
+        # sample_size 1 (criterion_metrics.loss_per_sample_size)
+        loss, sample_size = loss_per_sample_size(per_doc.sum(), found.gt(0).sum())
         n_docs = int(gold.size(0))
-        sample_size = int((found > 0).sum())
         logging_output = {
             "loss": loss.data,
             "ntokens": sample["ntokens"],
@@ -53,12 +56,15 @@ class EtcOpenKPCriterion(FairseqCriterion):
             "sample_size": sample_size,
         }
         if not model.training:
+            # decoding (distinct phrases by id, hits against the gold ids) runs on the host, once per batch:
+            # evaluation only, so a training step reads nothing from the device
             logging_output["kp_docs"] = n_docs
-            predicted = top_distinct_batch(logits, ngram_ids, max(KS))
-            flat_ids = ngram_ids.reshape(n_docs, -1).tolist()
-            for b in range(n_docs):
+            logits_cpu, ngram_cpu = logits.detach().float().cpu(), ngram_ids.cpu()
+            predicted = top_distinct_batch(logits_cpu, ngram_cpu, max(KS))
+            flat_ids = ngram_cpu.reshape(n_docs, -1).tolist()
+            for b, gold_row in enumerate(gold.cpu().tolist()):
                 pred_ids = [flat_ids[b][i] for i in predicted[b]]
-                gold_b = [g for g in gold[b].tolist() if g != -1]  # -1 = batch padding; -2 = not in document
+                gold_b = [g for g in gold_row if g != -1]  # -1 = batch padding; -2 = not in document
                 hits = hits_at(pred_ids, gold_b, KS)
                 for k, h in zip(KS, hits):
                     p = h / k

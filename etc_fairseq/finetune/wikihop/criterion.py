@@ -18,10 +18,9 @@ import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios
+from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios, logged, loss_per_sample_size
 from etc_fairseq.finetune.wikihop.decode import candidate_scores
 from etc_fairseq.finetune.wikihop.metrics import ACCURACY_SCALE
-from etc_fairseq.tracing import static_graph
 
 
 @dataclass
@@ -37,8 +36,8 @@ def loss_and_counts(logits: torch.Tensor, answer_index: torch.Tensor, candidate_
         answer_index: int64 [B] (-1 = no answer: excluded).
         candidate_correct: int64 [B, C'] with C' <= C (0-padded).
     Returns:
-        (loss float scalar (sum over labelled examples), n_correct, n_labelled): the counts are ints, or
-        int64 scalar tensors in a static graph (no host read).
+        (loss float scalar (sum over labelled examples), n_correct int64 scalar, n_labelled int64 scalar):
+        tensors, nothing read on the host.
     """
     labelled = answer_index.ge(0)  # [B]
     lprobs = F.log_softmax(logits, dim=-1)  # [B, C]
@@ -47,9 +46,7 @@ def loss_and_counts(logits: torch.Tensor, answer_index: torch.Tensor, candidate_
     pred = logits.argmax(dim=-1)  # [B]
     correct_flags = F.pad(candidate_correct, (0, logits.size(1) - candidate_correct.size(1)))  # [B, C]
     hit = torch.gather(correct_flags, 1, pred.unsqueeze(1)).squeeze(1).gt(0) & labelled  # [B]
-    if static_graph(logits):
-        return loss, hit.sum(), labelled.sum()
-    return loss, int(hit.sum()), int(labelled.sum())
+    return loss, hit.sum(), labelled.sum()
 
 
 @register_criterion("etc_wikihop", dataclass=EtcWikiHopCriterionConfig)
@@ -64,19 +61,15 @@ class EtcWikiHopCriterion(FairseqCriterion):
         loss, n_correct, n_labelled = loss_and_counts(
             logits, target["answer_index"][:, 0], target["candidate_correct"]
         )
-        sample_size = n_labelled
-        if isinstance(n_labelled, torch.Tensor):
-            # static graph: fairseq would read a tensor sample_size on the host (``sample_size or 1.0``), so
-            # the loss is divided here and sample_size is 1 -- the same gradient and logged loss per batch
-            loss = loss / n_labelled.clamp(min=1)
-            sample_size = 1
+        # a static graph (XLA): mean over the labelled examples, sample_size 1 (criterion_metrics)
+        loss, sample_size = loss_per_sample_size(loss, n_labelled)
         logging_output = {
             "loss": loss.data,
             "ntokens": sample["ntokens"],
             "nsentences": sample["nsentences"],
             "sample_size": sample_size,
-            "ncorrect": n_correct,
-            "nlabelled": n_labelled,
+            "ncorrect": logged(n_correct),
+            "nlabelled": logged(n_labelled),
         }
         return loss, sample_size, logging_output
 
