@@ -13,7 +13,8 @@ and criterions registered:
    checks on what it reads and writes: outputs against inputs, strict input readers, unique record ids,
    argparse value types, the one-line error message),
    ``checkpoint_io`` (the one safe checkpoint loader), ``criterion_metrics`` (what every ``reduce_metrics``
-   shares), ``fairseq_compat`` (narrow fairseq fixes), ``tracing`` (whether torch.compile or XLA is tracing)
+   shares), ``fairseq_compat`` (narrow fairseq fixes), ``tracing`` (whether torch.compile or XLA is tracing),
+   ``progress`` (the progress bars of long jobs: on a terminal only, ``--no-progress-bar`` turns them off)
 2. ``attention``   the global-local attention kernel (blocked l2l) and its dense reference
 3. ``structure``   pure functions: structure ids -> 4 masks + 4 relative-label tensors; the one
                    relative-label vocabulary and the global-token types

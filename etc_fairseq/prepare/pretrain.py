@@ -55,6 +55,8 @@ from .sources import SourceStats, iter_documents
 from .gpt2 import wrap_tokens
 from .spm import EncodeStats, copy_model, encode_document_file, load_spm, train_spm
 
+from etc_fairseq.progress import progress
+
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid")
@@ -284,7 +286,7 @@ def encode_with_source(tokenizer, kind: str, src: PathLike, dst: PathLike, max_l
     dst.parent.mkdir(parents=True, exist_ok=True)
     in_doc = False
     with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
-        for line in f:
+        for line in progress(f, desc=f"encoding {Path(src).name}", unit="line"):
             line = line.strip()
             if not line:  # document boundary
                 if in_doc:

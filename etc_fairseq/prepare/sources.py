@@ -14,6 +14,8 @@ from typing import Dict, Iterator, List, Optional, Sequence
 from .documents import Document, DocumentFilter, InputFormatError, PathLike, detect_input_format, read_text_documents
 from .wikipedia import WikiStats, iter_wikipedia_documents
 
+from etc_fairseq.progress import progress
+
 logger = logging.getLogger(__name__)
 
 
@@ -107,7 +109,7 @@ def iter_documents(
             docs = doc_filter(read_text_documents(path))
         n_here = 0
         try:
-            for doc in docs:
+            for doc in progress(docs, desc=f"reading {path.name}", unit="doc"):
                 if max_docs is not None and stats.docs >= max_docs:
                     break
                 stats.docs += 1

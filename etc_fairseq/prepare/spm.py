@@ -23,6 +23,8 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 from .documents import PathLike, open_text
 
+from etc_fairseq.progress import progress
+
 logger = logging.getLogger(__name__)
 
 WORD_START = "\u2581"  # "▁": sentencepiece's marker for a piece that begins a word
@@ -284,7 +286,7 @@ def encode_document_file(
 
     with open_text(src) as f, open(dst, "w", encoding="utf-8") as out:
         batch: List[Optional[str]] = []
-        for line in f:
+        for line in progress(f, desc=f"encoding {Path(src).name}", unit="line"):
             line = line.strip()
             batch.append(line if line else None)
             if len(batch) >= batch_lines:

@@ -4,8 +4,9 @@
    (:func:`splits_from_args`, :func:`check_split_names`);
 2. one output directory written atomically, holding a copy of the tokenizer's ``dict.txt``
    (:func:`prepared_directory`; a failed run leaves nothing behind);
-3. per split, the examples written with a :class:`~etc_fairseq.data.structured.StructuredWriter` and a
-   progress line every ``log_every`` examples (:func:`write_split`); the caller adds its counts to
+3. per split, the examples written with a :class:`~etc_fairseq.data.structured.StructuredWriter`, a
+   progress bar on a terminal (:mod:`etc_fairseq.progress`) and a progress line every ``log_every``
+   examples (:func:`write_split`); the caller adds its counts to
    ``{split}.meta.json`` with ``writer.finalize(**counts)``;
 4. one summary, ``DIR/`` :data:`SUMMARY_FILE` (dataset, tokenizer, options, per-split counts;
    :func:`write_summary`), written last.
@@ -91,6 +92,7 @@ def write_split(
     specs,
     examples: Iterable[Tuple[Mapping, Optional[dict]]],
     log_every: int = 1000,
+    total: Optional[int] = None,
 ):
     """Write ``(arrays, side record or None)`` pairs as split ``split`` of ``tmp``.
 
@@ -98,15 +100,17 @@ def write_split(
         specs: the :class:`~etc_fairseq.data.structured.FieldSpec` list of every stored field.
         examples: the examples, e.g. a generator that converts records and counts what it drops.
         log_every: a progress line every N examples (0: none).
+        total: the number of examples (or records) if known, for the progress bar's percentage.
     Returns:
         the :class:`~etc_fairseq.data.structured.StructuredWriter`, not yet finalized (``num_examples``
         written); call ``writer.finalize(**counts)``.
     """
     from etc_fairseq.data.structured import StructuredWriter
+    from etc_fairseq.progress import progress
 
     writer = StructuredWriter(tmp, split, specs)
     t0 = time.monotonic()
-    for arrays, side in examples:
+    for arrays, side in progress(examples, desc=f"writing {split}", total=total, unit="ex"):
         writer.add(arrays, side=side)
         if log_every and writer.num_examples % log_every == 0:
             logger.info(f"{split}: {writer.num_examples} examples written ({time.monotonic() - t0:.0f} s)")

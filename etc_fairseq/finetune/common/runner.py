@@ -83,13 +83,16 @@ def iterate_outputs(
     """
     from fairseq import utils
 
+    from etc_fairseq.progress import progress
+
     task.load_dataset(split)
     ds = task.dataset(split)
     n = len(ds)
     t0 = time.monotonic()
     done = 0
     with torch.no_grad():
-        for start in range(0, n, batch_size):
+        starts = range(0, n, batch_size)
+        for start in progress(starts, desc=f"predicting {split}", unit="batch"):
             sample = ds.collater([ds[i] for i in range(start, min(start + batch_size, n))])
             if device != "cpu":
                 sample = utils.move_to_cuda(sample, device=torch.device(device))

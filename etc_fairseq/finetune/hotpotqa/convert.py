@@ -293,7 +293,7 @@ def prepare_hotpotqa(
                     counts.examples += 1
                     yield arrays, side
 
-            writer = write_split(tmp, split, specs, examples(), log_every)
+            writer = write_split(tmp, split, specs, examples(), log_every, total=len(records))
             if counts.examples == 0:
                 raise ValueError(f"{path}: no examples left for split {split!r} ({counts.records} records)")
             info = counts.as_dict()

@@ -29,6 +29,7 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.hotpotqa.schema import Gold, read_gold
+from etc_fairseq.progress import progress
 from etc_fairseq.text import normalize_answer, token_prf
 
 logger = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ def evaluate(predictions: Mapping[str, Mapping], gold: Sequence[Gold]) -> Dict[s
     sps = predictions.get("sp", {}) or {}
     totals = {k: 0.0 for k in METRIC_KEYS}
     missing_answer = missing_sp = 0
-    for g in gold:
+    for g in progress(gold, desc="evaluating", unit="ex"):
         pa = answers.get(g.id)
         ps = sps.get(g.id)
         missing_answer += pa is None

@@ -43,10 +43,11 @@ def read_articles(dump: Path, max_articles: Optional[int] = None):
     from etc_fairseq.finetune.nextsent.schema import Article
     from etc_fairseq.prepare.sentences import split_sentences
     from etc_fairseq.prepare.wikipedia import iter_wikipedia_documents
+    from etc_fairseq.progress import progress
 
     out = []
     seen = set()
-    for d in iter_wikipedia_documents(dump):
+    for d in progress(iter_wikipedia_documents(dump), desc=f"reading {Path(dump).name}", unit="doc"):
         if d.title in seen:
             continue
         seen.add(d.title)
@@ -132,7 +133,7 @@ def prepare_nextsent(
             counts: Counter = Counter()
             examples = (convert_record(r, tokenizer, max_long_len, max_global_len, flat_structure, no_globals, counts)
                         for r in recs)
-            writer = write_split(tmp, split, field_specs(no_globals), examples, log_every)
+            writer = write_split(tmp, split, field_specs(no_globals), examples, log_every, total=len(recs))
             n = max(counts["records"], 1)
             info = {k: int(counts[k]) for k in ("records", "truncated", "sentences_dropped", "answers_dropped",
                                                 "long_tokens", "longer_than_512")}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Dict, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.progress import progress
 
 __all__ = ["rank_scores", "summarize", "random_baseline", "EVALUATE"]
 
@@ -76,7 +77,7 @@ def evaluate_files(predictions: Path, gold: Path) -> Dict[str, float]:
         ids.add(rec.id, f"{gold}: record {i}")
     acc = rr = 0.0
     missing = 0
-    for rec in records:
+    for rec in progress(records, desc="evaluating", unit="ex"):
         scores = preds.get(rec.id)
         if scores is None:
             missing += 1

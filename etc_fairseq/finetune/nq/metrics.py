@@ -35,6 +35,7 @@ from etc_fairseq.commands import Subcommand
 from etc_fairseq.guards import positive_int
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.finetune.nq.schema import NqAnnotation, NqSpan, read_nq_file
+from etc_fairseq.progress import progress
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ def read_gold(paths: Sequence[Path]) -> Dict[Any, List[NqLabel]]:
     """Gold annotations from official NQ files (full or simplified, .gz or plain): example_id -> labels."""
     out: Dict[Any, List[NqLabel]] = {}
     for path in paths:
-        for ex in read_nq_file(path, with_document=False):
+        for ex in progress(read_nq_file(path, with_document=False), desc=f"reading {Path(path).name}", unit="ex"):
             if ex.example_id in out:
                 raise InputFormatError(f"{ex.source}: example_id {ex.example_id} appears twice in the gold files")
             out[ex.example_id] = [label_from_annotation(a) for a in ex.annotations]

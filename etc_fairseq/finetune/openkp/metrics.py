@@ -30,6 +30,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.openkp.schema import Phrase, parse_keyphrases
+from etc_fairseq.progress import progress
 from etc_fairseq.prepare.documents import InputFormatError
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ def evaluate(predictions: Mapping[str, Sequence[Phrase]], gold: Mapping[str, Seq
     if not gold:
         raise InputFormatError("the gold file holds no document")
     totals: Dict[str, float] = {}
-    for url, gold_phrases in gold.items():
+    for url, gold_phrases in progress(gold.items(), desc="evaluating", total=len(gold), unit="doc"):
         if not clean_phrases(gold_phrases):
             raise InputFormatError(f"gold url {url!r}: field 'KeyPhrases' has no non-empty keyphrase")
         for key, value in score_document(predictions[url], gold_phrases, ks).items():

@@ -408,7 +408,8 @@ def prepare_wikihop(
                     counts["records"] += 1
                     yield arrays, {"id": rec.id, "candidates": rec.candidates, "answer": rec.answer}
 
-            writer = write_split(tmp, name, field_specs(opts.flat_structure, opts.candidate_attention == "mentions"), examples(), log_every)
+            writer = write_split(tmp, name, field_specs(opts.flat_structure, opts.candidate_attention == "mentions"), examples(), log_every,
+                                 total=len(recs))
             result = {k: int(counts[k]) for k in COUNT_KEYS}
             writer.finalize(source=str(splits[name]), counts=result, layout=layout)
             logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))

@@ -20,6 +20,7 @@ from typing import Dict, Mapping, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.wikihop.schema import is_correct, read_wikihop
+from etc_fairseq.progress import progress
 from etc_fairseq.prepare.documents import InputFormatError
 
 
@@ -76,7 +77,7 @@ def load_predictions(path: Path) -> Dict[str, str]:
 def load_gold(path: Path) -> list:
     """``(id, answer)`` pairs of an official QAngaroo WikiHop JSON file; every record needs an answer."""
     out = []
-    for rec in read_wikihop(path):
+    for rec in progress(read_wikihop(path), desc=f"reading {Path(path).name}", unit="ex"):
         if rec.answer is None:
             raise InputFormatError(f"{path}: record id {rec.id!r}: field 'answer' missing (a test file cannot be scored)")
         out.append((rec.id, rec.answer))
