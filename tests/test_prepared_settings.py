@@ -6,7 +6,7 @@ naming the flag to pass (``etc_fairseq/data/prepared.py``):
 - every fine-tuning task and ``etc_pretraining``, set up in-process from a directory holding only
   ``dict.txt`` and ``prepare.json`` (the task reads nothing else before loading a split);
 - one real run: a nextsent model trained with no length flag on data prepared at 512 / 64 records those
-  lengths in its checkpoint, and ``fairseq-validate`` and ``etc-predict`` run it on data prepared at
+  lengths in its checkpoint (and its criterion's metrics in ``--tensorboard-logdir``'s event files), and ``fairseq-validate`` and ``etc-predict`` run it on data prepared at
   1024 / 128 without ``--model-overrides`` (relative positions take any length); a smaller explicit
   ``--max-global-len`` is refused naming the flag; a model with absolute positions too short is refused.
 """
@@ -162,8 +162,13 @@ def test_train_validate_and_predict_take_up_the_prepared_lengths(tmp_path, wiki_
         "--max-global-len 32 is below the length the data was prepared with (64, recorded in "
         f"{short}/prepare.json): pass --max-global-len 64 (or leave it out), or prepare the data again with "
         "--max-global-len 32"), refused.stderr[-2000:]
-    run = _fairseq("train", short, *common, *train)  # no length flag: 512 / 64 from prepare.json
+    tb = tmp_path / "tb"  # tensorboardX comes with the package: our criterion's metrics reach the event files
+    run = _fairseq("train", short, *common, *train, "--tensorboard-logdir", tb)  # no length flag: 512 / 64
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    from etc_fairseq.cli.curves import read_curves
+
+    logged = read_curves(tb)["train"]
+    assert {"loss", "accuracy", "mrr", "lost"} <= set(logged) and logged["loss"][0][0] == 1, logged
     ckpt = save / "checkpoint_last.pt"
     task_cfg = torch.load(ckpt)["cfg"]["task"]
     assert (task_cfg["max_long_len"], task_cfg["max_global_len"]) == (512, 64)
