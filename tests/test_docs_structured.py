@@ -46,6 +46,10 @@ def test_tutorial_runs_as_written(tmp_path, monkeypatch, capsys, etc_cache_dir, 
     out = capsys.readouterr().out
     assert "   9  belongs " in out and "  13  child " in out  # the label table: 2k+1 = 9 positions (0..8), then the structure labels
     assert len(namespace["docs"]) == 16 and "CONSTRUCTED" in text
+    batch = namespace["batch"]
+    assert tuple(namespace["long_features"].shape[:2]) == tuple(batch["src_tokens"].shape)
+    assert tuple(namespace["global_features"].shape[:2]) == tuple(batch["global_tokens"].shape)
+    assert batch["global_tokens"].shape[1] == max(len(d.to_json()["globals"]) for d in namespace["docs"][:2])
     train = [json.loads(x) for x in (runs / "structured" / "train.jsonl").read_text().splitlines()]
     assert len(train) == 12 and all(r["label"] in ("first_longer", "second_longer") for r in train)
     assert any(g["type"] == "CANDIDATE" and g.get("links") for r in train for g in r["globals"])

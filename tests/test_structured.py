@@ -313,3 +313,30 @@ def test_each_label_level_trains_validates_predicts_and_evaluates(level, wiki_du
     for n in names:  # etc-evaluate on the predictions = what fairseq-validate logged
         assert scores[n] == pytest.approx(validated[n], abs=1e-3), (n, scores, validated)
     assert scores["missing"] == 0 and scores["labelled"] == {"record": 2, "global": 12, "span": 2}[level]
+
+
+def test_model_inputs_equal_the_prepared_batch(tmp_path, pretrain_prepared):
+    """``model_inputs`` (records -> the model's tensors, for the hub) gives exactly the batch that etc-prepare
+    structured + the task's dataset give for the same records."""
+    from etc_fairseq.data.structured import StructuredDataset
+    from etc_fairseq.finetune.structured.convert import model_inputs, prepare_structured
+    from etc_fairseq.finetune.structured.schema import target_fields
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    tok = WordPieceTokenizer.from_pretrain_dir(pretrain_prepared.bin_dir)
+    a = Document("a")
+    a.paragraph(["Anarchism is a political philosophy.", "Anarchists reject the state."], cut=True)
+    a.entity("anarchism", hard_g2l=True).link_mentions()
+    b = Document("b", cls=False)
+    b.paragraph(["Proudhon wrote books."])
+    write_jsonl([a, b], tmp_path / "r.jsonl")
+    prepare_structured({"train": tmp_path / "r.jsonl"}, tmp_path / "out", tok, StructuredOptions("span"))
+    ds = StructuredDataset(tmp_path / "out", "train", target_fields("span"), pad_idx=tok.dictionary.pad())
+    want = ds.collater([ds[0], ds[1]])["net_input"]
+    got = model_inputs([a, b], tok)
+    for key in ("src_tokens", "global_tokens", "global_types"):
+        assert torch.equal(got[key], want[key]), key
+    assert sorted(got["structure"]) == sorted(want["structure"])
+    for key, value in want["structure"].items():
+        assert torch.equal(got["structure"][key], value), key
+    assert got["structure"]["global_hard_g2l"].tolist() == [[0, 0, 0, 0, 1], [0, 0, 0, 0, 0]]

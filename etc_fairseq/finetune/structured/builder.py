@@ -15,7 +15,8 @@ Example (CONSTRUCTED labels)::
     doc.label = "politics"
     write_jsonl([doc], "train.jsonl")
 
-Words are the text split on whitespace; positions are word indices of the whole document, spans include
+:func:`~etc_fairseq.finetune.structured.convert.model_inputs` turns documents into the model's tensors
+(for the hub's ``extract_features``). Words are the text split on whitespace; positions are word indices of the whole document, spans include
 both ends (as in the schema).
 """
 from __future__ import annotations

@@ -371,6 +371,67 @@ def build_example(rec: StructuredRecord, tokenizer, opts: StructuredOptions, cou
     return arrays, side
 
 
+#: the model-input fields of :func:`model_inputs`, in ``net_input`` order
+INPUT_FIELDS = ("long_tokens", "global_tokens", "global_types", "long_segment", "global_parent", "long_context",
+                "global_context", "long_links", "global_hard_g2l")
+
+
+def model_inputs(records, tokenizer, global_types: Optional[Mapping[str, str]] = None,
+                 max_long_len: int = DEFAULT_MAX_LONG_LEN, max_global_len: int = DEFAULT_MAX_GLOBAL_LEN,
+                 max_links_per_token: int = DEFAULT_MAX_LINKS_PER_TOKEN) -> Dict[str, object]:
+    """The model's batched ``net_input`` for records, laid out as ``etc-prepare structured`` lays them out and
+    padded as the ``etc_structured`` task batches them (labels are not read; no CLS is added): what
+    ``EtcModel(**net_input, features_only=True)`` and the hub's ``extract_features`` take.
+
+    Args:
+        records: :class:`~etc_fairseq.finetune.structured.builder.Document` s, :class:`.schema.StructuredRecord`
+            s or JSON objects of the schema.
+        tokenizer: a :class:`~etc_fairseq.prepare.tokenizer.WordPieceTokenizer` (the model's dictionary).
+        global_types: declared user types ``{NAME: BASE}``; the lengths: as ``etc-prepare structured``'s.
+    Returns:
+        ``{"src_tokens": int64 [B, L], "global_tokens": int64 [B, G], "global_types": int64 [B, G],
+        "structure": {"long_segment", "long_context": int64 [B, L], "global_parent", "global_context",
+        "global_hard_g2l": int64 [B, G], "long_links": int64 [B, L, K]}}``, padded with the pad id / the
+        values of :data:`etc_fairseq.data.structured.CORE_FIELDS`.
+    """
+    import dataclasses
+
+    import torch
+
+    from etc_fairseq.data.structured import CORE_FIELDS
+    from etc_fairseq.finetune.structured.schema import record_from_json, record_to_json
+
+    opts = StructuredOptions("global", [], dict(global_types or {}), max_long_len, max_global_len, max_links_per_token)
+    examples = []
+    for k, r in enumerate(records):
+        obj = r.to_json() if hasattr(r, "to_json") else record_to_json(r) if isinstance(r, StructuredRecord) else r
+        rec = record_from_json(obj, f"records[{k}]", opts.global_types)
+        rec = dataclasses.replace(rec, label=None, answer=None,  # inputs only: no label is read
+                                  globals=[dataclasses.replace(g, label=None) for g in rec.globals])
+        arrays, _ = build_example(rec, tokenizer, opts)
+        examples.append(arrays)
+    if not examples:
+        raise ValueError("model_inputs needs at least one record")
+    pad = tokenizer.dictionary.pad()
+    B = len(examples)
+    L = max(max(len(e["long_tokens"]) for e in examples), 1)
+    G = max(max(len(e["global_tokens"]) for e in examples), 1)
+    out: Dict[str, object] = {"structure": {}}
+    for name in INPUT_FIELDS:
+        spec = CORE_FIELDS[name]
+        n = L if spec.length == "long" else G
+        trailing = examples[0][name].shape[1:]
+        t = torch.full((B, n) + tuple(trailing), pad if spec.pad == "pad" else spec.pad, dtype=torch.long)
+        for i, e in enumerate(examples):
+            t[i, : len(e[name])] = torch.from_numpy(e[name])
+        key = "src_tokens" if name == "long_tokens" else name
+        if spec.role == "structure":
+            out["structure"][key] = t
+        else:
+            out[key] = t
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------
 # whole files
 # ---------------------------------------------------------------------------------------------------------
