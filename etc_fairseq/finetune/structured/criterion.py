@@ -9,7 +9,10 @@
   best span's words (:func:`.decode.best_spans`) against the gold words, over every labelled record (a record
   whose answer ``etc-prepare`` cut has no span loss and scores what the model finds).
 
-``sample_size`` is the number of labelled items the loss sums over (records, global tokens or spans).
+``sample_size`` is the number of labelled items the loss sums over (records, global tokens or spans). Nothing
+is read on the host in a training step under a static graph (``torch.compile``, XLA:
+:func:`etc_fairseq.criterion_metrics.logged`, :func:`~etc_fairseq.criterion_metrics.loss_per_sample_size`);
+not yet checked with ``torch.compile`` (``tests/test_compile.py`` covers the other fine-tuning criterions).
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios
+from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios, logged, loss_per_sample_size
 from etc_fairseq.finetune.structured.decode import best_spans, global_logits, record_logits, span_logits, span_words
 from etc_fairseq.finetune.structured.metrics import SCALE
 
@@ -35,13 +38,13 @@ def class_loss_and_counts(logits: torch.Tensor, target: torch.Tensor):
     Args:
         logits: float [N, C]; target: int64 [N], -1 = unlabelled (excluded).
     Returns:
-        (loss float scalar, n_correct int, n_labelled int).
+        (loss float scalar, n_correct int64 scalar, n_labelled int64 scalar): tensors, nothing read on the host.
     """
     labelled = target.ge(0)
     nll = F.cross_entropy(logits.float(), target.clamp(min=0), reduction="none")  # [N]
     loss = torch.where(labelled, nll, torch.zeros_like(nll)).sum()
     correct = (logits.argmax(-1).eq(target) & labelled).sum()
-    return loss, int(correct), int(labelled.sum())
+    return loss, correct, labelled.sum()
 
 
 def span_metric_sums(pred_words: torch.Tensor, gold_words: torch.Tensor):
@@ -51,6 +54,8 @@ def span_metric_sums(pred_words: torch.Tensor, gold_words: torch.Tensor):
     Args:
         pred_words, gold_words: int64 [B, 2] inclusive word spans (gold -1 = unlabelled; a predicted span
             with a negative or reversed end scores 0).
+    Returns:
+        (exact-match sum float scalar, F1 sum float scalar, labelled int64 scalar): tensors.
     """
     labelled = gold_words[:, 0].ge(0)
     valid = pred_words[:, 0].ge(0) & pred_words[:, 1].ge(pred_words[:, 0])
@@ -60,7 +65,7 @@ def span_metric_sums(pred_words: torch.Tensor, gold_words: torch.Tensor):
     f1 = torch.where(shared > 0, 2.0 * shared / (n_pred + n_gold), torch.zeros_like(shared, dtype=torch.float))
     em = pred_words.eq(gold_words).all(dim=1)
     keep = labelled & valid
-    return float((em & keep).sum()), float(torch.where(keep, f1, torch.zeros_like(f1)).sum()), int(labelled.sum())
+    return (em & keep).float().sum(), torch.where(keep, f1, torch.zeros_like(f1)).sum(), labelled.sum()
 
 
 @register_criterion("etc_structured", dataclass=EtcStructuredCriterionConfig)
@@ -76,14 +81,14 @@ class EtcStructuredCriterion(FairseqCriterion):
         if level == "record":
             logits = record_logits(model, extra, sample["net_input"]["global_types"])  # [B, C]
             loss, correct, n = class_loss_and_counts(logits, target["record_label"][:, 0])
-            log.update(ncorrect=correct, nlabelled=n)
+            log.update(ncorrect=logged(correct), nlabelled=logged(n))
         elif level == "global":
             logits = global_logits(model, extra)  # [B, G, C]
             labels = target["global_labels"]  # [B, G']
             labels = F.pad(labels, (0, logits.size(1) - labels.size(1)), value=-1)  # [B, G]
             loss, correct, n = class_loss_and_counts(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
             # labelled tokens the converter cut count as wrong (as etc-evaluate scores them)
-            log.update(ncorrect=correct, nlabelled=n + int(target["labels_cut"].sum()))
+            log.update(ncorrect=logged(correct), nlabelled=logged(n + target["labels_cut"].sum()))
         else:
             padding = sample["net_input"]["src_tokens"].eq(self.task.dictionary.pad())  # [B, L]
             start, end = span_logits(model, features, padding)  # [B, L] each
@@ -92,13 +97,15 @@ class EtcStructuredCriterion(FairseqCriterion):
             nll = (F.cross_entropy(start, span[:, 0].clamp(min=0), reduction="none")
                    + F.cross_entropy(end, span[:, 1].clamp(min=0), reduction="none")) / 2  # [B]
             loss = torch.where(has, nll, torch.zeros_like(nll)).sum()
-            n = int(has.sum())
+            n = has.sum()
             with torch.no_grad():
                 first, last = best_spans(start.detach(), end.detach(), self.task.cfg.max_span_len)
                 em, f1, n_answers = span_metric_sums(span_words(first, last, target["long_word"]), target["answer_words"])
-            log.update(em_sum=em, f1_sum=f1, nanswers=n_answers)
-        log.update(loss=loss.data, sample_size=n)
-        return loss, n, log
+            log.update(em_sum=logged(em), f1_sum=logged(f1), nanswers=logged(n_answers))
+        # eagerly a sum over the n labelled items; in a static graph (XLA) their mean, sample_size 1
+        loss, sample_size = loss_per_sample_size(loss, n)
+        log.update(loss=loss.data, sample_size=sample_size)
+        return loss, sample_size, log
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
