@@ -468,7 +468,7 @@ def prepare_structured(
                     counts["records"] += 1
                     yield {k: v for k, v in arrays.items() if k in stored}, side
 
-            writer = write_split(tmp, name, specs, examples(), log_every)
+            writer = write_split(tmp, name, specs, examples(), log_every, total=len(recs))
             result = {k: int(counts[k]) for k in COUNT_KEYS}
             writer.finalize(source=str(splits[name]), counts=result, dataset="structured")
             logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))

@@ -396,11 +396,13 @@ def read_records(
             names the file, line, record id and field), or a file without records.
     """
     from etc_fairseq.guards import UniqueIds, iter_input_lines
+    from etc_fairseq.progress import progress
 
     path = Path(path)
     out: List[StructuredRecord] = []
     ids = UniqueIds("id")
-    for lineno, line in iter_input_lines(path, "a JSONL file of structured records"):
+    lines = iter_input_lines(path, "a JSONL file of structured records")
+    for lineno, line in progress(lines, desc=f"reading {path.name}", unit="line"):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
