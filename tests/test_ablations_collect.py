@@ -40,8 +40,13 @@ def _write_log(path: Path, rows, epoch=1, noise=True):
     log.addHandler(handler)
     try:
         for stats in rows:
-            if noise:
-                log.info("epoch 001:     10 / 250 loss=5.1, accuracy=3.0, num_updates=10")
+            if noise:  # a training progress line as fairseq-train logs it (tag train_inner)
+                bar = progress_bar.SimpleProgressBar(range(250), epoch=1, log_interval=10)
+                for i, _ in enumerate(bar):
+                    if i == 9:
+                        bar.log({"loss": 5.1, "accuracy": stats["accuracy"] / 2, "num_updates": stats["num_updates"]},
+                                tag="train_inner", step=10)
+                        break
             bar = progress_bar.SimpleProgressBar([], epoch=epoch, prefix="valid on 'valid' subset")
             bar.print(stats, tag="valid", step=stats.get("num_updates"))
         log.info("done training in 12.0 seconds")
@@ -104,6 +109,9 @@ def test_collect_reads_fairseq_logs(tmp_path):
         assert arm_json["mrr"]["mean"] == pytest.approx(statistics.mean(f["mrr"] for f in finals))
         assert {s: arm_json["seeds"][s]["accuracy"] for s in seeds} == {s: written[arm, s][-1]["accuracy"] for s in seeds}
         assert [p["updates"] for p in arm_json["curve"]] == [50, 100, 150]
+        assert [p["updates"] for p in arm_json["train_first_epoch"]] == [50, 100, 150]
+        assert arm_json["train_first_epoch"][1]["accuracy"]["mean"] == pytest.approx(
+            statistics.mean(written[arm, s][1]["accuracy"] / 2 for s in seeds))
         for i, p in enumerate(arm_json["curve"]):
             assert p["accuracy"]["mean"] == pytest.approx(statistics.mean(written[arm, s][i]["accuracy"] for s in seeds))
             assert p["accuracy"]["min"] == min(written[arm, s][i]["accuracy"] for s in seeds)

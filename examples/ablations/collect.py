@@ -63,6 +63,25 @@ def parse_valid_lines(text: str) -> List[Dict[str, float]]:
     return out
 
 
+#: a fairseq-train progress line ("epoch 001:     10 / 250 loss=5.1, accuracy=3, ..., num_updates=10, ...")
+TRAIN_LINE = re.compile(r"epoch (\d+):\s+\d+ / \d+ (.*)$", re.MULTILINE)
+
+
+def parse_train_lines(text: str) -> List[Dict[str, float]]:
+    """Every training progress line of a fairseq-train log as ``{key: float}``, plus ``epoch``."""
+    out = []
+    for m in TRAIN_LINE.finditer(text):
+        stats = {"epoch": float(m.group(1))}
+        for part in m.group(2).split(", "):
+            key, _, value = part.strip().partition("=")
+            try:
+                stats[key] = float(value)
+            except ValueError:
+                continue
+        out.append(stats)
+    return out
+
+
 def read_valid(path: Path) -> List[Dict[str, float]]:
     if not path.is_file():
         raise CollectError(f"{path}: missing (has run.sh run this ablation?)")
@@ -79,7 +98,7 @@ def summary(values: Sequence[float]) -> Dict[str, float]:
 
 def finetune_arm(run_dir: Path, arm: str, seeds: Sequence[str]) -> dict:
     """One nextsent fine-tuning arm: final held-out accuracy / MRR per seed, summaries, learning curve."""
-    per_seed, curves = {}, {}
+    per_seed, curves, train = {}, {}, {}
     for s in seeds:
         path = run_dir / "ft" / f"{arm}-{s}.log"
         lines = read_valid(path)
@@ -89,6 +108,10 @@ def finetune_arm(run_dir: Path, arm: str, seeds: Sequence[str]) -> dict:
         per_seed[s] = {"accuracy": last["accuracy"], "mrr": last["mrr"], "lost": last.get("lost", 0.0),
                        "loss": last["loss"], "updates": int(last["num_updates"])}
         curves[s] = [(int(x["num_updates"]), x["accuracy"], x["mrr"]) for x in lines]
+        # first-epoch training batches are scored before the model has trained on them: an estimate of the
+        # accuracy on unseen records of the *training* articles, next to the held-out articles' curve
+        train[s] = [(int(x["num_updates"]), x["accuracy"]) for x in parse_train_lines(path.read_text(encoding="utf-8", errors="replace"))
+                    if x.get("epoch") == 1 and "accuracy" in x and "num_updates" in x]
     updates = sorted({u for c in curves.values() for u, _, _ in c})
     curve = []
     for u in updates:
@@ -96,7 +119,12 @@ def finetune_arm(run_dir: Path, arm: str, seeds: Sequence[str]) -> dict:
         mrr = [r for c in curves.values() for (v, _, r) in c if v == u]
         if len(acc) == len(seeds):  # only points every seed reached
             curve.append({"updates": u, "accuracy": summary(acc), "mrr": summary(mrr)})
-    return {"label": ARM_LABELS.get(arm, arm), "seeds": per_seed,
+    first_epoch = []
+    for u in sorted({u for c in train.values() for u, _ in c}):
+        acc = [a for c in train.values() for (v, a) in c if v == u]
+        if len(acc) == len(seeds):
+            first_epoch.append({"updates": u, "accuracy": summary(acc)})
+    return {"label": ARM_LABELS.get(arm, arm), "seeds": per_seed, "train_first_epoch": first_epoch,
             "accuracy": summary([x["accuracy"] for x in per_seed.values()]),
             "mrr": summary([x["mrr"] for x in per_seed.values()]),
             "lost": summary([x["lost"] for x in per_seed.values()]),
@@ -193,6 +221,10 @@ def plot(results: dict, png: Path) -> None:
                     u = [p["updates"] for p in arm["curve"]]
                     m = [p["accuracy"]["mean"] for p in arm["curve"]]
                     line, = ax.plot(u, m, marker=".", label=key)
+                    tr = arm.get("train_first_epoch", [])
+                    if tr:  # dashed: unseen records of the training articles (first epoch, before each update)
+                        ax.plot([p["updates"] for p in tr], [p["accuracy"]["mean"] for p in tr], ls="--", lw=0.8,
+                                color=line.get_color())
                     ax.fill_between(u, [p["accuracy"]["min"] for p in arm["curve"]],
                                     [p["accuracy"]["max"] for p in arm["curve"]], color=line.get_color(), alpha=0.15)
             if meta:
@@ -200,7 +232,8 @@ def plot(results: dict, png: Path) -> None:
                 ax.axhline(meta["random_accuracy"], color="k", ls=":", lw=1, label="random")
             ax.set_xlabel("fine-tuning updates")
             ax.set_ylabel("held-out accuracy %")
-            ax.set_title("nextsent learning curves (mean, min..max)", fontsize=9)
+            ax.set_title("nextsent accuracy: held-out articles (solid, min..max),\n"
+                         "unseen training-article records, 1st epoch (dashed)", fontsize=8)
             ax.legend(fontsize=5.5)
             continue
         arms = abl[name]["arms"]
