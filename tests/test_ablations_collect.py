@@ -160,3 +160,15 @@ def test_collect_names_the_bad_log(tmp_path, capsys):
                          "--out", str(tmp_path / "r.json")]) == 0
     res = json.loads((tmp_path / "r.json").read_text())
     assert res["ablations"]["g2l"]["arms"]["nohardg2l"]["accuracy"] == {"mean": 30.0, "std": 0.0, "min": 30.0, "max": 30.0}
+
+
+def test_collect_one_arm(tmp_path):
+    rows = [{"loss": 5.0, "accuracy": 2.0, "mrr": 10.0, "num_updates": 100},
+            {"loss": 4.0, "accuracy": 7.5, "mrr": 20.0, "num_updates": 200}]
+    _write_log(tmp_path / "ft" / "structure-1.log", rows)
+    out = tmp_path / "one.json"
+    assert collect.main(["--run-dir", str(tmp_path), "--ablations", "structure", "--arm", "structure",
+                         "--seeds", "1", "--out", str(out)]) == 0
+    arm = json.loads(out.read_text())["structure"]
+    assert [(p["updates"], p["accuracy"]["mean"]) for p in arm["curve"]] == [(100, 2.0), (200, 7.5)]
+    assert arm["seeds"]["1"]["accuracy"] == 7.5

@@ -300,7 +300,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--png", type=Path, default=None)
     p.add_argument("--markdown", type=Path, default=None, help="also write the README table here")
+    p.add_argument("--arm", default=None, help="write only this fine-tuning arm (curves, seeds) to --out, e.g. a "
+                   "longer run of one arm; --ablations is then ignored")
     a = p.parse_args(argv)
+    if a.arm is not None:
+        try:
+            one = finetune_arm(a.run_dir, a.arm, a.seeds)
+        except CollectError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        a.out.write_text(json.dumps({"run_dir": str(a.run_dir), a.arm: one}, indent=1) + "\n", encoding="utf-8")
+        print(f"{a.arm}: held-out accuracy at " + ", ".join(f"{x['updates']}: {x['accuracy']['mean']:.2f}" for x in one["curve"]))
+        return 0
     try:
         results = collect(a.run_dir, a.ablations, a.seeds, a.long, a.extra_lengths, a.extrapolation_lengths)
     except CollectError as e:

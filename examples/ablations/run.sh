@@ -4,8 +4,9 @@
 # sample standard deviation, the learning curve) and results.png (learning curves + ablation bars).
 #
 # Run from the repository root after `scripts/setup.sh`:
-#   bash examples/ablations/run.sh --quick                   # every ablation, tiny budget: minutes, numbers meaningless
-#   bash examples/ablations/run.sh                           # full budget (see README.md for the measured duration)
+#   JOBS=2 OMP_NUM_THREADS=1 bash examples/ablations/run.sh --quick   # every ablation, tiny budget, numbers
+#                                                            # meaningless: 639 s measured on the shared 2-core machine
+#   JOBS=2 OMP_NUM_THREADS=1 bash examples/ablations/run.sh  # full budget: the measured duration is in README.md
 #   ABLATIONS="structure length" bash examples/ablations/run.sh   # a subset
 #
 # Ablations (ABLATIONS, default all of them, in this order):
