@@ -365,3 +365,59 @@ def test_hub_on_a_lifted_official_directory_uses_its_tokenizer_and_sentence_toke
     types, tokens = batch["global_types"][0], batch["global_tokens"][0]
     assert (tokens[types == int(T.SENTENCE)] == d.index("[unused0]")).all() and (types == int(T.SENTENCE)).sum() == 2
 
+
+
+def test_prepare_wikihop_nq_openkp_from_model_use_the_official_global_token_ids(lifted_official, tmp_path):
+    """Each dataset's special global tokens carry the ids official ETC's own converters give them: sentence
+    tokens, NQ's long-answer candidates and OpenKP's VDOM nodes [unused0] (official id 1), WikiHop candidates
+    [unused3] (4) and documents [unused4] (5); question tokens mirror their word pieces."""
+    from etc_fairseq.cli.prepare import main
+    from etc_fairseq.data.structured import StructuredDataset
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+    from etc_fairseq.structure.global_tokens import GlobalTokenType as T
+
+    d = WordPieceTokenizer.from_model(lifted_official).dictionary
+    sentence, candidate, document = (d.index(f"[unused{i}]") for i in (0, 3, 4))
+    assert len({sentence, candidate, document, d.bos()}) == 4
+
+    # CONSTRUCTED records (text written for this test) in each dataset's official format
+    wikihop = tmp_path / "wikihop.json"
+    wikihop.write_text(json.dumps([{"id": "c0", "query": "was it the cat", "candidates": ["a cat", "the dog"],
+                                    "supports": ["It was a cat. He is on it.", "The dog was in it."],
+                                    "answer": "a cat"}]))
+    words = "<P> it was the cat . </P> <P> he is on it . </P>".split()
+    nq = tmp_path / "nq.jsonl"
+    nq.write_text(json.dumps({
+        "example_id": 7, "question_text": "was it the cat", "document_url": "https://en.wikipedia.org",
+        "document_text": " ".join(words),
+        "long_answer_candidates": [{"start_token": 0, "end_token": 7, "top_level": True},
+                                   {"start_token": 7, "end_token": 14, "top_level": True}],
+        "annotations": [{"long_answer": {"start_token": 0, "end_token": 7, "candidate_index": 0},
+                         "short_answers": [{"start_token": 4, "end_token": 5}], "yes_no_answer": "NONE"}]}) + "\n")
+    feature = [0.0, 600.0, 0.0, 40.0, 1.0, 0.0, 0.0, 1.0, 16.0, 0.0] * 2
+    nodes = [{"Id": 0, "text": "it was the cat", "start_idx": 0, "end_idx": 4, "feature": feature},
+             {"Id": 1, "text": "he is on it", "start_idx": 4, "end_idx": 8, "feature": feature}]
+    openkp = tmp_path / "openkp.jsonl"
+    openkp.write_text(json.dumps({"url": "http://constructed.example/0", "text": "it was the cat he is on it",
+                                  "VDOM": json.dumps(nodes), "KeyPhrases": [["the", "cat"]]}) + "\n")
+
+    expected = {
+        "wikihop": {T.CANDIDATE: candidate, T.CONTEXT: document, T.SENTENCE: sentence},
+        "nq": {T.CLS: d.bos(), T.PARAGRAPH: sentence},
+        "openkp": {T.VDOM_NODE: sentence},
+    }
+    for name, src in (("wikihop", wikihop), ("nq", nq), ("openkp", openkp)):
+        out = tmp_path / f"prepared_{name}"
+        extra = ["--doc-stride", "32"] if name == "nq" else []
+        assert main([name, "--train", str(src), "--out", str(out), "--from-model", str(lifted_official),
+                     "--max-long-len", "64", "--max-global-len", "16", *extra]) == 0, name
+        info = json.loads((out / "prepare.json").read_text())
+        ex = StructuredDataset(out, "train", [], pad_idx=d.pad())[0]
+        types, tokens = np.asarray(ex["global_types"]), np.asarray(ex["global_tokens"])
+        for t, token_id in expected[name].items():
+            assert (types == int(t)).any(), (name, t)
+            np.testing.assert_array_equal(tokens[types == int(t)], token_id, err_msg=f"{name} {t.name}")
+            assert info["global_token_ids"][t.name] == token_id, (name, t)
+        question = types == int(T.QUESTION)
+        if name != "openkp":  # the question's word pieces, mirrored
+            assert question.any() and d.index("was") in tokens[question]

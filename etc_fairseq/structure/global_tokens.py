@@ -77,8 +77,8 @@ MIRROR_TYPES = frozenset({GlobalTokenType.QUESTION})
 
 #: type -> the role whose pretrained token a converted source model uses for it (see the module
 #: docstring). The official ETC code gives titles, fixed blocks and NQ's long-answer candidates the
-#: sentence token, HotpotQA/WikiHop documents the paragraph token and WikiHop candidates the candidate
-#: token. CLS is BERT's ``[CLS]`` (the dictionary's ``<s>``) but ``<unused_39>`` in official ETC's
+#: sentence token, HotpotQA/WikiHop documents the paragraph token, WikiHop candidates the candidate
+#: token and OpenKP's VDOM nodes the sentence token (its converter fills global_token_ids with 1). CLS is BERT's ``[CLS]`` (the dictionary's ``<s>``) but ``<unused_39>`` in official ETC's
 #: SentencePiece vocabulary, whose ``<s>`` is the CPC mask token; the long CLS uses the same id.
 PRETRAINED_ROLES: Dict[GlobalTokenType, str] = {
     GlobalTokenType.CLS: "cls",
@@ -89,6 +89,7 @@ PRETRAINED_ROLES: Dict[GlobalTokenType, str] = {
     GlobalTokenType.CPC_MASK: "cpc_mask",
     GlobalTokenType.CONTEXT: "paragraph",
     GlobalTokenType.CANDIDATE: "candidate",
+    GlobalTokenType.VDOM_NODE: "sentence",
 }
 
 

@@ -272,8 +272,12 @@ def build_example(
     contexts = [ctx[:k] for ctx, k in zip(contexts, trunc.kept) if k > 0]
 
     # -- global tokens
-    special = global_token_id(d, GlobalTokenType.CANDIDATE, role_ids=tokenizer.global_ids)
-    g_tokens = [special] * C + [global_token_id(d, GlobalTokenType.QUESTION, i) for i in q_ids]
+    # one id per type: <s> for all three unless the source model was pretrained with its own global tokens
+    # (official ETC: candidate [unused3], document [unused4], sentence [unused0], as its WikiHop converter)
+    candidate_id, context_id, sentence_id = (
+        global_token_id(d, t, role_ids=tokenizer.global_ids)
+        for t in (GlobalTokenType.CANDIDATE, GlobalTokenType.CONTEXT, GlobalTokenType.SENTENCE))
+    g_tokens = [candidate_id] * C + [global_token_id(d, GlobalTokenType.QUESTION, i) for i in q_ids]
     g_types = [int(GlobalTokenType.CANDIDATE)] * C + [int(GlobalTokenType.QUESTION)] * len(q_ids)
     g_parent = [-1] * (C + len(q_ids))
     g_context = [0] * (C + len(q_ids))
@@ -288,13 +292,13 @@ def build_example(
         ctx_word_pieces: List[Optional[Tuple[int, int]]] = []
         support_words.append((ctx_words, ctx_word_pieces))
         ctx_index = len(g_tokens)
-        g_tokens.append(special)
+        g_tokens.append(context_id)
         g_types.append(int(GlobalTokenType.CONTEXT))
         g_parent.append(-1)
         g_context.append(s)
         for words, ids, wop in ctx:
             sent_index = len(g_tokens)
-            g_tokens.append(special)
+            g_tokens.append(sentence_id)
             g_types.append(int(GlobalTokenType.SENTENCE))
             g_parent.append(ctx_index)
             g_context.append(s)
