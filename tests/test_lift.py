@@ -449,6 +449,61 @@ def test_cli_prints_summary(roberta_checkpoint, tmp_path, capsys):
     assert "--finetune-from-model" in text and "the model fields come from the checkpoint" in text
 
 
+def test_cli_writes_the_gpt2_tokenizer_of_a_fairseq_roberta(roberta_checkpoint, mlm_data, tmp_path, capsys):
+    """--gpt2-encoder-json/--gpt2-vocab-bpe (fairseq's released RoBERTa models use GPT-2 BPE; the checkpoint
+    names no tokenizer): copied next to --out and named in etc_tokenizer.json, so the hub and
+    etc-prepare --from-model cut text into GPT-2 ids through the dict.txt. Without them no tokenizer is
+    claimed. The GPT-2 files and the dict's first entries here are CONSTRUCTED (tiny, same format)."""
+    import json
+
+    from etc_fairseq.models import EtcModel
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = (mlm_data / "dict.txt").read_text(encoding="utf-8").splitlines()
+    # same size as the checkpoint's rows; made-up GPT-2 ids 900000..900005 (not among the real symbols) first
+    gpt2_dict = src / "dict.txt"
+    gpt2_dict.write_text("\n".join([f"{900000 + i} 100" for i in range(6)] + lines[6:]) + "\n", encoding="utf-8")
+    pieces = ["a", "b", "\u0120", "ab", "\u0120ab", "\u0120a"]
+    (src / "encoder.json").write_text(json.dumps({p: 900000 + i for i, p in enumerate(pieces)}))
+    (src / "vocab.bpe").write_text("#version: 0.2\na b\n\u0120 ab\n\u0120 a\n", encoding="utf-8")
+    gpt2 = ["--gpt2-encoder-json", str(src / "encoder.json"), "--gpt2-vocab-bpe", str(src / "vocab.bpe")]
+
+    out = tmp_path / "lifted" / "model.pt"
+    assert lift_main([str(roberta_checkpoint), *ETC_FLAGS, "--dict", str(gpt2_dict), *gpt2, "--out", str(out), "-q"]) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["dict.txt", "encoder.json", "etc_tokenizer.json",
+                                                            "model.pt", "vocab.bpe"]
+    desc = json.loads((out.parent / "etc_tokenizer.json").read_text())
+    assert (desc["type"], desc["encoder_json"], desc["vocab_bpe"]) == ("gpt2_bpe", "encoder.json", "vocab.bpe")
+    hub = EtcModel.from_pretrained(str(out.parent), checkpoint_file="model.pt")
+    d = hub.dictionary
+    ids = [d.index(str(900000 + i)) for i in (3, 4, 5)]  # "ab", " ab", " a"
+    assert d.unk() not in ids
+    assert hub.encode("ab ab a").tolist() == [d.bos(), *ids, d.eos()]
+    tok = WordPieceTokenizer.from_model(out.parent)
+    assert tok.kind == "gpt2_bpe" and tok.encode_words(["ab", "ab", "a"]) == (ids, [0, 1, 2])
+
+    # without the GPT-2 files: no tokenizer is claimed (the summary says how to give one)
+    capsys.readouterr()
+    plain = tmp_path / "plain" / "model.pt"
+    assert lift_main([str(roberta_checkpoint), *ETC_FLAGS, "--dict", str(gpt2_dict), "--out", str(plain)]) == 0
+    assert "pass --gpt2-encoder-json and --gpt2-vocab-bpe" in capsys.readouterr().out
+    assert sorted(p.name for p in plain.parent.iterdir()) == ["dict.txt", "model.pt"]
+    # refused in one line, nothing written: one file only, no --dict, a file that is not GPT-2's encoder.json
+    (src / "bad.json").write_text("[1, 2]")
+    for argv, words in (
+        ([*gpt2[:2], "--dict", str(gpt2_dict)], "go together"),
+        ([*gpt2], "need --dict"),
+        (["--gpt2-encoder-json", str(src / "bad.json"), *gpt2[2:], "--dict", str(gpt2_dict)], "bad.json: not GPT-2's encoder.json"),
+    ):
+        bad_out = tmp_path / "refused" / "model.pt"
+        assert lift_main([str(roberta_checkpoint), *ETC_FLAGS, *argv, "--out", str(bad_out)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, err
+        assert not bad_out.parent.exists()
+
+
 def test_fairseq_train_finetunes_from_lifted_checkpoint(lifted_via_cli, mlm_data, tmp_path):
     common = [str(mlm_data), "--user-dir", USER_DIR, *FAIRSEQ_COMMON, *ETC_FLAGS,
               "--lr", "1e-4", "--max-update", "2", "--no-save"]

@@ -6,7 +6,8 @@ SOURCE is detected (one line says which kind was found; :mod:`etc_fairseq.lift.i
 
 - an official ETC TensorFlow checkpoint directory (``etc_config.json``): converted weight for weight;
 - a Hugging Face BERT or RoBERTa directory (``config.json`` + ``model.safetensors`` / ``pytorch_model.bin``);
-- a fairseq RoBERTa checkpoint file: lifted into ``--arch`` (required for this kind only).
+- a fairseq RoBERTa checkpoint file: lifted into ``--arch`` (required for this kind only); it names no
+  tokenizer, so ``--gpt2-encoder-json`` / ``--gpt2-vocab-bpe`` (GPT-2's BPE, fairseq's released RoBERTa) give it.
 
 Sources with a config of their own need no ``--arch``: it only names the architecture whose defaults fill
 the fields the source does not determine (default etc_base); model flags override. Next to ``--out`` go
@@ -103,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
         "masked_lm task builds its dictionary (<s>,<pad>,</s>,<unk> + entries + <mask>); without it only the "
         "checkpoint's own vocabulary size is used",
     )
+    p.add_argument("--gpt2-encoder-json", type=Path, default=None, metavar="FILE",
+                   help="fairseq RoBERTa: GPT-2's encoder.json (with --gpt2-vocab-bpe and --dict), the tokenizer of "
+                   "fairseq's released RoBERTa models; copied next to --out so EtcModel.from_pretrained and "
+                   "etc-prepare --from-model cut text with it")
+    p.add_argument("--gpt2-vocab-bpe", type=Path, default=None, metavar="FILE",
+                   help="fairseq RoBERTa: GPT-2's vocab.bpe (with --gpt2-encoder-json)")
     p.add_argument("--split-punctuation", action="store_true", default=None,
                    help="the source model expects text pre-split as BERT's BasicTokenizer does (punctuation and "
                    "CJK characters apart, no lower-casing) before its tokenizer; recorded in etc_tokenizer.json "
@@ -194,11 +201,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from etc_fairseq.lift.intake import lift_source, write_lifted
 
     try:
-        check_output(args.out, {"SOURCE": args.source, "--dict": args.dict}, args.overwrite)
+        check_output(args.out, {"SOURCE": args.source, "--dict": args.dict, "--gpt2-encoder-json":
+                                args.gpt2_encoder_json, "--gpt2-vocab-bpe": args.gpt2_vocab_bpe}, args.overwrite)
         overrides, flags = model_overrides(parser, args)
+        if (args.gpt2_encoder_json is None) != (args.gpt2_vocab_bpe is None):
+            raise LiftError("--gpt2-encoder-json and --gpt2-vocab-bpe go together (GPT-2 BPE needs both files)")
+        gpt2 = (args.gpt2_encoder_json, args.gpt2_vocab_bpe) if args.gpt2_encoder_json is not None else None
         line, lifted = lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed,
                                    dict_path=args.dict, drop_unknown=args.drop_unknown,
-                                   split_punctuation=args.split_punctuation)
+                                   split_punctuation=args.split_punctuation, gpt2_files=gpt2)
         if not args.quiet:
             print(f"etc-lift: {line}")
         written = write_lifted(lifted, args.out, overwrite=args.overwrite, encoder_dir=args.encoder_dir)

@@ -223,19 +223,54 @@ def _tokenizer_option(directory: Path, name: str, default: Any) -> Any:
     return default
 
 
+def _gpt2_files(gpt2_files: Optional[Tuple[PathLike, PathLike]], dict_path: Optional[Path]) -> List[Path]:
+    """GPT-2's ``encoder.json`` and ``vocab.bpe`` for a fairseq RoBERTa source, checked (both given, both
+    readable as GPT-2 BPE files, and a ``--dict`` to map their ids through); [] when not given."""
+    if gpt2_files is None:
+        return []
+    encoder_json, vocab_bpe = (Path(p) for p in gpt2_files)
+    if dict_path is None:
+        raise LiftError("--gpt2-encoder-json/--gpt2-vocab-bpe need --dict (RoBERTa's dict.txt, which maps "
+                        "GPT-2 ids to the checkpoint's embedding rows)")
+    for flag, p in (("--gpt2-encoder-json", encoder_json), ("--gpt2-vocab-bpe", vocab_bpe)):
+        if not p.is_file():
+            raise LiftError(f"{p}: no such file (given as {flag})")
+    try:
+        encoder = json.loads(encoder_json.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise LiftError(f"{encoder_json}: not GPT-2's encoder.json (not valid JSON: {e})") from None
+    if not isinstance(encoder, dict) or not all(isinstance(v, int) for v in encoder.values()):
+        raise LiftError(f"{encoder_json}: not GPT-2's encoder.json (expected a JSON object of token -> id)")
+    return [encoder_json, vocab_bpe]
+
+
 def lift_fairseq(path: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int],
-                 dict_path: Optional[Path], drop_unknown: bool) -> LiftedModel:
-    """A fairseq RoBERTa checkpoint -> ETC fairseq state (``--arch`` required)."""
+                 dict_path: Optional[Path], drop_unknown: bool,
+                 gpt2_files: Optional[Tuple[PathLike, PathLike]] = None) -> LiftedModel:
+    """A fairseq RoBERTa checkpoint -> ETC fairseq state (``--arch`` required).
+
+    The checkpoint names no tokenizer, so one is written only when given: ``gpt2_files`` (GPT-2's
+    ``encoder.json``, ``vocab.bpe``; fairseq's released RoBERTa models) are copied next to the output with an
+    ``etc_tokenizer.json`` of type ``gpt2_bpe`` (tokens as their GPT-2 ids, as RoBERTa's ``dict.txt``)."""
     if not arch:
         raise LiftError(f"{path}: a fairseq RoBERTa checkpoint carries no ETC config: pass --arch (e.g. etc_base)")
+    files = _gpt2_files(gpt2_files, dict_path)
     cfg = _config(arch, {}, overrides)
     state, roberta_cfg = load_roberta_state(path)
     dictionary = masked_lm_dictionary(dict_path) if dict_path is not None else None
     etc_state, report = lift_roberta_into_etc(state, roberta_cfg, cfg, dictionary, seed=seed,
                                               drop_unknown=drop_unknown, roberta_name=f"RoBERTa checkpoint {path}")
-    tokenizer = {"type": "gpt2_bpe", "global_token_pieces": {}} if dict_path is not None else {}
-    return LiftedModel("fairseq-roberta", etc_state, cfg, [report.summary()], dict_file=dict_path,
-                       tokenizer=tokenizer,
+    lines = [report.summary()]
+    if files:
+        tokenizer = {"type": "gpt2_bpe", "encoder_json": files[0].name, "vocab_bpe": files[1].name,
+                     "global_token_pieces": {}}
+    else:
+        tokenizer = {}
+        lines.append("no tokenizer written (a fairseq checkpoint names none): for GPT-2 BPE, as fairseq's released "
+                     "RoBERTa, pass --gpt2-encoder-json and --gpt2-vocab-bpe so that EtcModel.from_pretrained and "
+                     "etc-prepare --from-model cut text")
+    return LiftedModel("fairseq-roberta", etc_state, cfg, lines, dict_file=dict_path,
+                       tokenizer_files=files, tokenizer=tokenizer,
                        provenance={"roberta_checkpoint": str(path), "roberta_arch": roberta_cfg.arch,
                                    "dict": str(dict_path) if dict_path is not None else None})
 
@@ -247,8 +282,12 @@ SPLIT_PUNCTUATION_NAME = "split_punctuation"
 
 def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Optional[Dict[str, Any]] = None,
                 seed: Optional[int] = 1, dict_path: Optional[PathLike] = None, drop_unknown: bool = False,
-                split_punctuation: Optional[bool] = None) -> Tuple[str, LiftedModel]:
+                split_punctuation: Optional[bool] = None,
+                gpt2_files: Optional[Tuple[PathLike, PathLike]] = None) -> Tuple[str, LiftedModel]:
     """Detect and convert ``source`` (nothing written). Returns (one-line description, :class:`LiftedModel`).
+
+    ``gpt2_files``: GPT-2's ``(encoder.json, vocab.bpe)``, the tokenizer of a fairseq RoBERTa source
+    (refused for the other kinds, which bring their own).
 
     ``split_punctuation``: the source model expects text pre-split by BERT's BasicTokenizer
     (:func:`etc_fairseq.tokenization.bert_basic_split`), recorded in ``etc_tokenizer.json``; None: detected
@@ -256,6 +295,9 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
     kind, line = detect_source(source)
     source = Path(source)
     overrides = dict(overrides or {})
+    if gpt2_files is not None and kind != "fairseq-roberta":
+        raise LiftError(f"{source}: --gpt2-encoder-json/--gpt2-vocab-bpe are for a fairseq RoBERTa checkpoint; "
+                        "this source brings its own tokenizer")
     if kind == "official-etc":
         lifted = lift_official(source, arch, overrides, seed)
         if split_punctuation is None:
@@ -263,11 +305,12 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
     elif kind.startswith("huggingface-"):
         lifted = lift_hf(source, arch, overrides, seed)
     else:
-        lifted = lift_fairseq(source, arch, overrides, seed, Path(dict_path) if dict_path else None, drop_unknown)
+        lifted = lift_fairseq(source, arch, overrides, seed, Path(dict_path) if dict_path else None, drop_unknown,
+                              gpt2_files)
     if split_punctuation:
         if not lifted.tokenizer:
             raise LiftError(f"{source}: --split-punctuation needs the source's tokenizer, and this source has none "
-                            "(a fairseq RoBERTa checkpoint without --dict)")
+                            "(a fairseq RoBERTa checkpoint without --gpt2-encoder-json/--gpt2-vocab-bpe)")
         lifted.tokenizer["split_punctuation"] = True
         lifted.report_lines.append("text is pre-split as BERT's BasicTokenizer does (punctuation, CJK, no "
                                    "lower-casing) before the tokenizer: etc_tokenizer.json split_punctuation")
