@@ -573,8 +573,6 @@ def apply_yaml_architecture(cfg) -> None:
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
     from omegaconf import DictConfig, OmegaConf, open_dict
 
-    from etc_fairseq.models.architectures import fields_from_finetune_checkpoint
-
     model = cfg.get("model") if hasattr(cfg, "get") else None
     name = model if isinstance(model, str) else getattr(model, "_name", None) if model is not None else None
     if not isinstance(name, str) or ARCH_MODEL_NAME_REGISTRY.get(name) != "etc":
@@ -587,10 +585,19 @@ def apply_yaml_architecture(cfg) -> None:
         return
     checkpoint = cfg.get("checkpoint")
     finetune_from = checkpoint.get("finetune_from_model") if OmegaConf.is_config(checkpoint) else None
+    # Every etc* architecture function (the plain "etc" one included) first fills the unset fields from the
+    # checkpoint its args name as finetune_from_model, as on fairseq-train's command line; a yaml names it
+    # under checkpoint:, so it is lent to the model node for the call (reached through fairseq's registry:
+    # this module sits below etc_fairseq.models and does not import it).
     with open_dict(model):
-        fields_from_finetune_checkpoint(model, finetune_from)
-        if name != "etc":
+        lent = bool(finetune_from) and "finetune_from_model" not in model
+        if lent:
+            model.finetune_from_model = finetune_from
+        try:
             ARCH_CONFIG_REGISTRY[name](model)
+        finally:
+            if lent:
+                del model["finetune_from_model"]
 
 
 def _wrap_add_defaults(original):
