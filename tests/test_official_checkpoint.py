@@ -475,3 +475,54 @@ def test_official_checkpoint_leaves_out_training_only_variables(tmp_path):
     ckpt = read_official_checkpoint(target)
     assert ckpt.skipped == ["etc_document_bert/segment_emb_lookup/embedding_table/adam_m", "global_step"]
     assert set(ckpt.weights) == set(values)
+
+
+def test_variables_outside_the_model_refused_or_dropped_by_name(tmp_path, capsys):
+    """A released pretraining checkpoint may hold heads next to the model (names unknown: the official release
+    has no pretraining code). Refused by name, with the way out; ``--drop-unknown`` leaves them out, naming
+    each, and the model still computes the official outputs. Unknown names inside the model's own scope stay
+    refused. (The head variables here are CONSTRUCTED, added to the TensorFlow-written fixture.)"""
+    import torch
+
+    from etc_fairseq.cli.lift import main as lift_main
+    from etc_fairseq.official import OFFICIAL_INPUT_NAMES, convert_official_checkpoint, forward_official_inputs
+
+    values = read_tf_checkpoint(FIXTURES / "shared")
+    tensors = {n: (1, a.shape, a.tobytes()) for n, a in values.items()}
+    heads = ["cls/predictions/output_bias", "cls/predictions/transform/dense/kernel"]
+    tensors[heads[0]] = (1, (128,), np.ones(128, np.float32).tobytes())
+    tensors[heads[1]] = (1, (32, 32), np.ones((32, 32), np.float32).tobytes())
+    target = tmp_path / "with_heads"
+    target.mkdir()
+    for name in ("etc_config.json", "vocab_bert_uncased_english.txt"):
+        shutil.copy(FIXTURES / "shared" / name, target)
+    _write_bundle(target / "model.ckpt", tensors)
+
+    with pytest.raises(TFCheckpointError) as err:
+        read_official_checkpoint(target)
+    message = _one_line(err)
+    assert message.startswith(f"{target / 'model.ckpt.index'}: variable 'cls/predictions/output_bias' [128] is not part")
+    assert "(and 1 more)" in message and "--drop-unknown leaves such variables out" in message
+    ckpt = read_official_checkpoint(target, drop_unknown=True)
+    assert ckpt.dropped == heads and set(ckpt.weights) == set(values)
+
+    conv = convert_official_checkpoint(target, drop_unknown=True)
+    z = np.load(FIXTURES / "shared" / "official_io.npz")
+    with torch.no_grad():
+        long_out, global_out = forward_official_inputs(conv.encoder, {k: z[k] for k in OFFICIAL_INPUT_NAMES if k in z.files})
+    np.testing.assert_allclose(long_out.numpy(), z["long_output"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(global_out.numpy(), z["global_output"], atol=1e-5, rtol=0)
+
+    out = tmp_path / "out" / "model.pt"
+    assert lift_main([str(target), "--out", str(out)]) == 1
+    assert "cls/predictions/output_bias" in capsys.readouterr().err and not out.parent.exists()
+    assert lift_main([str(target), "--out", str(out), "--drop-unknown"]) == 0
+    assert f"2 variables outside the model left out (--drop-unknown): {', '.join(heads)}" in capsys.readouterr().out
+
+    inside = "etc_document_bert/some_new_layer/kernel"
+    tensors[inside] = (1, (2,), np.ones(2, np.float32).tobytes())
+    _write_bundle(target / "model.ckpt", tensors)
+    with pytest.raises(TFCheckpointError) as err:
+        read_official_checkpoint(target, drop_unknown=True)
+    assert f"variable '{inside}' [2] is not part of an official EtcModel" in _one_line(err)
+    assert "--drop-unknown" not in str(err.value)

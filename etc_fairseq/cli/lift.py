@@ -118,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seed for the freshly initialised tensors (default 1)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--drop-unknown", action="store_true",
-                   help="drop RoBERTa tensors etc-lift does not recognise instead of refusing")
+                   help="drop RoBERTa tensors etc-lift does not recognise instead of refusing; for an official ETC "
+                   "checkpoint, leave out variables outside the model's etc_document_bert/ scope (e.g. pretraining "
+                   "heads), each named in the output (unknown variables inside the scope are still refused)")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     add_model_arguments(p)

@@ -139,14 +139,16 @@ def _official_vocabulary(directory: Path, conv):
     return vocab, symbols, order, tokenizer
 
 
-def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int]) -> LiftedModel:
-    """An official ETC directory -> ETC fairseq state (the converted encoder; LM and other heads fresh)."""
+def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int],
+                  drop_unknown: bool = False) -> LiftedModel:
+    """An official ETC directory -> ETC fairseq state (the converted encoder; LM and other heads fresh).
+    ``drop_unknown``: variables outside the official model's scope are left out, each named in the report."""
     from etc_fairseq.encoder.io import config_to_dict
     from etc_fairseq.official.convert import OFFICIAL_FIXED_BLOCK_TOKEN_ID, convert_official_checkpoint
 
     from .huggingface import fairseq_dictionary
 
-    conv = convert_official_checkpoint(directory)
+    conv = convert_official_checkpoint(directory, drop_unknown=drop_unknown)
     enc_fields = config_to_dict(conv.encoder.cfg)
     _, symbols, order, tokenizer = _official_vocabulary(directory, conv)
     # the global tokens the model makes itself are the sentence token official ETC was pretrained with
@@ -189,7 +191,8 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
                      "with ETC's own initialisation")
     return LiftedModel("official-etc", state, cfg, lines, symbols=symbols, tokenizer_files=[conv.vocab_file],
                        tokenizer=tokenizer, provenance={"official_checkpoint": str(directory),
-                                                        "skipped_training_variables": len(conv.skipped)})
+                                                        "skipped_training_variables": len(conv.skipped),
+                                                        "dropped_variables": list(conv.dropped)})
 
 
 def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int]) -> LiftedModel:
@@ -299,7 +302,7 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
         raise LiftError(f"{source}: --gpt2-encoder-json/--gpt2-vocab-bpe are for a fairseq RoBERTa checkpoint; "
                         "this source brings its own tokenizer")
     if kind == "official-etc":
-        lifted = lift_official(source, arch, overrides, seed)
+        lifted = lift_official(source, arch, overrides, seed, drop_unknown)
         if split_punctuation is None:
             split_punctuation = SPLIT_PUNCTUATION_NAME in source.resolve().name
     elif kind.startswith("huggingface-"):

@@ -8,7 +8,11 @@ before reading any tensor, and returns the model's weights as numpy arrays under
 Training-only variables (``global_step``, optimizer slots such as ``.../adam_m``, ``.../adam_v``) are left out
 and counted in the log; any other variable the config does not explain, a missing variable or a shape
 mismatch is a one-line :class:`~etc_fairseq.official.tf_checkpoint.TFCheckpointError` naming the file and
-the variable, so nothing is silently dropped or half-converted.
+the variable, so nothing is silently dropped or half-converted. The one opt-in exception: with
+``drop_unknown`` (``etc-lift --drop-unknown``), variables outside the model's own ``etc_document_bert/`` scope
+(e.g. pretraining heads saved next to the model; the official release publishes no code that names them)
+are left out and returned by name in :attr:`OfficialCheckpoint.dropped`; unknown variables inside the
+scope are refused all the same.
 """
 
 from __future__ import annotations
@@ -23,7 +27,12 @@ from typing import Any, Dict, List, Optional, Union
 import numpy as np
 
 from etc_fairseq.official.tf_checkpoint import TFCheckpointError, TFCheckpointReader
-from etc_fairseq.official.variables import OFFICIAL_CONFIG_DEFAULTS, official_variables, with_official_defaults
+from etc_fairseq.official.variables import (
+    OFFICIAL_CONFIG_DEFAULTS,
+    OFFICIAL_SCOPE,
+    official_variables,
+    with_official_defaults,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +57,7 @@ class OfficialCheckpoint:
     config: Dict[str, Any]  # every official EtcConfig field (defaults filled in)
     weights: Dict[str, np.ndarray]  # official variable name -> array, model variables only
     skipped: List[str] = field(default_factory=list)  # training-only variables not returned
+    dropped: List[str] = field(default_factory=list)  # variables outside the model's scope (drop_unknown)
 
 
 def load_official_config(path: Union[str, Path]) -> Dict[str, Any]:
@@ -91,12 +101,15 @@ def load_official_config(path: Union[str, Path]) -> Dict[str, Any]:
     return config
 
 
-def read_official_checkpoint(directory: Union[str, Path], checkpoint: Optional[Union[str, Path]] = None) -> OfficialCheckpoint:
+def read_official_checkpoint(directory: Union[str, Path], checkpoint: Optional[Union[str, Path]] = None,
+                             drop_unknown: bool = False) -> OfficialCheckpoint:
     """Read an official ETC checkpoint directory, checked variable by variable against its config.
 
     Args:
         directory: holds ``etc_config.json`` and (unless ``checkpoint`` is given) one TensorFlow checkpoint.
         checkpoint: checkpoint prefix, ``.index`` file or directory, when not the one in ``directory``.
+        drop_unknown: leave out (and name in ``dropped``) variables outside the ``etc_document_bert/`` scope
+            instead of refusing them.
 
     Raises:
         TFCheckpointError: bad config (see :func:`load_official_config`), unreadable checkpoint, a variable the
@@ -109,12 +122,17 @@ def read_official_checkpoint(directory: Union[str, Path], checkpoint: Optional[U
     expected = official_variables(config)
     skipped = sorted(n for n in reader.variables if n not in expected and _TRAINING_ONLY.search(n))
     unknown = sorted(n for n in reader.variables if n not in expected and n not in skipped)
+    dropped = [n for n in unknown if not _in_model_scope(n)] if drop_unknown else []
+    unknown = [n for n in unknown if n not in dropped]
     if unknown:
         var = reader.variables[unknown[0]]
         more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        hint = ("" if _in_model_scope(var.name) else
+                f"; it is outside the model's {OFFICIAL_SCOPE}/ scope (a head?): --drop-unknown leaves such "
+                "variables out, naming them")
         raise TFCheckpointError(
             f"{reader.index_path}: variable {var.name!r} {list(var.shape)} is not part of an official EtcModel "
-            f"configured by {config_path}{more}"
+            f"configured by {config_path}{more}{hint}"
         )
     missing = sorted(n for n in expected if n not in reader.variables)
     if missing:
@@ -134,5 +152,14 @@ def read_official_checkpoint(directory: Union[str, Path], checkpoint: Optional[U
             raise TFCheckpointError(f"{reader.index_path}: variable {name!r} has dtype {var.dtype}; expected floating point")
     if skipped:
         logger.info("%s: left out %d training-only variables (step counter, optimizer slots)", reader.index_path, len(skipped))
+    if dropped:
+        logger.warning("%s: left out %d variables outside the model (--drop-unknown): %s", reader.index_path,
+                       len(dropped), ", ".join(dropped))
     weights = {name: reader.read(name).astype(np.float32, copy=False) for name in expected}
-    return OfficialCheckpoint(directory=directory, config=config, weights=weights, skipped=skipped)
+    return OfficialCheckpoint(directory=directory, config=config, weights=weights, skipped=skipped, dropped=dropped)
+
+
+def _in_model_scope(name: str) -> bool:
+    """A variable of the official EtcModel's own scope, where every name is known (the absolute position
+    tables, outside it, are known names too)."""
+    return name.startswith(OFFICIAL_SCOPE + "/")

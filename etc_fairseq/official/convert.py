@@ -268,7 +268,8 @@ class OfficialConversion:
     encoder: the converted model (eval mode); official_config: every official field (defaults filled in);
     mapped: official variables copied (all of the model's); skipped: training-only variables left out
     (``global_step``, optimizer slots); new_relative_rows: zero rows appended to each relative table for
-    labels official ETC lacks; vocab_file: the vocabulary found next to the checkpoint, if any.
+    labels official ETC lacks; vocab_file: the vocabulary found next to the checkpoint, if any; dropped:
+    variables outside the model left out on request (``drop_unknown``).
     """
 
     encoder: EtcEncoder
@@ -277,12 +278,16 @@ class OfficialConversion:
     skipped: List[str] = field(default_factory=list)
     new_relative_rows: int = 0
     vocab_file: Optional[Path] = None
+    dropped: List[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line for logs and ``etc-lift``."""
         parts = [f"{self.mapped} official variables mapped"]
         if self.skipped:
             parts.append(f"{len(self.skipped)} training-only variables (step counter, optimizer slots) left out")
+        if self.dropped:
+            parts.append(f"{len(self.dropped)} variables outside the model left out (--drop-unknown): "
+                         + ", ".join(self.dropped))
         if self.new_relative_rows:
             parts.append(f"relative tables extended by {self.new_relative_rows} zero rows for labels official "
                          "ETC lacks (parent, child)")
@@ -338,20 +343,22 @@ def sentencepiece_pieces(model_file: Union[str, Path], expected_size: Optional[i
 
 
 def convert_official_checkpoint(directory: Union[str, Path], checkpoint: Optional[Union[str, Path]] = None,
-                                config_overrides: Optional[Mapping[str, Any]] = None) -> OfficialConversion:
+                                config_overrides: Optional[Mapping[str, Any]] = None,
+                                drop_unknown: bool = False) -> OfficialConversion:
     """Read an official ETC checkpoint directory and build the :class:`EtcEncoder` computing the same function.
 
     Args:
         directory: holds ``etc_config.json``, ``model.ckpt.*`` and (optionally) the vocabulary.
         checkpoint: another checkpoint prefix / ``.index`` file, if not the one in ``directory``.
         config_overrides: :class:`EtcEncoderConfig` fields to set after the mapping (e.g. dropout).
+        drop_unknown: leave out variables outside the model's scope (named in ``dropped``; see :mod:`.checkpoint`).
     Raises:
         TFCheckpointError (or its subclass :class:`OfficialConversionError`): see :mod:`.checkpoint`;
         a config this encoder cannot express; a vocabulary file whose size differs from ``vocab_size``.
     """
     directory = Path(directory)
     config_path = directory / CONFIG_FILE
-    official: OfficialCheckpoint = read_official_checkpoint(directory, checkpoint)
+    official: OfficialCheckpoint = read_official_checkpoint(directory, checkpoint, drop_unknown=drop_unknown)
     raw = json.loads(config_path.read_text(encoding="utf-8"))
     cfg = official_to_encoder_config(raw, source=str(config_path))
     if config_overrides:
@@ -411,7 +418,7 @@ def convert_official_checkpoint(directory: Union[str, Path], checkpoint: Optiona
                     f"{ours!r} {list(target.shape)}")
             target.copy_(value)
     encoder.eval()
-    conversion = OfficialConversion(encoder, c, len(used), official.skipped, new_rows, vocab_file)
+    conversion = OfficialConversion(encoder, c, len(used), official.skipped, new_rows, vocab_file, official.dropped)
     logger.info("%s: %s", directory, conversion.summary())
     return conversion
 
