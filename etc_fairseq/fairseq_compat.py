@@ -15,7 +15,12 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
    one of our tasks and criterions), then runs the original with ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``
    (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` removed). Every refusal is one
    :class:`~etc_fairseq.checkpoint_io.CheckpointLoadError` naming the file (and, for a truncated file,
-   the other checkpoints in the same directory to fall back to).
+   the other checkpoints in the same directory to fall back to). An ``etc-lift`` output was never trained:
+   its config holds a placeholder task (``masked_lm``, for the hub) and no criterion, and fairseq's
+   overrides replace a whole section only where the checkpoint has none, so ``fairseq-validate DATA --task
+   etc_pretraining --criterion cpc_mlm --path lifted.pt`` would run the placeholder task and then stop at
+   the missing criterion (``ConfigAttributeError``). For such a checkpoint the task and criterion named
+   in the overrides replace the stored ones, built as fairseq builds an absent section.
 2. ``fairseq.file_io.PathManager.copy`` (used by ``checkpoint_utils.save_checkpoint`` to write
    ``checkpoint_last.pt`` / ``checkpoint_best.pt`` as copies of the freshly saved checkpoint): a plain
    ``shutil.copyfile`` onto the destination, so a kill during the copy leaves a truncated
@@ -122,7 +127,7 @@ def _wrap_load_checkpoint_to_cpu(original):
             del state
         try:
             with checkpoint_io.force_weights_only():
-                return original(path, *args, **kwargs)
+                state = original(path, *args, **kwargs)
         except pickle.UnpicklingError as e:  # the file changed since it was checked
             raise CheckpointLoadError(f"{path}: refusing to load checkpoint: {str(e).strip().splitlines()[-1]}") from None
         except (EOFError, zipfile.BadZipFile) as e:
@@ -132,9 +137,48 @@ def _wrap_load_checkpoint_to_cpu(original):
             if "PytorchStreamReader" in msg or "zip archive" in msg or "storage" in msg.lower():
                 raise CheckpointLoadError(checkpoint_io.corrupt_message(local, msg.splitlines()[0])) from None
             raise
+        overrides = kwargs.get("arg_overrides", args[0] if args else None)
+        _lifted_task_and_criterion(state, overrides)
+        return state
 
     load_checkpoint_to_cpu.__etc_fairseq_wrapped__ = True
     return load_checkpoint_to_cpu
+
+
+def _lifted_task_and_criterion(state, overrides) -> None:
+    """For an ``etc-lift`` output (``extra_state.lifted_from``), the task and criterion named in
+    ``overrides`` (fairseq's command-line overrides, e.g. ``fairseq-validate --task T --criterion C``)
+    replace the placeholder task and the absent criterion of its config, built from their registered
+    dataclasses with the overrides applied, as fairseq builds a section a checkpoint lacks; the other
+    sections the checkpoint lacks (``common``, ``dataset``, ..., which the task's ``${common.seed}``-style
+    fields refer to) get fairseq's defaults, overridden the same way."""
+    extra = state.get("extra_state") if isinstance(state, dict) else None
+    if not overrides or not isinstance(extra, dict) or "lifted_from" not in extra:
+        return
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.dataclass.utils import overwrite_args_by_name
+    from fairseq.registry import REGISTRIES
+    from fairseq.tasks import TASK_DATACLASS_REGISTRY
+    from omegaconf import DictConfig, OmegaConf, open_dict
+
+    cfg = state.get("cfg")
+    if not OmegaConf.is_config(cfg):
+        return
+    registries = {"task": TASK_DATACLASS_REGISTRY, "criterion": REGISTRIES["criterion"]["dataclass_registry"]}
+    chosen = {g: overrides.get(g) for g, r in registries.items() if isinstance(overrides.get(g), str)
+              and overrides.get(g) in r and not (OmegaConf.is_config(cfg.get(g)) and cfg[g].get("_name") == overrides.get(g))}
+    if not chosen:
+        return
+    defaults = OmegaConf.structured(FairseqConfig)
+    with open_dict(cfg):
+        for key in defaults:
+            if key not in ("model", "task", "criterion") and cfg.get(key) is None and OmegaConf.is_config(defaults[key]):
+                cfg[key] = DictConfig(OmegaConf.to_container(defaults[key]))
+                overwrite_args_by_name(cfg[key], overrides)
+        for group, name in chosen.items():
+            cfg[group] = DictConfig(registries[group][name]())
+            overwrite_args_by_name(cfg[group], overrides)
+            cfg[group]._name = name
 
 
 # -------------------------------------------------------------------------------------------------------
