@@ -348,6 +348,21 @@ def test_prepare_pretrain_from_model_wordpiece(lifted_official, wiki_dump, tmp_p
     assert word_start_mask(small, "wordpiece")[ids].tolist() == [True, False, True, True]
     assert word_start_mask(small, "byte_level_bpe")[ids].tolist() == [False, False, True, False]
 
+    # fairseq-validate on the converted checkpoint itself: no model flags, the task and criterion named on the
+    # command line (the checkpoint, never trained, holds only a placeholder task and no criterion)
+    import re
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "fairseq_cli.validate", str(bin_dir), "--user-dir", str(REPO / "user_dir"),
+         "--task", "etc_pretraining", "--criterion", "cpc_mlm", "--path", str(lifted_official / "model.pt"),
+         "--max-long-len", "256", "--max-global-len", "32", "--batch-size", "4", "--cpu", "--num-workers", "0"],
+        capture_output=True, text=True, cwd=REPO, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| mlm_loss [\d.]+ \| mlm_accuracy [\d.]+ \| cpc_loss", log), log[-2000:]
+
 
 def test_hub_on_a_lifted_official_directory_uses_its_tokenizer_and_sentence_token(lifted_official):
     import torch
