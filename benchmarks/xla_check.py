@@ -4,11 +4,12 @@ plain CPU run: per-update losses and XLA compilations per update (issue 20).
 Run it through ``scripts/xla_check.sh``, which creates ``.venv-xla`` (torch 2.9.0 + torch-xla 2.9.0, the
 project and ve-fairseq) and calls this file with that interpreter::
 
-    bash scripts/xla_check.sh                       # both jobs, 45 updates each
-    bash scripts/xla_check.sh --jobs pretraining --updates 12
+    bash scripts/xla_check.sh                       # every job, 45 updates each
+    bash scripts/xla_check.sh --jobs hotpotqa --updates 30
 
 What it does, for each job (``pretraining``: etc_pretraining + cpc_mlm; ``wikihop``: etc_wikihop on the
-CONSTRUCTED WikiHop-format files of examples/wikihop/construct.py), on the real Wikipedia sample the tests use:
+CONSTRUCTED WikiHop-format files of examples/wikihop/construct.py; ``hotpotqa``: etc_hotpotqa on the
+CONSTRUCTED HotpotQA-format records of examples/hotpotqa/construct.py), on the real Wikipedia sample the tests use:
 
 1. prepares the data once under ``--work`` (default ``runs/xla_check``, git-ignored);
 2. runs the same ``fairseq-train`` command twice in fresh processes, ``--cpu`` and ``--tpu`` with
@@ -18,7 +19,8 @@ CONSTRUCTED WikiHop-format files of examples/wikihop/construct.py), on the real 
    loss fairseq logs, and on XLA torch_xla's metrics: ``CompileTime`` count (XLA compilations),
    ``ExecuteTime`` count (graph executions), ``TransferFromDeviceTime`` count (device-to-host transfers) and
    every counter that moved (``aten::*`` counters are ops that fell back to the CPU);
-4. prints one table per job and writes everything to ``--out`` (JSON).
+4. prints one table per job and writes it to ``--out`` (JSON; the jobs not run keep their recorded results,
+   each with the versions and settings of the run it comes from).
 
 Pass/fail (exit status 1 on failure): both runs train on the same batches (epoch, step in the epoch, words
 and examples per batch equal at every update); every update's XLA loss equals the CPU loss within
@@ -57,7 +59,17 @@ def job_args(job: str, work: Path, updates: int) -> List[str]:
     if job == "wikihop":
         return [str(work / "wikihop"), "--task", "etc_wikihop", "--criterion", "etc_wikihop",
                 "--max-long-len", "256", "--max-global-len", "48", "--max-update", str(updates)] + COMMON_TRAIN
-    raise ValueError(f"unknown job {job!r} (pretraining, wikihop)")
+    if job == "hotpotqa":
+        return [str(work / "hotpotqa"), "--task", "etc_hotpotqa", "--criterion", "etc_hotpotqa",
+                "--max-long-len", str(HOTPOTQA_LONG), "--max-global-len", str(HOTPOTQA_GLOBAL),
+                "--max-update", str(updates)] + COMMON_TRAIN
+    raise ValueError(f"unknown job {job!r} ({', '.join(JOBS)})")
+
+
+JOBS = ("pretraining", "wikihop", "hotpotqa")
+#: HotpotQA budgets: the 5 CONSTRUCTED records (examples/hotpotqa/construct.py) become 4 training examples
+#: (truncated to fit; the span answer of one is cut off, so it is skipped), i.e. 2 full batches of 2 per epoch
+HOTPOTQA_LONG, HOTPOTQA_GLOBAL = 384, 64
 
 
 def prepare(work: Path) -> None:
@@ -80,6 +92,16 @@ def prepare(work: Path) -> None:
         subprocess.run([sys.executable, "-m", "etc_fairseq.cli.prepare", "wikihop", "--train", str(raw / "train.json"),
                         "--valid", str(raw / "dev.json"), "--out", str(wh), "--overwrite",
                         "--pretrain-dir", str(pre / "bin"), "--max-long-len", "256", "--max-global-len", "48"], check=True)
+    hq = work / "hotpotqa"
+    if not (hq / "train.meta.json").is_file():
+        raw = work / "hotpotqa_raw"
+        print(f"[xla_check] preparing {hq}", flush=True)
+        subprocess.run([sys.executable, str(REPO / "examples/hotpotqa/construct.py"), "--dump", str(dump), "--out", str(raw)],
+                       check=True)
+        subprocess.run([sys.executable, "-m", "etc_fairseq.cli.prepare", "hotpotqa", "--train", str(raw / "constructed_train.json"),
+                        "--valid", str(raw / "constructed_dev.json"), "--out", str(hq), "--overwrite",
+                        "--pretrain-dir", str(pre / "bin"), "--max-long-len", str(HOTPOTQA_LONG),
+                        "--max-global-len", str(HOTPOTQA_GLOBAL)], check=True)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -229,7 +251,7 @@ def compare(job: str, cpu: List[dict], xla: List[dict], warmup: int, rtol: float
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--jobs", default="pretraining,wikihop", help="comma-separated: pretraining, wikihop")
+    p.add_argument("--jobs", default=",".join(JOBS), help="comma-separated: " + ", ".join(JOBS))
     p.add_argument("--updates", type=int, default=45, help="updates per run (WikiHop: 20 per epoch)")
     p.add_argument("--warmup", type=int, default=3, help="updates allowed to compile")
     p.add_argument("--rtol", type=float, default=1e-5, help="largest relative per-update loss difference XLA vs CPU")
@@ -251,17 +273,20 @@ def main(argv=None) -> int:
         raise SystemExit("torch_xla is not installed in this interpreter: run scripts/xla_check.sh") from None
     args.work.mkdir(parents=True, exist_ok=True)
     prepare(args.work)
-    result = {"torch": torch.__version__, "torch_xla": torch_xla.__version__, "updates": args.updates,
-              "warmup": args.warmup, "rtol": args.rtol, "jobs": {}}
+    run_info = {"torch": torch.__version__, "torch_xla": torch_xla.__version__, "updates": args.updates,
+                "warmup": args.warmup, "rtol": args.rtol, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    # the jobs not run now keep their recorded results (each job records the run it comes from)
+    result = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    result.setdefault("jobs", {})
     ok = True
     for job in [j.strip() for j in args.jobs.split(",") if j.strip()]:
         cpu = run_worker("cpu", job, args.work, args.updates)
         xla = run_worker("xla", job, args.work, args.updates)
         command = [a.replace(str(REPO), ".") for a in job_args(job, Path("WORK"), args.updates)]
-        result["jobs"][job] = {"command": command, **compare(job, cpu, xla, args.warmup, args.rtol)}
+        result["jobs"][job] = {"run": run_info, "command": command, **compare(job, cpu, xla, args.warmup, args.rtol)}
         ok = ok and not result["jobs"][job]["summary"]["failures"]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(f"\n[xla_check] {'PASS' if ok else 'FAIL'}; wrote {args.out}")
     return 0 if ok else 1
 
