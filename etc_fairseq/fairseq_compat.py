@@ -56,6 +56,10 @@ loading off: no ``weights_only=False``, no ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``.
    line naming the newest intact one to pass with ``--restore-file``, unless a ``--reset-*`` option says
    to start over there; a ``--restore-file`` must exist. Before that, temporaries an interrupted save
    left in the save directory (``.checkpoint*.pt.tmp-*``, ``checkpoint*.pt.tmp``) are removed (rank 0).
+   After it, the checkpoint to load (:func:`checkpoint_to_load`) must have as many token embeddings as the
+   task's dictionary gives the model (:func:`check_vocabulary`): one line naming both sizes, instead of
+   fairseq's size-mismatch traceback ending in "please ensure that the architectures match" (e.g. a
+   ``checkpoint_last.pt`` of another run in the same ``--save-dir``, resumed before ``--finetune-from-model``).
 7. ``torch_xla.core.xla_model.get_memory_info`` as called by ``fairseq.trainer.Trainer.train_step`` with
    ``--tpu`` (every ``--log-interval`` updates): fairseq 0.12 reads ``mem_info["kb_free"]`` and
    ``mem_info["kb_total"]``, but torch-xla >= 2.x returns ``bytes_used`` / ``bytes_limit`` /
@@ -277,12 +281,57 @@ def check_resume(cfg, suffix: str = "") -> None:
     )
 
 
+def checkpoint_to_load(cfg, suffix: str = "") -> Path:
+    """The file ``fairseq.checkpoint_utils.load_checkpoint`` will load for ``cfg`` (``cfg.checkpoint``):
+    ``SAVE_DIR/checkpoint_last.pt`` when it exists (resuming wins over ``--finetune-from-model``), else
+    ``--finetune-from-model`` or ``--continue-once``, else an explicit ``--restore-file``."""
+    if cfg.restore_file == "checkpoint_last.pt":
+        last = Path(cfg.save_dir) / f"checkpoint_last{suffix}.pt"
+        if last.exists():
+            return last
+        if getattr(cfg, "continue_once", None) is not None:
+            return Path(cfg.continue_once)
+        return Path(cfg.finetune_from_model) if cfg.finetune_from_model else last
+    return Path(cfg.restore_file.replace(".pt", suffix + ".pt") if suffix else cfg.restore_file)
+
+
+def check_vocabulary(path: Path, model, data: str, resuming: bool = False) -> None:
+    """Refuse, in one line, a checkpoint whose token embedding table has another number of rows than
+    ``model``'s (built from the task's dictionary, ``DATA/dict.txt`` + ``<mask>``): fairseq would stop with
+    "please ensure that the architectures match" after a size-mismatch traceback. Checkpoints or models
+    without an ``embed_tokens.weight`` are not checked.
+
+    Raises:
+        CheckpointLoadError: names both sizes, the file and what to do.
+    """
+    key = next((k for k, _ in model.named_parameters() if k.endswith("embed_tokens.weight")), None)
+    if key is None or not Path(path).is_file():
+        return
+    state = checkpoint_io.load_checkpoint(Path(path), mmap=True)
+    weights = state.get("model") or {}
+    theirs = next((v for k, v in weights.items() if k.endswith(key) or key.endswith(k)), None)
+    ours = dict(model.named_parameters())[key]
+    if theirs is None or theirs.shape[0] == ours.shape[0]:
+        return
+    hint = ("it is the checkpoint_last.pt of --save-dir, which fairseq resumes (before any --finetune-from-model): "
+            "train in another --save-dir" if resuming else
+            "prepare the data with that checkpoint's dictionary (etc-prepare ... --pretrain-dir DIR/bin of its data, "
+            "or --from-model DIR of an etc-lift output)")
+    raise CheckpointLoadError(
+        f"{path}: a vocabulary of {theirs.shape[0]} embeddings, but the task's dictionary ({data}/dict.txt + "
+        f"<mask>) gives {ours.shape[0]}; {hint}"
+    )
+
+
 def _wrap_load_checkpoint(original):
     @functools.wraps(original)
     def load_checkpoint(cfg, trainer, **passthrough_args):
         if getattr(trainer, "is_data_parallel_master", True):
             remove_stale_temporaries(cfg.save_dir)
         check_resume(cfg, trainer.checkpoint_suffix)
+        path = checkpoint_to_load(cfg, trainer.checkpoint_suffix)
+        resuming = path.name.startswith("checkpoint_last") and path.parent == Path(cfg.save_dir)
+        check_vocabulary(path, trainer.get_model(), str(trainer.cfg.task.get("data", "DATA")), resuming=resuming)
         return original(cfg, trainer, **passthrough_args)
 
     load_checkpoint.__etc_fairseq_wrapped__ = True

@@ -196,3 +196,35 @@ def test_train_validate_and_predict_take_up_the_prepared_lengths(tmp_path, wiki_
     with pytest.raises(ValueError, match=r"prepared with --max-long-len 1024, longer than the checkpoint's 512, and "
                        r"its absolute position tables hold 512 positions: prepare the data again with --max-long-len 512"):
         load_checkpoint(absolute, long_)
+
+
+# -- the vocabulary: the data's dict.txt against the checkpoint training starts from ---------------------------
+def test_a_checkpoint_of_another_vocabulary_is_refused_in_one_line(tmp_path, pretrain_data, etc_tiny_checkpoint):
+    from fairseq import tasks
+
+    from etc_fairseq.checkpoint_io import CheckpointLoadError
+    from etc_fairseq.fairseq_compat import check_vocabulary, checkpoint_to_load
+
+    same = _data_dir(tmp_path / "same", pretrain_data / "dict.txt")
+    cfg = _cfg([str(same), "--task", "etc_nextsent", "--arch", "etc_tiny"])
+    check_vocabulary(etc_tiny_checkpoint, tasks.setup_task(cfg.task).build_model(cfg.model), str(same))
+    other = tmp_path / "other"  # a dictionary of 10 fewer words
+    other.mkdir()
+    (other / "dict.txt").write_text("".join((pretrain_data / "dict.txt").read_text().splitlines(True)[:-10]))
+    cfg = _cfg([str(other), "--task", "etc_nextsent", "--arch", "etc_tiny"])
+    model = tasks.setup_task(cfg.task).build_model(cfg.model)
+    n = model.encoder.sentence_encoder.embed_tokens.weight.shape[0]
+    with pytest.raises(CheckpointLoadError) as e:
+        check_vocabulary(etc_tiny_checkpoint, model, str(other))
+    assert str(e.value).startswith(f"{etc_tiny_checkpoint}: a vocabulary of {n + 10} embeddings, but the task's "
+                                   f"dictionary ({other}/dict.txt + <mask>) gives {n}; prepare the data with that")
+    with pytest.raises(CheckpointLoadError, match=r"checkpoint_last.pt of --save-dir, which fairseq resumes"):
+        check_vocabulary(etc_tiny_checkpoint, model, str(other), resuming=True)
+
+    # which file fairseq-train loads: checkpoint_last.pt of --save-dir wins over --finetune-from-model
+    cfg = _cfg([str(other), "--task", "etc_nextsent", "--arch", "etc_tiny", "--save-dir", str(tmp_path / "run"),
+                "--finetune-from-model", str(etc_tiny_checkpoint)])
+    assert checkpoint_to_load(cfg.checkpoint) == etc_tiny_checkpoint
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "checkpoint_last.pt").write_bytes(b"")
+    assert checkpoint_to_load(cfg.checkpoint) == tmp_path / "run" / "checkpoint_last.pt"
