@@ -5,7 +5,7 @@
 #
 # Run from the repository root after `scripts/setup.sh`:
 #   JOBS=2 OMP_NUM_THREADS=1 bash examples/ablations/run.sh --quick   # every ablation, tiny budget, numbers
-#                                                            # meaningless: 639 s measured on the shared 2-core machine
+#                                                            # meaningless: 231-639 s measured on the shared 2-core machine
 #   JOBS=2 OMP_NUM_THREADS=1 bash examples/ablations/run.sh  # full budget: the measured duration is in README.md
 #   ABLATIONS="structure length" bash examples/ablations/run.sh   # a subset
 #
