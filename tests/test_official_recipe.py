@@ -1,6 +1,7 @@
 """examples/official_etc/run.sh at tiny scale: official ETC fixture -> etc-lift -> etc-prepare hotpotqa
 --from-model -> fairseq-train --finetune-from-model without model flags -> etc-predict -> etc-evaluate (the
-official HotpotQA metric). Keeps the recipe and its README from drifting away from the code."""
+official HotpotQA metric). Keeps the recipe and its README (examples/official_etc/README.md, whose command
+blocks are marked as run here) from drifting away from the code."""
 import json
 import os
 import re

@@ -49,18 +49,19 @@ else
 fi
 
 stage "2/3 train etc_tiny for $MAX_UPDATE updates (CPU) -> $SAVE"
+# --required-batch-size-multiple 1: fairseq otherwise drops a last batch smaller than 8 blocks (here and in 3/3).
 "$VENV_BIN/fairseq-train" "$DATA/bin" \
   --user-dir user_dir --task masked_lm --criterion masked_lm --arch etc_tiny \
   --sample-break-mode complete --tokens-per-sample "$TOKENS_PER_SAMPLE" \
   --optimizer adam --lr "$LR" --lr-scheduler polynomial_decay \
   --warmup-updates "$WARMUP" --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \
-  --batch-size "$BATCH_SIZE" --log-format simple --log-interval 10 \
+  --batch-size "$BATCH_SIZE" --required-batch-size-multiple 1 --log-format simple --log-interval 10 \
   --save-dir "$SAVE" --no-epoch-checkpoints --num-workers 0 --cpu --seed "$SEED"
 
 stage "3/3 validate $SAVE/checkpoint_last.pt"
 "$VENV_BIN/fairseq-validate" "$DATA/bin" \
   --path "$SAVE/checkpoint_last.pt" --user-dir user_dir --task masked_lm --criterion masked_lm \
   --sample-break-mode complete --tokens-per-sample "$TOKENS_PER_SAMPLE" \
-  --batch-size "$BATCH_SIZE" --valid-subset valid --num-workers 0 --cpu
+  --batch-size "$BATCH_SIZE" --required-batch-size-multiple 1 --valid-subset valid --num-workers 0 --cpu
 
 stage "done in $(( $(date +%s) - start ))s"

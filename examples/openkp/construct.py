@@ -75,6 +75,7 @@ def main():
     p.add_argument("--dump", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--valid", type=int, default=20, help="pages for dev.jsonl (the rest go to train.jsonl)")
+    p.add_argument("--train", type=int, default=None, help="at most N pages for train.jsonl (default: all the rest)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
     docs = [d for d in iter_wikipedia_documents(args.dump) if words_of(d.title) and sum(len(words_of(x)) >= 6 for x in d.paragraphs) >= 3]
@@ -85,7 +86,8 @@ def main():
     for i, d in enumerate(docs):
         others = [t for t in rng.sample(titles, 4) if t != d.title][: rng.choice([2, 3])]
         pages.append(build_page(d, others, i))
-    splits = {"dev.jsonl": pages[: args.valid], "train.jsonl": pages[args.valid :]}
+    train = pages[args.valid :] if args.train is None else pages[args.valid : args.valid + args.train]
+    splits = {"dev.jsonl": pages[: args.valid], "train.jsonl": train}
     for name, recs in splits.items():
         with atomic_file(args.out / name) as f:
             for r in recs:
