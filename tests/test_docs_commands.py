@@ -5,7 +5,7 @@ Every ```` ```bash ```` / ```` ```python ```` block is either
 
 - run here: the page's blocks, in order, as one bash script (a Python block is fed to ``python -``), in a
   scratch copy of the repository (its own ``runs/``, as a user's fresh clone after ``scripts/setup.sh``);
-  the page is listed in ``PAGES`` below; or
+  the page is listed in ``PAGES`` below (``PAGES_RUN_BY``: another test runs all of a page's blocks); or
 - marked in the page, on the line above its fence: ``<!-- docs-test: not run: REASON -->`` (a GPU, a TPU,
   official files or checkpoints that cannot be had here, the test suite itself) or
   ``<!-- docs-test: run by tests/test_x.py -->`` (that test runs it and names the page).
@@ -94,6 +94,11 @@ PAGES: Dict[str, PageRun] = {
     "examples/nextsent/README.md": PageRun(pretrained=True),
 }
 
+#: pages whose every command block another test runs, in order (that test names the page)
+PAGES_RUN_BY: Dict[str, str] = {
+    "docs/structured.md": "tests/test_docs_structured.py",
+}
+
 
 # ---------------------------------------------------------------------------------------------------------
 # reading the pages (fast checks)
@@ -168,6 +173,8 @@ def test_every_command_block_is_run_or_marked():
         for b in blocks:
             if not b.is_command:
                 continue
+            if b.marker is None and page in PAGES_RUN_BY:
+                continue
             if b.marker is None:
                 if page not in PAGES:
                     wrong.append(f"{b.where}: a ```{b.lang} block that no test runs: add {page} to PAGES in "
@@ -186,6 +193,9 @@ def test_every_command_block_is_run_or_marked():
                     wrong.append(f"{b.where}: marked 'run by {what}', but that test does not exist or does not name {page}")
     for page in PAGES:
         assert (REPO / page).is_file(), page
+    for page, test in PAGES_RUN_BY.items():
+        assert page not in PAGES and (REPO / page).is_file(), page
+        assert page in (REPO / test).read_text(encoding="utf-8"), f"{test} does not name {page}"
     assert not wrong, "\n".join(wrong)
 
 
