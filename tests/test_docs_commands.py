@@ -160,6 +160,26 @@ def test_parse_blocks_exact():
             parse_marker(bad)
 
 
+def test_page_script_and_documented_calls_exact():
+    blocks = [
+        Block("p.md", 1, "bash", "etc-prepare mlm --out x  # etc-lift in a comment\n# fairseq-train commented out\n"
+                                 "for r in a b; do\n  fairseq-validate $r\ndone\nA=1 etc-show x | tee y\n"),
+        Block("p.md", 9, "python", "print('fairseq-train')\n"),
+        Block("p.md", 12, "bash", "etc-lift never run\n", marker="not run: a GPU"),
+        Block("p.md", 15, "text", "fairseq-train output\n"),
+    ]
+    assert page_script(blocks) == (
+        "set -eo pipefail\n"
+        "echo '##### docs test: block p.md:1 (bash)'\n"
+        "etc-prepare mlm --out x  # etc-lift in a comment\n# fairseq-train commented out\n"
+        "for r in a b; do\n  fairseq-validate $r\ndone\nA=1 etc-show x | tee y\n"
+        "echo '##### docs test: block p.md:9 (python)'\n"
+        "python - <<'DOCS_TEST_PYTHON_EOF'\nprint('fairseq-train')\nDOCS_TEST_PYTHON_EOF\n"
+        "echo '##### docs test: page done'\n")
+    # the assignment prefix hides etc-show from the count: the count is a lower bound of what must run
+    assert documented_calls(blocks) == {"etc-prepare": 1, "fairseq-validate": 1}
+
+
 def test_pages_fence_every_code_block_with_a_language():
     problems = []
     for path in doc_pages(REPO):
