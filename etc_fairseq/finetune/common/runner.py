@@ -5,10 +5,11 @@ batch with progress logging, and hand each batch and the model's outputs to the 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import torch
 
@@ -101,6 +102,26 @@ def iterate_outputs(
             done += len(sample["id"])
             if done // log_every != (done - len(sample["id"])) // log_every or done == n:
                 logger.info(f"{split}: {done}/{n} examples ({time.monotonic() - t0:.1f} s)")
+
+
+def write_predictions(args: argparse.Namespace, predict: Callable[..., Dict[str, Any]], indent: Optional[int] = 0) -> int:
+    """The ``_run`` of an ``etc-predict`` subcommand whose predictions are one JSON object ``{id: prediction}``.
+
+    Loads ``args.path`` on ``args.data``, reads the split's side records, calls
+    ``predict(model, task, split, side, batch_size, device)`` and writes its result to ``args.output``
+    atomically (``indent=None``: one line, for long per-example lists). Returns the exit status 0.
+    """
+    from etc_fairseq.data.structured import read_side
+    from etc_fairseq.prepare.atomic import atomic_file
+
+    model, task, _ = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
+    side = read_side(args.data, args.split)
+    preds = predict(model, task, args.split, side, args.batch_size, args.device)
+    with atomic_file(args.output) as f:
+        json.dump(preds, f, ensure_ascii=False, indent=indent)
+        f.write("\n")
+    print(f"wrote {len(preds)} predictions to {args.output}")
+    return 0
 
 
 def parse_overrides(text: str) -> Dict[str, Any]:

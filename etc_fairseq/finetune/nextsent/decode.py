@@ -8,14 +8,13 @@ its long tokens' outputs, so every variant is scored by the same dense layer fro
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Dict, List, Tuple
 
 import torch
 import torch.nn.functional as F
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
+from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, write_predictions
 from etc_fairseq.finetune.common.selection import gather_by_type
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 from etc_fairseq.tracing import static_graph
@@ -104,17 +103,7 @@ def predict_scores(model, task, split: str, side: List[dict], batch_size: int, d
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.data.structured import read_side
-    from etc_fairseq.prepare.atomic import atomic_file
-
-    model, task, _ = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
-    side = read_side(args.data, args.split)
-    preds = predict_scores(model, task, args.split, side, args.batch_size, args.device)
-    with atomic_file(args.output) as f:
-        json.dump(preds, f)
-        f.write("\n")
-    print(f"wrote {len(preds)} predictions to {args.output}")
-    return 0
+    return write_predictions(args, predict_scores, indent=None)
 
 
 PREDICT = Subcommand(

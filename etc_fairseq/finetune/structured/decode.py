@@ -12,13 +12,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Dict, List, Tuple
 
 import torch
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
+from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, write_predictions
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 
 #: the head of each label level in ``model.task_heads``
@@ -126,17 +125,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.data.structured import read_side
-    from etc_fairseq.prepare.atomic import atomic_file
-
-    model, task, _ = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
-    side = read_side(args.data, args.split)
-    preds = predict_split(model, task, args.split, side, args.batch_size, args.device)
-    with atomic_file(args.output) as f:
-        json.dump(preds, f, ensure_ascii=False, indent=0)
-        f.write("\n")
-    print(f"wrote {len(preds)} predictions to {args.output}")
-    return 0
+    return write_predictions(args, predict_split)
 
 
 PREDICT = Subcommand(

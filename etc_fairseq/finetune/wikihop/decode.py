@@ -6,7 +6,6 @@ token has the highest logit)."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from typing import Dict, List, Tuple
 
@@ -14,7 +13,7 @@ import torch
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.selection import gather_by_type
-from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, load_checkpoint, parse_overrides
+from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, write_predictions
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 
 logger = logging.getLogger(__name__)
@@ -59,17 +58,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.data.structured import read_side
-    from etc_fairseq.prepare.atomic import atomic_file
-
-    model, task, _ = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
-    side = read_side(args.data, args.split)
-    preds = predict_candidates(model, task, args.split, side, args.batch_size, args.device)
-    with atomic_file(args.output) as f:
-        json.dump(preds, f, ensure_ascii=False, indent=0)
-        f.write("\n")
-    print(f"wrote {len(preds)} predictions to {args.output}")
-    return 0
+    return write_predictions(args, predict_candidates)
 
 
 PREDICT = Subcommand(
