@@ -290,6 +290,31 @@ def test_finetune_from_model_takes_the_stored_model_fields(lifted_official, tmp_
     assert plain.model.encoder_embed_dim != 32
 
 
+def test_finetune_from_model_switch_turned_off_with_its_no_flag(lifted_official, tmp_path):
+    """A switch the checkpoint has on (hard g2l, relative bias) stays on unless --no-FLAG turns it off."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from etc_fairseq.checkpoint_io import load_checkpoint
+
+    ckpt = lifted_official / "model.pt"
+    stored = load_checkpoint(ckpt)["cfg"]["model"]
+    assert stored["hard_g2l"] and stored["relative_bias"]
+    argv = [str(tmp_path), "--user-dir", str(REPO / "user_dir"), "--task", "etc_hotpotqa", "--arch", "etc_tiny",
+            "--finetune-from-model", str(ckpt)]
+
+    def model_cfg(*extra):
+        return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(),
+                                                                          argv + list(extra))).model
+
+    assert model_cfg().hard_g2l and model_cfg().relative_bias
+    off = model_cfg("--no-hard-g2l")
+    assert not off.hard_g2l and off.relative_bias
+    assert not model_cfg("--no-relative-bias").relative_bias
+    # the plain switch still turns it on where the source has it off
+    assert not stored["hard_l2g"] and model_cfg("--hard-l2g").hard_l2g
+
+
 # ---------------------------------------------------------------------------------------------------------
 # etc-prepare pretrain --from-model: continued pretraining data for a converted model
 # ---------------------------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ Generated from the dataclasses by `python -m etc_fairseq.cli.flags_doc --out doc
 that this page is current). Every flag needs `--user-dir user_dir`; `fairseq-train --user-dir user_dir
 --task TASK --arch ARCH --help` then lists the flags of that task and model as well. In a
 `fairseq-hydra-train` yaml a flag `--local-radius 84` is `local_radius: 84` in its group (`model:`,
-`task:`, `criterion:`).
+`task:`, `criterion:`). Every on/off switch of the model (`--hard-g2l`, `--shared-q`, ...) also has a
+`--no-` form that turns it off (`--no-hard-g2l`): with `--finetune-from-model`, a model field the command
+line leaves out is taken from that checkpoint's stored config.
 """
 
 

@@ -13,6 +13,8 @@ paper's "fixed blocks" configuration).
 
 
 # No ``from __future__ import annotations`` here: fairseq reads the EtcConfig field types at run time.
+import argparse
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -180,6 +182,21 @@ class EtcModel(FairseqEncoderModel):
         # CPC (paper appendix B): a bilinear score between the global output of a CPC-masked sentence
         # (projected by this layer) and the separate encoding of that sentence alone.
         self.cpc_head = nn.Linear(cfg.encoder_embed_dim, cfg.encoder_embed_dim) if cpc_head else None
+
+    @classmethod
+    def add_args(cls, parser):
+        """fairseq's flags from :class:`EtcConfig`, plus ``--no-FLAG`` for every on/off switch ``--FLAG``.
+
+        A model field the command line leaves out is taken from a ``--finetune-from-model`` checkpoint's
+        stored config (``architectures.fields_from_finetune_checkpoint``), so without the negation a switch
+        that checkpoint has on (``--hard-g2l``, ``--relative-bias``, ...) could not be turned off for the
+        fine-tuning. Switches whose name already starts with ``no_`` get no ``--no-no-...`` form."""
+        super().add_args(parser)
+        for f in dataclasses.fields(EtcConfig):
+            if f.type in (bool, "bool") and not f.name.startswith("no_"):
+                flag = f.name.replace("_", "-")
+                parser.add_argument(f"--no-{flag}", dest=f.name, action="store_false", default=argparse.SUPPRESS,
+                                    help=f"turn --{flag} off (e.g. when the --finetune-from-model checkpoint has it on)")
 
     @classmethod
     def build_model(cls, cfg: EtcConfig, task):

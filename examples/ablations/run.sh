@@ -105,8 +105,8 @@ pretrain_data() {
 pretrain_etc() {  # NAME CPC_WEIGHT [G2L_FLAG]: etc_tiny, MLM (+ CPC), PRE_UPDATES at long length 512, seed 1,
   # hard g2l unless G2L_FLAG is given empty (as the paper's checkpoints: with soft g2l every sentence token reads
   # the whole input at first, and CPC stays at chance for hundreds of updates; README.md, "What the sentence
-  # tokens see"). A fine-tuning run takes the model fields it is not given from its starting checkpoint, and a
-  # boolean flag cannot be switched off on the command line: a soft-g2l fine-tuning needs a soft-g2l checkpoint.
+  # tokens see"). A fine-tuning run takes the model fields it is not given from its starting checkpoint (so a
+  # soft-g2l fine-tuning of a hard-g2l checkpoint needs --no-hard-g2l); the g2l arm is soft in both stages.
   local g2l=${3---hard-g2l}
   pretrain_data
   if ! done_log "$PRE/$1.log"; then
