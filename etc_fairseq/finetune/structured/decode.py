@@ -120,10 +120,6 @@ def predict_split(model, task, split: str, side: List[dict], batch_size: int, de
     return out
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_predict_arguments(p)
-
-
 def _run(args: argparse.Namespace) -> int:
     return write_predictions(args, predict_split)
 
@@ -134,6 +130,6 @@ PREDICT = Subcommand(
     description="Run a fine-tuned etc_structured checkpoint over a split prepared by `etc-prepare structured` and "
     "write {id: prediction}: the class of the record (record level), a class per global token in the record's "
     "order, null for a token etc-prepare cut (global level), or the best [first, last] words (span level).",
-    add_arguments=_add_arguments,
+    add_arguments=add_predict_arguments,
     run=_run,
 )

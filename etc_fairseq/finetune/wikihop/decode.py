@@ -53,10 +53,6 @@ def predict_candidates(model, task, split: str, side: List[dict], batch_size: in
     return out
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    add_predict_arguments(p)
-
-
 def _run(args: argparse.Namespace) -> int:
     return write_predictions(args, predict_candidates)
 
@@ -66,6 +62,6 @@ PREDICT = Subcommand(
     help="WikiHop predictions {id: candidate}",
     description="Run a fine-tuned etc_wikihop checkpoint over a split prepared by `etc-prepare wikihop` and write "
     "the official prediction format {id: candidate} (the candidate with the highest logit).",
-    add_arguments=_add_arguments,
+    add_arguments=add_predict_arguments,
     run=_run,
 )
