@@ -1,9 +1,9 @@
-"""XLA/TPU readiness (issues 7 and 20): with fixed-length padding, the model's forward and the cpc_mlm and
-etc_wikihop criterions contain no host synchronisation and no data-dependent Python control flow, so
+"""XLA/TPU readiness (issues 7 and 20): with fixed-length padding, the model's forward, cpc_mlm and every
+fine-tuning criterion contain no host synchronisation and no data-dependent Python control flow, so
 ``torch.compile(..., fullgraph=True)`` traces forward + loss in one graph (it raises on any graph
 break), and batches of different content give that same graph (no recompilation) -- what
 ``fairseq-train --tpu`` needs (docs/tpu.md; benchmarks/xla_check.py runs it on PyTorch/XLA).  Batches come
-from the real Wikipedia pre-training fixture and CONSTRUCTED WikiHop files, the model is etc_tiny."""
+from the real Wikipedia pre-training fixture and each task's CONSTRUCTED files, the model is etc_tiny."""
 import json
 import time
 from pathlib import Path
@@ -216,10 +216,11 @@ def test_wikihop_one_graph_for_batches_of_varying_content(wikihop_fixed):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# every other fine-tuning criterion: HotpotQA, NQ, OpenKP, NextSent. A training step (model.train()) compiles
-# to one graph over batches of different content: decoding to answers (HotpotQA, NQ, OpenKP) runs only in
-# evaluation, and no count is read on the host. Data: each task's CONSTRUCTED files on real Wikipedia text,
-# built as tests/test_distributed_finetune.py builds them, prepared with fixed lengths.
+# every other fine-tuning criterion: HotpotQA, NQ, OpenKP, NextSent and the generic structured dataset at
+# each label level. A training step (model.train()) compiles to one graph over batches of different
+# content: decoding to answers (HotpotQA, NQ, OpenKP) runs only in evaluation, and no count is read on the
+# host. Data: each task's CONSTRUCTED files on real Wikipedia text, built as tests/test_distributed_finetune.py
+# and tests/test_structured.py build them, prepared with fixed lengths.
 # ---------------------------------------------------------------------------------------------------------
 
 from test_distributed_finetune import _example, _prepare  # noqa: E402
@@ -259,6 +260,28 @@ def _nextsent_data(tmp, wiki_dump, pretrain_data, nq_examples, wiki_docs):
     return 256, 48
 
 
+def _structured_data(level):
+    """CONSTRUCTED structured documents (tests/test_structured.py) at one label level, varied so that batches
+    differ in what the criterion counts: records of both classes and one unlabelled, global labels, and span
+    answers at different words, one of them unlabelled."""
+
+    def build(tmp, wiki_dump, pretrain_data, nq_examples, wiki_docs):
+        from etc_fairseq.finetune.structured.builder import write_jsonl
+        from test_structured import constructed_documents
+
+        docs = constructed_documents(wiki_dump)
+        for i, doc in enumerate(docs):
+            doc.answer = None if i == 3 else (i % 3, i % 3 + (i % 2))
+            if i == 5:
+                doc.label = None
+        write_jsonl(docs, tmp / "train.jsonl")
+        _prepare("structured", "--train", tmp / "train.jsonl", "--label-level", level, "--out", tmp / "data",
+                 "--pretrain-dir", pretrain_data, "--max-long-len", "256", "--max-global-len", "16")
+        return 256, 16
+
+    return build
+
+
 def _content(task_name, ds, item):
     """What differs between examples of a task (batches are picked to differ in it)."""
     t = {k: v[0] for k, v in ds.collater([item])["target"].items()}
@@ -271,16 +294,25 @@ def _content(task_name, ds, item):
         return (int((g >= 0).sum()), int((g == -2).sum()), int((t["ngram_ids"] >= 0).sum()))
     if task_name == "nextsent":  # sentences kept, and whether the answer was kept
         return (int(t["num_sentences"][0]), int(t["answer_index"][0] >= 0))
+    if task_name == "structured-record":  # the class
+        return (int(t["record_label"][0]),)
+    if task_name == "structured-global":  # labelled global tokens of each class
+        return tuple(int((t["global_labels"] == c).sum()) for c in (-1, 0, 1))
+    if task_name == "structured-span":  # where the answer is (-1: unlabelled)
+        return tuple(int(x) for x in t["span"])
     raise ValueError(task_name)
 
 
-#: task -> (data builder, logged keys compared between eager and compiled)
+#: task (etc_<name before "-">) -> (data builder, logged keys compared between eager and compiled)
 FINETUNE_COMPILE = {
     "hotpotqa": (_hotpotqa_data, ("sp_loss_sum", "sp_count", "type_loss_sum", "type_count", "span_loss_sum",
                                   "span_count", "type_correct", "sp_correct")),
     "nq": (_nq_data, ("long_loss", "short_loss", "type_loss", "type_correct")),
     "openkp": (_openkp_data, ()),
     "nextsent": (_nextsent_data, ("acc_sum", "rr_sum", "lost_sum")),
+    "structured-record": (_structured_data("record"), ("ncorrect", "nlabelled")),
+    "structured-global": (_structured_data("global"), ("ncorrect", "nlabelled")),
+    "structured-span": (_structured_data("span"), ("em_sum", "f1_sum", "nanswers")),
 }
 
 
@@ -289,7 +321,8 @@ def test_finetune_criterion_one_graph_for_batches_of_varying_content(task_name, 
                                                                        nq_examples, wiki_docs):  # noqa: F811
     build, log_keys = FINETUNE_COMPILE[task_name]
     long_len, global_len = build(tmp_path, wiki_dump, pretrain_data, nq_examples, wiki_docs)
-    task, make_criterion = _registered(f"etc_{task_name}", f"etc_{task_name}", data=str(tmp_path / "data"),
+    registered = "etc_" + task_name.split("-")[0]
+    task, make_criterion = _registered(registered, registered, data=str(tmp_path / "data"),
                                        max_long_len=long_len, max_global_len=global_len, pad_to_fixed_length=True)
     ds = task.load_dataset("train")
     items = [ds[i] for i in range(len(ds))]
@@ -318,5 +351,6 @@ def test_finetune_criterion_one_graph_for_batches_of_varying_content(task_name, 
     model.eval()
     with torch.no_grad():
         _, _, log = make_criterion()(model, batches[0])
-    official = {"hotpotqa": "ans_em_sum", "nq": "nq_windows", "openkp": "kp_f1_5", "nextsent": "acc_sum"}[task_name]
+    official = {"hotpotqa": "ans_em_sum", "nq": "nq_windows", "openkp": "kp_f1_5", "nextsent": "acc_sum",
+                "structured-record": "ncorrect", "structured-global": "ncorrect", "structured-span": "em_sum"}[task_name]
     assert official in log

@@ -11,8 +11,8 @@
 
 ``sample_size`` is the number of labelled items the loss sums over (records, global tokens or spans). Nothing
 is read on the host in a training step under a static graph (``torch.compile``, XLA:
-:func:`etc_fairseq.criterion_metrics.logged`, :func:`~etc_fairseq.criterion_metrics.loss_per_sample_size`);
-not yet checked with ``torch.compile`` (``tests/test_compile.py`` covers the other fine-tuning criterions).
+:func:`etc_fairseq.criterion_metrics.logged`, :func:`~etc_fairseq.criterion_metrics.loss_per_sample_size`):
+``tests/test_compile.py`` compiles a training step of each label level with ``torch.compile(fullgraph=True)``.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 from dataclasses import dataclass
