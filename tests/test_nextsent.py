@@ -21,6 +21,7 @@ from etc_fairseq.finetune.nextsent.schema import (
     Article,
     NextSentRecord,
     make_records,
+    question_pool,
     record_from_json,
     record_to_json,
     split_articles,
@@ -68,6 +69,12 @@ def test_records_deterministic_heldout_and_answer_follows_question(articles):
         assert any(list(para[:s]) + list(para[s + 1:]) == sents and para[s] == r.question
                    for para in by_title[r.article].paragraphs)
         assert record_from_json(json.loads(json.dumps(record_to_json(r)))) == r
+    # no question (hence no answer) repeats within a split: nothing is answerable from an earlier record
+    train_recs = make_records(train_a, 300, "train", seed=5)
+    assert len({r.question for r in train_recs}) == 300 and len({r.question for r in recs}) == 30
+    # training records use training articles only (held-out ones only held-out articles, above)
+    train_titles = {a.title for a in train_a}
+    assert all({t for t, _ in r.paragraphs} <= train_titles for r in train_recs)
     # a bad record is one line naming where, the field, what was expected and what was found
     bad = dict(record_to_json(recs[0]), answer=[0, 99])
     with pytest.raises(InputFormatError, match=r"^gold.json: record 4 \(id '[^']+'\): field 'answer': expected "
@@ -95,6 +102,36 @@ def test_tiny_record_by_hand():
     assert r.paragraphs[1 - p] == ("B", ["b0."])  # the distractor's first paragraph
 
 
+def test_questions_drawn_without_replacement_exact():
+    arts = [
+        Article("A", (("a0.", "a1.", "a2."), ("a3.", "a4.", "a5.", "a6."))),
+        Article("B", (("b0.",), ("b1.", "b2."))),  # no paragraph of 3 sentences: no question
+        Article("C", (("c0.", "a0.", "c1."),)),  # "a0." again: one question, its first occurrence (in A)
+    ]
+    assert question_pool(arts) == [(0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1), (0, 1, 2), (2, 0, 0)]
+    shape = dict(same_article=0, distractors=1, distractor_paragraphs=1)
+    recs = make_records(arts, 6, "x", seed=3, **shape)
+    # every question of the pool exactly once, each with the sentence that followed it
+    assert sorted(r.question for r in recs) == ["a0.", "a1.", "a3.", "a4.", "a5.", "c0."]
+    follows = {"a0.": "a1.", "a1.": "a2.", "a3.": "a4.", "a4.": "a5.", "a5.": "a6.", "c0.": "a0."}
+    for r in recs:
+        p, s = r.answer
+        assert r.paragraphs[p][1][s] == follows[r.question]
+    # a draw of fewer is a seeded subset, without repeats
+    few = make_records(arts, 4, "x", seed=3, **shape)
+    assert len({r.question for r in few}) == 4
+    # the copy probe: the same questions, left in their paragraph; the answer is the question's own sentence
+    probe = make_records(arts, 6, "x", seed=3, copy_probe=True, **shape)
+    assert [r.question for r in probe] == [r.question for r in recs]
+    paragraphs = {p for a in arts for p in a.paragraphs}
+    for r in probe:
+        p, s = r.answer
+        assert r.paragraphs[p][1][s] == r.question and tuple(r.paragraphs[p][1]) in paragraphs
+    # more records than questions: one clear error, no silent truncation or repetition
+    with pytest.raises(ValueError, match=r"^x: 7 records requested but its 3 articles give only 6 distinct questions"):
+        make_records(arts, 7, "x", seed=3, **shape)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # metric
 # ---------------------------------------------------------------------------------------------------------
@@ -116,6 +153,23 @@ def test_rank_scores_edge_cases():
         "accuracy": pytest.approx(100 * (1 + 1 / 4) / 2),
         "mrr": pytest.approx(100 * (1 + (1 + 1 / 2 + 1 / 3 + 1 / 4) / 4) / 2), "total": 2}
     assert summarize(0.0, 0.0, 0) == {"accuracy": 0.0, "mrr": 0.0, "total": 0}
+
+
+def test_evaluate_scores_an_unscored_answer_zero(tmp_path):
+    from etc_fairseq.finetune.nextsent.metrics import evaluate_files
+
+    recs = [NextSentRecord("a", "q.", [("A", ["x.", "y.", "z."])], (0, 1), "A"),
+            NextSentRecord("b", "q.", [("A", ["x.", "y."])], (0, 0), "A"),
+            NextSentRecord("c", "q.", [("A", ["x.", "y."])], (0, 1), "A")]
+    gold = tmp_path / "gold.json"
+    gold.write_text(json.dumps([record_to_json(r) for r in recs]))
+    pred = tmp_path / "pred.json"
+    # a: answer ranked 2nd of the scored ones, the unscored one below; b: every sentence unscored (truncation
+    # cut them all), so the answer scores 0, as in the criterion, not the random expectation; c: answer
+    # unscored beside a scored sentence: 0
+    pred.write_text(json.dumps({"a": [1.0, 0.5, None], "b": [None, None], "c": [0.1, None]}))
+    got = evaluate_files(pred, gold)
+    assert got == {"accuracy": 0.0, "mrr": pytest.approx(100 * 0.5 / 3), "total": 3, "missing": 0}
 
 
 def test_criterion_rank_metrics_match_the_definition():
@@ -232,6 +286,8 @@ def test_end_to_end(tmp_path, wiki_dump, pretrain_data, capsys):
     assert meta["num_examples"] == 6 and meta["counts"]["records"] == 6
     info = json.loads((data / "prepare.json").read_text())
     assert not set(info["articles"]["train"]) & set(info["articles"]["valid"])
+    assert info["copy_probe"] is False and set(info["questions_available"]) == {"train", "valid"}
+    assert re.search(r"distinct questions \(each used at most once\): train 12 of \d+, valid 6 of \d+", out)
     valid_records = [record_from_json(d) for d in json.loads((data / "valid.records.json").read_text())]
     assert all({t for t, _ in r.paragraphs} <= set(info["articles"]["valid"]) for r in valid_records)
 

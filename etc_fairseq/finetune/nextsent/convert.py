@@ -172,8 +172,9 @@ def baselines(records) -> Dict[str, float]:
 
 
 def build_records(articles, train: int, valid: int, seed: int, heldout_fraction: float = 0.2, **shape):
-    """``({"train": [...], "valid": [...]}, split article titles)``: held-out records use held-out articles."""
-    from etc_fairseq.finetune.nextsent.schema import make_records, split_articles
+    """``({"train": [...], "valid": [...]}, split article titles, {split: distinct questions its articles
+    give})``: held-out records use held-out articles; no question repeats within a split."""
+    from etc_fairseq.finetune.nextsent.schema import make_records, question_pool, split_articles
 
     train_articles, held_articles = split_articles(articles, heldout_fraction, seed)
     records = {
@@ -181,7 +182,8 @@ def build_records(articles, train: int, valid: int, seed: int, heldout_fraction:
         "valid": make_records(held_articles, valid, "valid", seed, **shape),
     }
     titles = {"train": sorted(a.title for a in train_articles), "valid": sorted(a.title for a in held_articles)}
-    return records, titles
+    available = {"train": len(question_pool(train_articles)), "valid": len(question_pool(held_articles))}
+    return records, titles, available
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -203,6 +205,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--same-article", type=non_negative_int, default=2, help="other paragraphs of the question's article (default 2)")
     g.add_argument("--distractors", type=non_negative_int, default=4, help="distractor articles (default 4)")
     g.add_argument("--distractor-paragraphs", type=non_negative_int, default=2, help="paragraphs per distractor article (default 2)")
+    g.add_argument("--copy-probe", action="store_true",
+                   help="a PROBE, not the task: the question is a copy of a context sentence and the answer that "
+                   "sentence (word overlap solves it); a model learns it on held-out articles only if the question "
+                   "reaches the sentence tokens")
     g = p.add_argument_group("layout")
     g.add_argument("--max-long-len", type=positive_int, default=DEFAULT_MAX_LONG_LEN, help=f"long budget (default {DEFAULT_MAX_LONG_LEN})")
     g.add_argument("--max-global-len", type=positive_int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global budget (default {DEFAULT_MAX_GLOBAL_LEN})")
@@ -223,18 +229,22 @@ def _run(args: argparse.Namespace) -> int:
 
         dump = fetch_wikipedia_sample(args.cache_dir)
     articles = read_articles(dump, args.max_articles)
-    records, titles = build_records(
+    records, titles, available = build_records(
         articles, args.train, args.valid, args.seed, args.heldout_fraction, same_article=args.same_article,
-        distractors=args.distractors, distractor_paragraphs=args.distractor_paragraphs,
+        distractors=args.distractors, distractor_paragraphs=args.distractor_paragraphs, copy_probe=args.copy_probe,
     )
     summary = prepare_nextsent(
         records, args.out, tokenizer, args.max_long_len, args.max_global_len, args.flat_structure,
         args.no_globals, overwrite=args.overwrite, log_every=args.log_every,
-        extra_info={"seed": args.seed, "source": str(dump), "articles": titles},
+        extra_info={"seed": args.seed, "source": str(dump), "articles": titles, "copy_probe": args.copy_probe,
+                    "questions_available": available},
     )
+    print("distinct questions (each used at most once): " + ", ".join(
+        f"{split} {len(records[split])} of {n}" for split, n in available.items()))
     for split, c in summary.items():
         print(f"{split}: " + ", ".join(f"{k}={v}" for k, v in c.items()))
-    print(f"wrote {args.out} (CONSTRUCTED labels on real Wikipedia text)")
+    probe = "; COPY PROBE: the question is a copy of the answer" if args.copy_probe else ""
+    print(f"wrote {args.out} (CONSTRUCTED labels on real Wikipedia text{probe})")
     return 0
 
 

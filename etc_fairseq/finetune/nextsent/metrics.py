@@ -63,8 +63,10 @@ def random_baseline(sentence_counts: Sequence[int]) -> Dict[str, float]:
 # ---------------------------------------------------------------------------------------------------------
 def evaluate_files(predictions: Path, gold: Path) -> Dict[str, float]:
     """Score ``{id: [score per sentence]}`` against the records file ``gold`` (JSON list). ``None`` scores
-    (sentences the model never saw) rank below all others; a missing prediction counts as a constant score
-    (the random expectation) and is counted; a wrong length is an error."""
+    (sentences the model never saw) rank below all others, and an answer scored ``None`` scores 0, as in the
+    ``etc_nextsent`` criterion (the model cannot find what it did not read; otherwise a record whose
+    sentences were all cut would get the random expectation here and 0 in ``fairseq-validate``); a missing
+    prediction counts as a constant score (the random expectation) and is counted; a wrong length is an error."""
     from etc_fairseq.finetune.nextsent.schema import record_from_json
 
     from etc_fairseq.guards import UniqueIds, load_json_file
@@ -84,6 +86,8 @@ def evaluate_files(predictions: Path, gold: Path) -> Dict[str, float]:
             scores = [0.0] * rec.num_sentences
         if len(scores) != rec.num_sentences:
             raise ValueError(f"{predictions}: id {rec.id!r}: {len(scores)} scores, expected {rec.num_sentences}")
+        if scores[rec.answer_rank_index()] is None:
+            continue  # the answer was not scored: 0
         scores = [float("-inf") if s is None else float(s) for s in scores]
         a, r = rank_scores(scores, rec.answer_rank_index())
         acc, rr = acc + a, rr + r

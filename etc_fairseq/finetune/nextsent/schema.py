@@ -15,6 +15,9 @@ entities; :func:`word_overlap_ranking` measures how far lexical matching gets), 
 before the gap is the strongest distractor (it is coherent with the question too, but in the wrong
 direction).
 
+Questions are drawn without replacement (:func:`question_pool`): no two records of a split share a
+question, hence an answer, so a model cannot score by remembering an earlier record's answer.
+
 Splits: articles are split once, by the seed, into train and held-out articles; a held-out record uses only
 held-out articles (question and distractors), so no held-out text is ever seen in training. Everything is
 deterministic from the seed.
@@ -30,6 +33,7 @@ __all__ = [
     "Article",
     "NextSentRecord",
     "split_articles",
+    "question_pool",
     "make_records",
     "word_overlap_ranking",
     "record_to_json",
@@ -120,6 +124,22 @@ def _eligible(article: Article) -> List[int]:
     return [i for i, p in enumerate(article.paragraphs) if len(p) >= 3]
 
 
+def question_pool(articles: Sequence[Article]) -> List[Tuple[int, int, int]]:
+    """Every possible question of ``articles``: ``(article index, paragraph index, sentence index)`` of each
+    sentence that has a next sentence in a paragraph of at least 3 sentences, in article / paragraph /
+    sentence order; a sentence text that occurs more than once (the Wikipedia sample repeats a few) counts
+    once, at its first occurrence."""
+    seen = set()
+    out = []
+    for a, art in enumerate(articles):
+        for p in _eligible(art):
+            for q in range(len(art.paragraphs[p]) - 1):
+                if art.paragraphs[p][q] not in seen:
+                    seen.add(art.paragraphs[p][q])
+                    out.append((a, p, q))
+    return out
+
+
 def split_articles(articles: Sequence[Article], heldout_fraction: float, seed: int) -> Tuple[List[Article], List[Article]]:
     """(train articles, held-out articles): a seeded shuffle of the titles, the first
     ``round(heldout_fraction * n)`` held out. Titles must be unique."""
@@ -143,33 +163,47 @@ def make_records(
     same_article: int = 2,
     distractors: int = 4,
     distractor_paragraphs: int = 2,
+    copy_probe: bool = False,
 ) -> List[NextSentRecord]:
-    """``n`` records from ``articles`` only (see the module docstring).
+    """``n`` records from ``articles`` only (see the module docstring), each with its own question: the
+    questions are drawn without replacement from :func:`question_pool`.
 
     Args:
         articles: the split's articles (at least ``distractors + 1``, one with a paragraph of >= 3 sentences).
-        n: number of records.
+        n: number of records, at most ``len(question_pool(articles))`` (ValueError otherwise).
         split: name used in ids and in the seed.
         seed: everything is a function of ``(seed, split)`` and the articles.
         same_article: other paragraphs of the question's article included (at most).
         distractors: other articles contributing paragraphs.
         distractor_paragraphs: paragraphs taken from each distractor article (its first ones).
+        copy_probe: a PROBE, not the task: the question is a copy of a sentence that stays in its paragraph,
+            and the answer is that sentence (word overlap solves it). A model that does not carry the
+            question to the sentence tokens cannot beat chance on it; one whose path works learns it fast.
     Returns:
         the records, ids ``CONSTRUCTED_<split>_<i>``.
     """
-    sources = [a for a in articles if _eligible(a)]
-    if not sources:
-        raise ValueError(f"{split}: no article has a paragraph of at least 3 sentences")
     if len(articles) < distractors + 1:
         raise ValueError(f"{split}: {len(articles)} articles, need at least {distractors + 1} (--distractors {distractors})")
+    pool_q = question_pool(articles)
+    if not pool_q:
+        raise ValueError(f"{split}: no article has a paragraph of at least 3 sentences")
+    if n > len(pool_q):
+        raise ValueError(
+            f"{split}: {n} records requested but its {len(articles)} articles give only {len(pool_q)} distinct "
+            f"questions (a sentence followed by another in a paragraph of >= 3 sentences); each question is "
+            f"used once, so ask for at most {len(pool_q)} records or give more articles")
     rng = random.Random(f"nextsent-{split}-{seed}")
+    # questions drawn WITHOUT replacement: no two records share a question (hence an answer), so that
+    # nothing in a split can be answered by remembering an earlier record
+    picks = rng.sample(range(len(pool_q)), n)
     out: List[NextSentRecord] = []
-    for i in range(n):
-        art = rng.choice(sources)
-        p_idx = rng.choice(_eligible(art))
+    for i, pick in enumerate(picks):
+        a_idx, p_idx, q = pool_q[pick]
+        art = articles[a_idx]
         para = list(art.paragraphs[p_idx])
-        q = rng.randrange(len(para) - 1)  # the question has a next sentence in its paragraph
-        question = para.pop(q)
+        # the answer sits at index q either way: the question's copy, or the sentence that followed the
+        # removed question
+        question = para[q] if copy_probe else para.pop(q)
         others = [j for j in range(len(art.paragraphs)) if j != p_idx]
         extra = rng.sample(others, min(same_article, len(others)))
         pool = [a for a in articles if a.title != art.title]
