@@ -9,7 +9,8 @@
    examples (:func:`write_split`); the caller adds its counts to
    ``{split}.meta.json`` with ``writer.finalize(**counts)``;
 4. one summary, ``DIR/`` :data:`SUMMARY_FILE` (dataset, tokenizer, options, per-split counts;
-   :func:`write_summary`), written last.
+   :func:`write_summary`), written last;
+5. what ``_run`` prints when it is done: a line per split, then ``wrote DIR`` (:func:`print_summary`).
 
 Nothing here imports fairseq at module import time, so ``etc-prepare --help`` stays fast.
 """
@@ -22,7 +23,7 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 from etc_fairseq.data.prepared import SUMMARY_FILE  # the summary of one run, in the output directory
 from etc_fairseq.guards import non_negative_int
 
@@ -132,3 +133,25 @@ def write_summary(tmp: Path, dataset: str, tokenizer, splits: Mapping[str, dict]
     path.write_text(json.dumps(info, indent=1, default=str) + "\n", encoding="utf-8")
     return path
 
+
+
+def format_counts(counts: Mapping[str, object]) -> str:
+    """``{"records": 3, "truncated": 0}`` -> ``"records=3, truncated=0"`` (a split's counts on one line)."""
+    return ", ".join(f"{k}={v}" for k, v in counts.items())
+
+
+def print_summary(
+    out: PathLike,
+    splits: Mapping[str, object],
+    line: Callable[[object], str] = format_counts,
+    notes: Sequence[str] = (),
+    wrote_note: str = "",
+) -> None:
+    """Print a finished converter's report to stdout: ``{split}: {line(counts)}`` per split (``line`` formats
+    one split's counts, by default :func:`format_counts`), then each of ``notes`` on its own line (e.g.
+    ``"tokenizer: ..."``), then ``wrote {out}``, followed by `` ({wrote_note})`` when one is given."""
+    for split, counts in splits.items():
+        print(f"{split}: {line(counts)}")
+    for note in notes:
+        print(note)
+    print(f"wrote {out}" + (f" ({wrote_note})" if wrote_note else ""))

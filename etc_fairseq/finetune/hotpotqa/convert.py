@@ -57,6 +57,7 @@ from etc_fairseq.finetune.common.convert import (
     add_split_arguments,
     check_split_names,
     prepared_directory,
+    print_summary,
     write_split,
     write_summary,
 )
@@ -349,6 +350,11 @@ def _splits_from_args(args: argparse.Namespace) -> List[Tuple[str, Path]]:
     return out
 
 
+def _summary_line(c: Dict[str, int]) -> str:
+    return (f"{c['examples']} examples ({c['examples_truncated']} truncated, {c['sentences_dropped']} sentences "
+            f"dropped, {c['answers_not_found']} span answers not found, {c['examples_skipped_answer_not_found']} skipped)")
+
+
 def _run(args: argparse.Namespace) -> int:
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
@@ -360,12 +366,7 @@ def _run(args: argparse.Namespace) -> int:
         keep_unfound_train=args.keep_unfound_train, max_examples=args.max_examples, overwrite=args.overwrite,
         log_every=args.log_every,
     )
-    for split, c in summary.items():
-        print(f"{split}: {c['examples']} examples ({c['examples_truncated']} truncated, {c['sentences_dropped']} "
-              f"sentences dropped, {c['answers_not_found']} span answers not found, "
-              f"{c['examples_skipped_answer_not_found']} skipped)")
-    print(f"tokenizer: {tokenizer.stats}")
-    print(f"wrote {args.out}")
+    print_summary(args.out, summary, _summary_line, notes=[f"tokenizer: {tokenizer.stats}"])
     return 0
 
 

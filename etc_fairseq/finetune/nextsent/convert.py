@@ -220,6 +220,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from etc_fairseq.finetune.common.convert import print_summary
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
     tokenizer = WordPieceTokenizer.from_args(args)
@@ -241,10 +242,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     print("distinct questions (each used at most once): " + ", ".join(
         f"{split} {len(records[split])} of {n}" for split, n in available.items()))
-    for split, c in summary.items():
-        print(f"{split}: " + ", ".join(f"{k}={v}" for k, v in c.items()))
     probe = "; COPY PROBE: the question is a copy of the answer" if args.copy_probe else ""
-    print(f"wrote {args.out} (CONSTRUCTED labels on real Wikipedia text{probe})")
+    print_summary(args.out, summary, wrote_note=f"CONSTRUCTED labels on real Wikipedia text{probe}")
     return 0
 
 

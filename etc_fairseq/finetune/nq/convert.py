@@ -47,6 +47,7 @@ from etc_fairseq.finetune.common.convert import (
     add_split_arguments,
     check_split_names,
     prepared_directory,
+    print_summary,
     splits_from_args,
     write_split,
     write_summary,
@@ -417,9 +418,9 @@ def _run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         log_every=args.log_every,
     )
-    for split, st in stats.items():
-        print(f"{split}: {st.examples} examples -> {st.windows} windows, targets {st.target_types}")
-    print(f"wrote {args.out} (tokenizer: {tok.stats})")
+    print_summary(args.out, stats,
+                  lambda st: f"{st.examples} examples -> {st.windows} windows, targets {st.target_types}",
+                  wrote_note=f"tokenizer: {tok.stats}")
     return 0
 
 

@@ -48,6 +48,7 @@ from etc_fairseq.finetune.common.convert import (
     add_split_arguments,
     check_split_names,
     prepared_directory,
+    print_summary,
     splits_from_args,
     write_split,
     write_summary,
@@ -340,10 +341,7 @@ def _run(args: argparse.Namespace) -> int:
     tokenizer = WordPieceTokenizer.from_args(args)
     results = prepare_openkp(inputs, args.out, tokenizer, max_long=args.max_long_len,
                              max_global=args.max_global_len, overwrite=args.overwrite, log_every=args.log_every)
-    for split, stats in results.items():
-        print(f"{split}: {stats.line()}")
-    print(f"tokenizer: {tokenizer.stats}")
-    print(f"wrote {args.out}")
+    print_summary(args.out, results, lambda stats: stats.line(), notes=[f"tokenizer: {tokenizer.stats}"])
     return 0
 
 

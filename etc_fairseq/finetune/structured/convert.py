@@ -45,6 +45,7 @@ from etc_fairseq.finetune.common.convert import (
     add_split_arguments,
     check_split_names,
     prepared_directory,
+    print_summary,
     splits_from_args,
     write_split,
     write_summary,
@@ -512,11 +513,8 @@ def _run(args: argparse.Namespace) -> int:
                              args.max_long_len, args.max_global_len, args.max_links_per_token)
     tokenizer = WordPieceTokenizer.from_args(args)
     summary = prepare_structured(splits, args.out, tokenizer, opts, overwrite=args.overwrite, log_every=args.log_every)
-    for name, counts in summary.items():
-        print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
-    print(f"classes: {opts.classes}" if opts.classes else "labels: answer spans")
-    print(f"tokenizer: {tokenizer.stats}")
-    print(f"wrote {args.out}")
+    print_summary(args.out, summary, notes=[f"classes: {opts.classes}" if opts.classes else "labels: answer spans",
+                                            f"tokenizer: {tokenizer.stats}"])
     return 0
 
 

@@ -72,6 +72,7 @@ from etc_fairseq.finetune.common.convert import (
     add_split_arguments,
     check_split_names,
     prepared_directory,
+    print_summary,
     splits_from_args,
     write_split,
     write_summary,
@@ -457,10 +458,7 @@ def _run(args: argparse.Namespace) -> int:
     opts = LayoutOptions(args.max_long_len, args.max_global_len, args.max_links_per_token, args.flat_structure,
                          args.candidate_attention)
     summary = prepare_wikihop(splits, args.out, tokenizer, opts, overwrite=args.overwrite, log_every=args.log_every)
-    for name, counts in summary.items():
-        print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
-    print(f"tokenizer: {tokenizer.stats}")
-    print(f"wrote {args.out}")
+    print_summary(args.out, summary, notes=[f"tokenizer: {tokenizer.stats}"])
     return 0
 
 
