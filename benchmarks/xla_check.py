@@ -442,13 +442,12 @@ def compare(job: str, cpu_records: List[dict], xla_records: List[dict], warmup: 
     for sites, updates in patterns.items():
         shown = ", ".join(map(str, updates[:8])) + (", ..." if len(updates) > 8 else "")
         print(f"{job}: host reads in {len(updates)} update(s) ({shown}): {sites}")
-    for r in rows:
-        traced = sum(r["host_reads"].values())
-        if r["host_reads"] and traced != r["host_fallbacks"].get("aten::_local_scalar_dense", 0):
-            print(f"{job}: update {r['update']}: {traced} traced reads, "
-                  f"aten::_local_scalar_dense +{r['host_fallbacks'].get('aten::_local_scalar_dense', 0)} "
-                  f"(tolist / numpy copy whole tensors; other reads were not traced)")
     valid_rows = compare_validations(job, _validations(cpu_records), _validations(xla_records), rtol, failures)
+    for what, r in [("update", r) for r in rows] + [("validation after update", r) for r in valid_rows]:
+        traced, counted = sum(r["host_reads"].values()), r["host_fallbacks"].get("aten::_local_scalar_dense", 0)
+        if traced != counted:
+            print(f"{job}: {what} {r['update']}: {traced} traced reads, aten::_local_scalar_dense +{counted} "
+                  f"(tolist / numpy copy whole tensors; other reads were not traced)")
     after = [r for r in rows if not warming_up(r, warmup, log_interval)]
     summary = {
         "updates": len(rows),
