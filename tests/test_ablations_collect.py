@@ -160,6 +160,16 @@ def test_collect_names_the_bad_log(tmp_path, capsys):
                          "--out", str(tmp_path / "r.json")]) == 0
     res = json.loads((tmp_path / "r.json").read_text())
     assert res["ablations"]["g2l"]["arms"]["nohardg2l"]["accuracy"] == {"mean": 30.0, "std": 0.0, "min": 30.0, "max": 30.0}
+    # --arms: only the arms that ran (the missing flat / roberta512 logs are then not needed), in display order
+    _write_log(tmp_path / "ft" / "noglobals-1.log", [{"loss": 4.5, "accuracy": 6.0, "mrr": 19.0, "num_updates": 5}])
+    assert collect.main(["--run-dir", str(tmp_path), "--ablations", "structure", "--seeds", "1", "--arms", "noglobals",
+                         "structure", "--out", str(tmp_path / "r.json")]) == 0
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert list(res["ablations"]["structure"]["arms"]) == ["structure", "noglobals"]
+    assert res["ablations"]["structure"]["arms"]["noglobals"]["accuracy"]["mean"] == 6.0
+    assert collect.main(["--run-dir", str(tmp_path), "--ablations", "structure", "--seeds", "1", "--arms", "flatt",
+                         "--out", str(tmp_path / "r.json")]) == 1
+    assert "--arms: unknown fine-tuning arm 'flatt'" in capsys.readouterr().err
 
 
 def test_collect_one_arm(tmp_path):

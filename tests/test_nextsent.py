@@ -25,6 +25,7 @@ from etc_fairseq.finetune.nextsent.schema import (
     record_from_json,
     record_to_json,
     split_articles,
+    swap_questions,
     word_overlap_ranking,
 )
 from etc_fairseq.prepare.documents import InputFormatError
@@ -127,6 +128,13 @@ def test_questions_drawn_without_replacement_exact():
     for r in probe:
         p, s = r.answer
         assert r.paragraphs[p][1][s] == r.question and tuple(r.paragraphs[p][1]) in paragraphs
+    # the control: each record with the next record's question, context and answer unchanged
+    swapped = swap_questions(probe[:3])
+    assert [r.question for r in swapped] == [probe[1].question, probe[2].question, probe[0].question]
+    assert [(r.id, r.paragraphs, r.answer, r.article) for r in swapped] == [
+        (r.id, r.paragraphs, r.answer, r.article) for r in probe[:3]]
+    with pytest.raises(ValueError, match="at least 2 records"):
+        swap_questions(probe[:1])
     # more records than questions: one clear error, no silent truncation or repetition
     with pytest.raises(ValueError, match=r"^x: 7 records requested but its 3 articles give only 6 distinct questions"):
         make_records(arts, 7, "x", seed=3, **shape)

@@ -155,7 +155,14 @@ def nextsent_meta(run_dir: Path, long_len: int) -> dict:
 
 
 def collect(run_dir: Path, ablations: Sequence[str], seeds: Sequence[str], long_len: int,
-            extra_lengths: Sequence[int], extrapolation_lengths: Sequence[int]) -> dict:
+            extra_lengths: Sequence[int], extrapolation_lengths: Sequence[int],
+            only_arms: Optional[Sequence[str]] = None) -> dict:
+    """Every ablation's arms (``only_arms``: only these of :data:`FINETUNE_ARMS`' fine-tuning arms; None: all)."""
+    if only_arms is not None:
+        known = {n for names in FINETUNE_ARMS.values() for n in names}
+        unknown = [n for n in only_arms if n not in known]
+        if unknown:
+            raise CollectError(f"--arms: unknown fine-tuning arm {unknown[0]!r} (known: {' '.join(sorted(known))})")
     out: dict = {"task": "nextsent (CONSTRUCTED labels, real Wikipedia text)", "seeds": list(seeds),
                  "long": long_len, "ablations": {}}
     finetune = [a for a in ablations if a in FINETUNE_ARMS or a == "length"]
@@ -171,7 +178,8 @@ def collect(run_dir: Path, ablations: Sequence[str], seeds: Sequence[str], long_
     for a in ablations:
         if a in FINETUNE_ARMS:
             out["ablations"][a] = {"metric": "held-out nextsent accuracy / MRR (%)",
-                                   "arms": {name: arm(name) for name in FINETUNE_ARMS[a]}}
+                                   "arms": {name: arm(name) for name in FINETUNE_ARMS[a]
+                                            if only_arms is None or name in only_arms}}
         elif a == "length":
             lengths = sorted(set(extra_lengths) | {long_len})
             arms = {}
@@ -302,6 +310,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--markdown", type=Path, default=None, help="also write the README table here")
     p.add_argument("--arm", default=None, help="write only this fine-tuning arm (curves, seeds) to --out, e.g. a "
                    "longer run of one arm; --ablations is then ignored")
+    p.add_argument("--arms", nargs="+", default=None,
+                   help="only these fine-tuning arms of the structure / cpc / g2l ablations (run.sh's STRUCTURE_ARMS)")
     a = p.parse_args(argv)
     if a.arm is not None:
         try:
@@ -313,7 +323,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{a.arm}: held-out accuracy at " + ", ".join(f"{x['updates']}: {x['accuracy']['mean']:.2f}" for x in one["curve"]))
         return 0
     try:
-        results = collect(a.run_dir, a.ablations, a.seeds, a.long, a.extra_lengths, a.extrapolation_lengths)
+        results = collect(a.run_dir, a.ablations, a.seeds, a.long, a.extra_lengths, a.extrapolation_lengths, a.arms)
     except CollectError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -209,6 +209,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a PROBE, not the task: the question is a copy of a context sentence and the answer that "
                    "sentence (word overlap solves it); a model learns it on held-out articles only if the question "
                    "reaches the sentence tokens")
+    g.add_argument("--swap-questions", action="store_true",
+                   help="a CONTROL: every record gets the next record's question (context and answer unchanged); "
+                   "a model that reads the question loses what it found through it, one that does not scores the same")
     g = p.add_argument_group("layout")
     g.add_argument("--max-long-len", type=positive_int, default=DEFAULT_MAX_LONG_LEN, help=f"long budget (default {DEFAULT_MAX_LONG_LEN})")
     g.add_argument("--max-global-len", type=positive_int, default=DEFAULT_MAX_GLOBAL_LEN, help=f"global budget (default {DEFAULT_MAX_GLOBAL_LEN})")
@@ -234,15 +237,21 @@ def _run(args: argparse.Namespace) -> int:
         articles, args.train, args.valid, args.seed, args.heldout_fraction, same_article=args.same_article,
         distractors=args.distractors, distractor_paragraphs=args.distractor_paragraphs, copy_probe=args.copy_probe,
     )
+    if args.swap_questions:
+        from etc_fairseq.finetune.nextsent.schema import swap_questions
+
+        records = {split: swap_questions(recs) for split, recs in records.items()}
     summary = prepare_nextsent(
         records, args.out, tokenizer, args.max_long_len, args.max_global_len, args.flat_structure,
         args.no_globals, overwrite=args.overwrite, log_every=args.log_every,
         extra_info={"seed": args.seed, "source": str(dump), "articles": titles, "copy_probe": args.copy_probe,
+                    "swap_questions": args.swap_questions,
                     "questions_available": available},
     )
     print("distinct questions (each used at most once): " + ", ".join(
         f"{split} {len(records[split])} of {n}" for split, n in available.items()))
     probe = "; COPY PROBE: the question is a copy of the answer" if args.copy_probe else ""
+    probe += "; CONTROL: questions swapped between records" if args.swap_questions else ""
     print_summary(args.out, summary, wrote_note=f"CONSTRUCTED labels on real Wikipedia text{probe}")
     return 0
 

@@ -24,6 +24,7 @@ deterministic from the seed.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ __all__ = [
     "NextSentRecord",
     "split_articles",
     "question_pool",
+    "swap_questions",
     "make_records",
     "word_overlap_ranking",
     "record_to_json",
@@ -224,6 +226,17 @@ def make_records(
             )
         )
     return out
+
+
+def swap_questions(records: Sequence[NextSentRecord]) -> List[NextSentRecord]:
+    """A CONTROL: record ``i`` with the question of record ``i + 1`` (the last with the first's), context and
+    answer unchanged. A model that reads the question loses what it found through it; one that scores
+    sentences without reading the question (position, style, memory) scores the same as on ``records``.
+    At least 2 records."""
+    if len(records) < 2:
+        raise ValueError(f"swapping questions needs at least 2 records, got {len(records)}")
+    n = len(records)
+    return [dataclasses.replace(r, question=records[(i + 1) % n].question) for i, r in enumerate(records)]
 
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
