@@ -155,14 +155,11 @@ ETC_TINY_PRETRAIN_ARGS = [
 
 @pytest.fixture(scope="session")
 def etc_tiny_checkpoint(pretrain_data, tmp_path_factory) -> Path:
-    import subprocess
-    import sys
+    from forkserver import run_python
 
     save_dir = tmp_path_factory.mktemp("etc_tiny_pretrained")
-    proc = subprocess.run(
-        [sys.executable, "-m", "fairseq_cli.train", str(pretrain_data), *ETC_TINY_PRETRAIN_ARGS, "--save-dir", str(save_dir)],
-        capture_output=True, text=True, cwd=REPO, timeout=600,
-    )
+    proc = run_python(["-m", "fairseq_cli.train", str(pretrain_data), *ETC_TINY_PRETRAIN_ARGS, "--save-dir", str(save_dir)],
+                      cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     path = save_dir / "checkpoint_last.pt"
     assert path.is_file()
@@ -173,18 +170,25 @@ def etc_tiny_checkpoint(pretrain_data, tmp_path_factory) -> Path:
 def etc_tiny_sentence_prediction_checkpoint(classification_data, tmp_path_factory) -> Path:
     """``checkpoint_last.pt`` of ``fairseq-train --task sentence_prediction --arch etc_tiny`` (2 updates) on
     ``classification_data`` (fairseq's ``bin/input0`` + ``bin/label`` layout; the hub tests load it)."""
-    import subprocess
-    import sys
+    from forkserver import run_python
 
     data_dir, num_classes = classification_data
     save = tmp_path_factory.mktemp("sentence_prediction")
-    proc = subprocess.run(
-        [sys.executable, "-m", "fairseq_cli.train", str(data_dir), "--user-dir", str(REPO / "user_dir"),
+    proc = run_python(
+        ["-m", "fairseq_cli.train", str(data_dir), "--user-dir", str(REPO / "user_dir"),
          "--task", "sentence_prediction", "--criterion", "sentence_prediction", "--num-classes", str(num_classes),
          "--arch", "etc_tiny", "--max-positions", "256", "--batch-size", "8", "--max-update", "2", "--cpu",
          "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "fixed", "--num-workers", "0",
          "--no-epoch-checkpoints", "--disable-validation", "--save-dir", str(save)],
-        capture_output=True, text=True, cwd=REPO, timeout=600,
+        cwd=REPO, timeout=600,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return save / "checkpoint_last.pt"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Stop the session's ``tests/forkserver.py`` (if a test started it) with any command it still runs."""
+    import sys
+
+    if "forkserver" in sys.modules:
+        sys.modules["forkserver"].stop()

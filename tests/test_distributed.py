@@ -7,12 +7,12 @@ Real data: the Wikipedia pre-training fixture ``pretrain_data``."""
 import io
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "user_dir")
@@ -29,8 +29,7 @@ def train(data, save_dir, *extra):
            "--lr-scheduler", "fixed", "--cpu", "--seed", "1", "--log-format", "simple", "--log-interval", "1",
            "--num-workers", "0", "--batch-size", "2", "--disable-validation", "--no-epoch-checkpoints",
            "--save-dir", str(save_dir), *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600,
-                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = run_python(cmd[1:], cwd=REPO, timeout=600, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     return log

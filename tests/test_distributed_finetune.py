@@ -20,7 +20,6 @@ prepared with ``etc-prepare`` and trained from scratch on ``etc_tiny`` for 3 upd
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import torch
 
 from test_nq import nq_examples, write_split  # noqa: F401  (nq_examples is a fixture)
 from test_openkp import constructed_page, wiki_docs  # noqa: F401  (wiki_docs is a fixture)
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "user_dir")
@@ -130,8 +130,7 @@ def train(task, data, extra, save_dir, *how):
            "--batch-size", "2", "--required-batch-size-multiple", "1", "--num-workers", "0",
            "--max-update", str(UPDATES), "--save-interval-updates", "1", "--no-epoch-checkpoints",
            "--disable-validation", "--log-format", "simple", "--log-interval", "1", "--save-dir", str(save_dir), *how]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600,
-                          env=dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1"))
+    proc = run_python(cmd[1:], cwd=REPO, timeout=600, env=dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1"))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     return log

@@ -18,7 +18,7 @@ Tiny scale, commands unchanged: the scratch copy's ``.venv/bin`` (first on ``PAT
 runs the real command with the page's arguments followed by the ``SCALE_DOWN`` arguments for that command
 (argparse and hydra take the last value given): 2 updates, a few documents. ``scripts/setup.sh`` finds the
 set-up stamp in that ``.venv`` and does nothing (the set-up has run). To keep the ~100 commands cheap, a
-wrapper runs its command as a fork of ``tests/doc_forkserver.py`` (torch and fairseq imported once per test
+wrapper runs its command as a fork of ``tests/forkserver.py`` (torch and fairseq imported once per test
 session; the command's own file, arguments, directory, environment and streams; nothing of this project
 imported before the fork); ``python`` itself runs as usual.
 
@@ -35,10 +35,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -235,8 +233,8 @@ with open(os.environ["ETC_DOCS_TEST_LOG"], "a") as f:
 server = os.environ.get("ETC_DOCS_TEST_FORKSERVER")
 if server and name not in ("python", "python3"):
     sys.path.insert(0, {tests!r})
-    import doc_forkserver
-    sys.exit(doc_forkserver.run(server, real, args + extra))
+    import forkserver
+    sys.exit(forkserver.run(server, real, args + extra))
 os.execv(real, [real] + args + extra)
 """
 
@@ -361,24 +359,16 @@ def constructed_raw(wiki_dump, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def forkserver():
-    """The socket path of a running ``tests/doc_forkserver.py`` (stopped, with any command it still runs, at
+def forkserver_socket():
+    """The socket path of the session's ``tests/forkserver.py`` (stopped, with any command it still runs, at
     the end of the session)."""
-    sock_dir = tempfile.mkdtemp(prefix="etc-docs-")
-    sock = os.path.join(sock_dir, "fork.sock")
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "doc_forkserver.py"), sock],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        yield sock
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-        shutil.rmtree(sock_dir, ignore_errors=True)
+    import forkserver
+
+    return forkserver.server_socket()
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))
-def test_page_commands_run_as_written(page, tmp_path, request, etc_cache_dir, constructed_raw, forkserver):
+def test_page_commands_run_as_written(page, tmp_path, request, etc_cache_dir, constructed_raw, forkserver_socket):
     run = PAGES[page]
     blocks = all_blocks()[page]
     scratch = tmp_path / "clone"
@@ -396,7 +386,7 @@ def test_page_commands_run_as_written(page, tmp_path, request, etc_cache_dir, co
     log = tmp_path / "calls.jsonl"
     log.touch()
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", ETC_DOCS_TEST_LOG=str(log),
-               ETC_FAIRSEQ_CACHE=str(etc_cache_dir), CUDA_VISIBLE_DEVICES="", ETC_DOCS_TEST_FORKSERVER=forkserver)
+               ETC_FAIRSEQ_CACHE=str(etc_cache_dir), CUDA_VISIBLE_DEVICES="", ETC_DOCS_TEST_FORKSERVER=forkserver_socket)
     env.pop("VIRTUAL_ENV", None)
     script = tmp_path / "page.sh"
     script.write_text(page_script(blocks))

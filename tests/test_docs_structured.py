@@ -7,8 +7,9 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+from forkserver import write_wrappers
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "structured.md"
@@ -55,7 +56,10 @@ def test_tutorial_runs_as_written(tmp_path, monkeypatch, capsys, etc_cache_dir, 
     assert any(g["type"] == "CANDIDATE" and g.get("links") for r in train for g in r["globals"])
 
     (script,) = blocks(text, "bash")
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1")
+    # the page's commands, each a fork of a warm interpreter (tests/forkserver.py), found first on PATH
+    bin_dir = write_wrappers(tmp_path / "bin", ["etc-prepare", "fairseq-train", "fairseq-validate", "etc-predict",
+                                                "etc-evaluate", "etc-show"])
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1")
     proc = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]

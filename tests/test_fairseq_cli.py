@@ -3,11 +3,10 @@ kill-free resume), ``fairseq-validate``, safe checkpoint loading, and a classifi
 by the stock ``sentence_prediction`` task."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import torch
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "user_dir")
@@ -21,9 +20,7 @@ TINY = [
 
 
 def run_fairseq(module: str, *args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=REPO, timeout=600
-    )
+    proc = run_python(["-m", module, *args], cwd=REPO, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{module} failed:\n{out[-4000:]}"
     return out

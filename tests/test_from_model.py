@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from forkserver import run_python
 
 FIXTURES = Path(__file__).parent / "fixtures" / "official"
 REPO = Path(__file__).resolve().parents[1]
@@ -376,14 +377,12 @@ def test_prepare_pretrain_from_model_wordpiece(lifted_official, wiki_dump, tmp_p
     # fairseq-validate on the converted checkpoint itself: no model flags, the task and criterion named on the
     # command line (the checkpoint, never trained, holds only a placeholder task and no criterion)
     import re
-    import subprocess
-    import sys
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "fairseq_cli.validate", str(bin_dir), "--user-dir", str(REPO / "user_dir"),
+    proc = run_python(
+        ["-m", "fairseq_cli.validate", str(bin_dir), "--user-dir", str(REPO / "user_dir"),
          "--task", "etc_pretraining", "--criterion", "cpc_mlm", "--path", str(lifted_official / "model.pt"),
          "--max-long-len", "256", "--max-global-len", "32", "--batch-size", "4", "--cpu", "--num-workers", "0"],
-        capture_output=True, text=True, cwd=REPO, timeout=600)
+        cwd=REPO, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
     assert re.search(r"valid on 'valid' subset \| loss [\d.]+ \| mlm_loss [\d.]+ \| mlm_accuracy [\d.]+ \| cpc_loss", log), log[-2000:]

@@ -5,13 +5,12 @@ sentences of real articles of the ``wiki_dump`` fixture, titles = article titles
 answers and supporting facts were written for these tests.
 """
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "user_dir")
@@ -580,7 +579,7 @@ def test_hotpotqa_losses_masks():
 
 
 def run_fairseq(module, *args):
-    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=REPO, timeout=600)
+    proc = run_python(["-m", module, *args], cwd=REPO, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{module} failed:\n{out[-4000:]}"
     return out

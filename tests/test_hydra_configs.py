@@ -9,23 +9,22 @@ architecture; the pure fill step keeps fields the yaml sets.
 """
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from omegaconf import OmegaConf
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def hydra_train(config_dir: str, data: Path, save: Path, cwd: Path, *overrides: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "fairseq_cli.hydra_train", "--config-dir", str(REPO / config_dir),
+    proc = run_python(
+        ["-m", "fairseq_cli.hydra_train", "--config-dir", str(REPO / config_dir),
          "--config-name", "etc_tiny", f"task.data={data}", f"checkpoint.save_dir={save}",
          f"common.user_dir={REPO / 'user_dir'}", "optimization.max_update=2", *overrides],
-        capture_output=True, text=True, cwd=cwd, timeout=600,
+        cwd=cwd, timeout=600,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]

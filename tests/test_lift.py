@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ from etc_fairseq.lift import (
     normalise_roberta_state,
 )
 from etc_fairseq.models import config_for_arch
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "user_dir")
@@ -55,11 +57,16 @@ FAIRSEQ_COMMON = [
 
 
 def fairseq_cmd(module, *args):
-    return [sys.executable, "-m", module, *args]
+    """``python -m module args``, as :func:`run` and ``run_python`` take it (no interpreter in front)."""
+    return ["-m", module, *args]
 
 
 def run(cmd, timeout=300):
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    """Run ``cmd``: a :func:`fairseq_cmd` as a fork of a warm interpreter, an executable as a subprocess."""
+    if cmd[0] == "-m":
+        proc = run_python(cmd, cwd=REPO, timeout=timeout)
+    else:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{cmd[:4]} failed:\n{out[-4000:]}"
     return out
@@ -510,14 +517,8 @@ def test_fairseq_train_finetunes_from_lifted_checkpoint(lifted_via_cli, mlm_data
     lifted_cmd = fairseq_cmd("fairseq_cli.train", *common, "--save-dir", str(tmp_path / "a"),
                              "--finetune-from-model", str(lifted_via_cli))
     scratch_cmd = fairseq_cmd("fairseq_cli.train", *common, "--save-dir", str(tmp_path / "b"))
-    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
-             for c in (lifted_cmd, scratch_cmd)]
-    logs = []
-    for p in procs:
-        out, _ = p.communicate(timeout=300)
-        assert p.returncode == 0, out[-4000:]
-        logs.append(out)
-    lifted_log, scratch_log = logs
+    with ThreadPoolExecutor(2) as pool:  # the two runs side by side
+        lifted_log, scratch_log = pool.map(run, (lifted_cmd, scratch_cmd))
     assert "loading pretrained model from" in lifted_log
     assert re.search(r"Loaded checkpoint .*lifted\.pt \(epoch 1 @ 0 updates\)", lifted_log)
     lifted, scratch = first_loss(lifted_log), first_loss(scratch_log)

@@ -9,8 +9,6 @@ import gzip
 import itertools
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from etc_fairseq.structure.global_tokens import global_token_table
 from etc_fairseq.finetune.nq import schema
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.structure.global_tokens import GlobalTokenType as T
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -590,7 +589,7 @@ def test_validation_meter_matches_etc_evaluate_and_flags_missing_windows():
 
 
 def _run(cmd, timeout=300):
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    proc = run_python(cmd, cwd=REPO, timeout=timeout)
     assert proc.returncode == 0, (cmd, proc.stdout[-3000:], proc.stderr[-3000:])
     return proc.stdout + proc.stderr
 
@@ -608,16 +607,15 @@ def test_end_to_end(nq_examples, pretrain_data, etc_tiny_checkpoint, tmp_path, c
     captured = capsys.readouterr()
     assert rc == 0, captured.err[-2000:]
     assert "valid: 3 examples" in captured.out
-    py = sys.executable
     common = ["--user-dir", str(REPO / "user_dir"), "--task", "etc_nq", "--criterion", "etc_nq", "--max-long-len", "96",
               "--max-global-len", "48", "--batch-size", "4", "--required-batch-size-multiple", "1", "--cpu", "--num-workers", "0"]
     save = tmp_path / "ckpt"
-    _run([py, "-m", "fairseq_cli.train", str(data), *common, "--arch", "etc_tiny",
+    _run(["-m", "fairseq_cli.train", str(data), *common, "--arch", "etc_tiny",
           "--finetune-from-model", str(etc_tiny_checkpoint), "--optimizer", "adam", "--lr", "1e-3",
           "--lr-scheduler", "fixed", "--max-update", "3", "--seed", "1", "--save-dir", str(save),
           "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1"])
     ckpt = save / "checkpoint_last.pt"
-    out = _run([py, "-m", "fairseq_cli.validate", str(data), *common, "--path", str(ckpt), "--valid-subset", "valid"])
+    out = _run(["-m", "fairseq_cli.validate", str(data), *common, "--path", str(ckpt), "--valid-subset", "valid"])
     line = [l for l in out.splitlines() if "nq_long_f1" in l][-1]
     val = {k: float(v) for k, v in re.findall(r"(nq_\w+) ([-\d.]+)", line)}
     assert val["nq_examples"] == 3 and val["nq_incomplete"] == 0, line

@@ -6,8 +6,9 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
+
+from forkserver import write_wrappers
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -15,7 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 def test_official_etc_recipe_runs_end_to_end(wiki_dump, etc_cache_dir, tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, MAX_UPDATE="2", BATCH_SIZE="3", OUT=str(out), ETC_FAIRSEQ_CACHE=str(etc_cache_dir),
-               ETC_VENV=str(Path(sys.executable).parent.parent), CUDA_VISIBLE_DEVICES="")
+               ETC_VENV=str(tmp_path / "venv"), CUDA_VISIBLE_DEVICES="")
+    # the script's $ETC_VENV/bin/python: python -m / a script as a fork of a warm interpreter (tests/forkserver.py)
+    write_wrappers(tmp_path / "venv" / "bin", [])
     proc = subprocess.run(["bash", str(REPO / "examples" / "official_etc" / "run.sh")], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
     log = proc.stdout + proc.stderr

@@ -8,8 +8,6 @@ with a made-up but plausible layout (positions, sizes, fonts). The keyphrases ar
 import json
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +37,7 @@ from etc_fairseq.finetune.openkp.heads import (
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.finetune.openkp.convert import enumerate_ngram_ids, gold_phrase_ids, layout_document, word_nodes
 from etc_fairseq.finetune.openkp.schema import GOLD_NOT_IN_DOCUMENT, VdomNode, parse_record
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -120,7 +119,7 @@ def tokenizer(pretrain_data):
 
 
 def _cli(module, *args, timeout=300):
-    proc = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    proc = run_python(["-m", module, *map(str, args)], cwd=REPO, timeout=timeout)
     return proc
 
 

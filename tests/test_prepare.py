@@ -3,7 +3,6 @@
 import bz2
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from etc_fairseq.prepare.mlm import spool_and_split
 from etc_fairseq.prepare.spm import WORD_START, encode_document_file, load_spm, train_spm, wrap_pieces
 from etc_fairseq.prepare.wikipedia import DumpFormatError, WikiStats, iter_pages, iter_wikipedia_documents
 from etc_fairseq.prepare.wikitext import wikitext_to_paragraphs
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 MARKUP = ["{{", "}}", "[[", "]]", "<ref", "</ref", "&amp;", "&nbsp;", "thumb|", "'''", "<!--", "__TOC__"]
@@ -351,10 +351,10 @@ def test_classification_data(classification_prepared, classification_data, mlm_p
 
 def test_cli_mlm_end_to_end_on_dump(wiki_dump, tmp_path):
     out = tmp_path / "data"
-    proc = subprocess.run(
-        [sys.executable, "-m", "etc_fairseq.cli.prepare", "mlm", "--input", str(wiki_dump), "--out", str(out),
+    proc = run_python(
+        ["-m", "etc_fairseq.cli.prepare", "mlm", "--input", str(wiki_dump), "--out", str(out),
          "--max-docs", "6", "--vocab-size", "400", "--valid-docs", "1", "--seed", "2"],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        cwd=REPO, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "train: 5 docs" in proc.stdout and "valid: 1 docs" in proc.stdout

@@ -11,12 +11,11 @@ naming the flag to pass (``etc_fairseq/data/prepared.py``):
   ``--max-global-len`` is refused naming the flag; a model with absolute positions too short is refused.
 """
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from forkserver import run_python
 
 from etc_fairseq.data import prepared
 
@@ -139,8 +138,7 @@ def _prepare(wiki_dump, pretrain_data, out, long_len, global_len):
 
 
 def _fairseq(module, *argv):
-    return subprocess.run([sys.executable, "-m", f"fairseq_cli.{module}", *map(str, argv)],
-                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    return run_python(["-m", f"fairseq_cli.{module}", *map(str, argv)], cwd=REPO, timeout=600)
 
 
 def test_train_validate_and_predict_take_up_the_prepared_lengths(tmp_path, wiki_dump, pretrain_data):

@@ -2,8 +2,6 @@
 cpc_mlm criterion, on the real Wikipedia pre-training fixture; fairseq-train / fairseq-validate end to end."""
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ from etc_fairseq.data.pretraining_dataset import PretrainingDataset
 from etc_fairseq.models import EtcModel, config_for_arch
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 from etc_fairseq.pretraining.task import EtcPretrainingConfig, EtcPretrainingTask
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "user_dir")
@@ -310,7 +309,7 @@ COMMON = ["--user-dir", USER_DIR, "--task", "etc_pretraining", "--criterion", "c
 
 
 def run_fairseq(module, *args):
-    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=REPO, timeout=600)
+    proc = run_python(["-m", module, *args], cwd=REPO, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{module} failed:\n{out[-4000:]}"
     return out

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "user_dir")
@@ -25,9 +26,9 @@ TRAIN = ["--user-dir", USER_DIR, "--task", "etc_pretraining", "--criterion", "cp
 
 
 def fairseq(module, *args, env=None):
-    """Run a fairseq command line in a fresh interpreter; returns (returncode, stdout + stderr)."""
-    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=600, env=env)
+    """Run a fairseq command line as a fresh process (a fork of a warm interpreter); returns
+    (returncode, stdout + stderr)."""
+    proc = run_python(["-m", module, *args], cwd=REPO, timeout=600, env=env)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -313,9 +314,8 @@ def test_etc_predict_refuses_wav2vec2_config_in_one_line(trained, pretrain_data,
     marker = tmp_path / "PWNED"
     evil = wav2vec2_checkpoint(trained, tmp_path / "evil.pt", marker)
     out = tmp_path / "pred.json"
-    proc = subprocess.run([sys.executable, "-m", "etc_fairseq.cli.predict", "wikihop", "--path", str(evil),
-                           "--data", str(pretrain_data), "--output", str(out), "--device", "cpu"],
-                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    proc = run_python(["-m", "etc_fairseq.cli.predict", "wikihop", "--path", str(evil),
+                       "--data", str(pretrain_data), "--output", str(out), "--device", "cpu"], cwd=REPO, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert re.fullmatch(r"etc-predict wikihop: error: " + REFUSED_WAV2VEC2.format(re.escape(str(evil))) + r".*\)", last), last

@@ -11,8 +11,6 @@ tokens, scoring each sentence from the mean of its tokens' features with the nex
 """
 import argparse
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,6 +18,7 @@ import pytest
 import torch
 
 from etc_fairseq.checkpoint_io import load_checkpoint, validate_checkpoint_config
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 WINDOW = 64
@@ -28,7 +27,7 @@ ROBERTA_SIZE = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder
 
 
 def run(cmd, timeout=600):
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    proc = run_python(cmd, cwd=REPO, timeout=timeout)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{cmd[:4]} failed:\n{out[-4000:]}"
     return out
@@ -126,7 +125,7 @@ def test_criterion_counts_an_answer_beyond_the_window_as_lost():
 def roberta_checkpoint(pretrain_data, tmp_path_factory) -> Path:
     """fairseq-train --arch roberta_base (tiny), masked_lm, 2 updates on the real Wikipedia fixture."""
     save = tmp_path_factory.mktemp("roberta_window_src")
-    run([sys.executable, "-m", "fairseq_cli.train", str(pretrain_data), "--task", "masked_lm", "--criterion",
+    run(["-m", "fairseq_cli.train", str(pretrain_data), "--task", "masked_lm", "--criterion",
          "masked_lm", "--arch", "roberta_base", *ROBERTA_SIZE, "--max-positions", str(WINDOW),
          "--tokens-per-sample", str(WINDOW), "--sample-break-mode", "complete", "--batch-size", "4",
          "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "fixed", "--max-update", "2", "--cpu",
@@ -205,13 +204,13 @@ def test_finetune_and_validate_through_fairseq(converted, pretrain_data, wiki_du
               "--max-long-len", "512", "--max-global-len", "8", "--cpu", "--num-workers", "0",
               "--required-batch-size-multiple", "1"]
     save = tmp_path / "ckpt"
-    log = run([sys.executable, "-m", "fairseq_cli.train", str(data), *common, "--arch", "roberta_window",
+    log = run(["-m", "fairseq_cli.train", str(data), *common, "--arch", "roberta_window",
                *ROBERTA_SIZE, "--max-positions", str(WINDOW), "--finetune-from-model", str(converted),
                "--batch-size", "4", "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "fixed",
                "--max-update", "2", "--seed", "1", "--no-epoch-checkpoints", "--disable-validation",
                "--log-format", "simple", "--log-interval", "1", "--save-dir", str(save)])
     assert re.search(r"num_updates=2\b", log) and f"Loaded checkpoint {converted}" in log, log[-3000:]
-    out = run([sys.executable, "-m", "fairseq_cli.validate", str(data), *common,
+    out = run(["-m", "fairseq_cli.validate", str(data), *common,
                "--path", str(save / "checkpoint_last.pt"), "--valid-subset", "valid", "--batch-size", "2"])
     m = re.search(r"valid on 'valid' subset .*\| accuracy ([\d.]+) \| mrr ([\d.]+) \| lost ([\d.]+)", out)
     assert m, out[-2000:]

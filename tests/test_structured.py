@@ -17,6 +17,7 @@ from etc_fairseq.errors import InputFormatError
 from etc_fairseq.finetune.structured.builder import Document, find_mentions, write_jsonl
 from etc_fairseq.finetune.structured.convert import StructuredOptions, layout_record
 from etc_fairseq.finetune.structured.schema import read_records, record_from_json, record_to_json
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -263,7 +264,7 @@ def constructed_documents(wiki_dump, n=8):
 
 
 def _run(args, cwd):
-    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+    proc = run_python(["-m", *args], cwd=cwd, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return proc.stdout + proc.stderr
 

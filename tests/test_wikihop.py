@@ -9,8 +9,6 @@ import importlib.util
 import json
 import math
 import re
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from etc_fairseq.finetune.wikihop.convert import (
 )
 from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, read_wikihop
 from etc_fairseq.structure.global_tokens import GlobalTokenType as T
+from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -404,22 +403,22 @@ def test_end_to_end(tmp_path, wiki_dump, pretrain_data, etc_tiny_checkpoint, cap
               "--max-long-len", "384", "--max-global-len", "64", "--cpu", "--num-workers", "0",
               "--required-batch-size-multiple", "1"]
     save = tmp_path / "ckpt"
-    train = subprocess.run(
-        [sys.executable, "-m", "fairseq_cli.train", str(data), *common, "--arch", "etc_tiny",
+    train = run_python(
+        ["-m", "fairseq_cli.train", str(data), *common, "--arch", "etc_tiny",
          "--finetune-from-model", str(etc_tiny_checkpoint), "--batch-size", "4", "--optimizer", "adam",
          "--lr", "1e-3", "--lr-scheduler", "fixed", "--max-update", "3", "--seed", "1", "--no-epoch-checkpoints",
          "--disable-validation", "--log-format", "simple", "--log-interval", "1", "--save-dir", str(save)],
-        capture_output=True, text=True, cwd=REPO, timeout=600,
+        cwd=REPO, timeout=600,
     )
     assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
     log = train.stdout + train.stderr
     assert re.search(r"num_updates=3\b", log) and re.search(r"accuracy=[\d.]+", log)
     ckpt = save / "checkpoint_last.pt"
 
-    valid = subprocess.run(
-        [sys.executable, "-m", "fairseq_cli.validate", str(data), *common, "--path", str(ckpt),
+    valid = run_python(
+        ["-m", "fairseq_cli.validate", str(data), *common, "--path", str(ckpt),
          "--valid-subset", "valid", "--batch-size", "1"],
-        capture_output=True, text=True, cwd=REPO, timeout=600,
+        cwd=REPO, timeout=600,
     )
     assert valid.returncode == 0, valid.stdout[-3000:] + valid.stderr[-3000:]
     m = re.search(r"valid on 'valid' subset .*\| accuracy ([\d.]+)", valid.stdout + valid.stderr)
