@@ -16,11 +16,13 @@ cannot drift away from the code unnoticed.
 Tiny scale, commands unchanged: the scratch copy's ``.venv/bin`` (first on ``PATH``; the recipes'
 ``run.sh`` use ``.venv/bin`` too) holds one small wrapper per console script. A wrapper logs the call and
 runs the real command with the page's arguments followed by the ``SCALE_DOWN`` arguments for that command
-(argparse and hydra take the last value given): 2 updates, a few documents. ``scripts/setup.sh`` finds the
-set-up stamp in that ``.venv`` and does nothing (the set-up has run). To keep the ~100 commands cheap, a
+(argparse and hydra take the last value given): 2 updates, a few documents, 2 of them held out (every
+fairseq-train and fairseq-validate of a pretraining page ends with a pass over them). ``scripts/setup.sh`` finds
+the set-up stamp in that ``.venv`` and does nothing (the set-up has run). To keep the ~100 commands cheap, a
 wrapper runs its command as a fork of ``tests/forkserver.py`` (torch and fairseq imported once per test
 session; the command's own file, arguments, directory, environment and streams; nothing of this project
-imported before the fork); ``python`` itself runs as usual.
+imported before the fork), and so do ``python -m MODULE`` and ``python SCRIPT``; ``python -`` (a page's
+```` ```python ```` block) and ``python -c`` run the real interpreter.
 
 Official inputs that cannot be downloaded here (HotpotQA, WikiHop, NQ, OpenKP files) are stand-ins at the
 paths the page names: the CONSTRUCTED files of ``examples/<dataset>/construct.py`` (real Wikipedia text,
@@ -53,7 +55,7 @@ REAL_BIN = Path(sys.executable).parent
 SCALE_DOWN: Dict[str, List[str]] = {
     "fairseq-train": ["--max-update", "2", "--update-freq", "1"],
     "fairseq-hydra-train": ["optimization.max_update=2", "optimization.update_freq=[1]"],
-    "etc-prepare pretrain": ["--max-docs", "12", "--vocab-size", "1000"],
+    "etc-prepare pretrain": ["--max-docs", "12", "--vocab-size", "1000", "--valid-docs", "2"],
     "etc-prepare mlm": ["--max-docs", "20", "--vocab-size", "1000"],
     "etc-prepare article-classification": ["--max-docs", "20"],
     "etc-prepare nextsent": ["--train", "8", "--valid", "4"],
@@ -231,11 +233,16 @@ extra = rules.get(key, [])
 with open(os.environ["ETC_DOCS_TEST_LOG"], "a") as f:
     f.write(json.dumps([name] + args) + "\\n")
 server = os.environ.get("ETC_DOCS_TEST_FORKSERVER")
-if server and name not in ("python", "python3"):
+if server:
     sys.path.insert(0, {tests!r})
     import forkserver
-    sys.exit(forkserver.run(server, real, args + extra))
-os.execv(real, [real] + args + extra)
+    if name not in ("python", "python3"):
+        sys.exit(forkserver.run(server, real, args + extra))
+    if args[:1] == ["-m"] and len(args) > 1:
+        sys.exit(forkserver.run(server, args[1], args[2:] + extra, module=True))
+    if args and not args[0].startswith("-"):
+        sys.exit(forkserver.run(server, args[0], args[1:] + extra))
+os.execv(real, [real] + args + extra)  # python -, python -c: the real interpreter
 """
 
 
