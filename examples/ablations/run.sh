@@ -15,7 +15,7 @@
 #                  paper's default, unless named otherwise) vs the same global tokens without hierarchy (flat)
 #                  vs only a CLS global token = local attention only (noglobals) vs fairseq RoBERTa of the same
 #                  size reading the first 512 long tokens (roberta512, pretrained with masked_lm, same budget)
-#   length         the structure arm at long length 512 vs LONG vs 4096 (data prepared at each length)
+#   length         the structure arm at long length 512 vs LONG vs 2048 (EXTRA_LENGTHS; data prepared at each length)
 #   cpc            the structure arm fine-tuned from a model pretrained with CPC + MLM vs MLM only (--cpc-weight 0,
 #                  same MLM updates and masking)
 #   g2l            the structure arm (--hard-g2l: a global token sees only the long tokens it summarises, the
@@ -36,9 +36,12 @@
 # output exists) is skipped, so an interrupted run resumes where it stopped; delete a log to redo that step.
 #
 # Knobs (environment variables): ABLATIONS, RUN_DIR [runs/ablations], ETC_VENV [.venv], SEEDS [1 2 3],
-# TRAIN [2000], VALID [300] (nextsent records), UPDATES [100] (fine-tuning), VALID_EVERY [50], LR [2e-3],
-# BATCH [8], LONG [2048], PRE_UPDATES [540], LIFT_UPDATES [150], VOCAB [4000], JOBS [1] (fine-tuning and
-# pretraining runs of the ablations at once: with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
+# TRAIN [5000], VALID [300] (nextsent records), NEXTSENT_SHAPE [--distractors 3 --distractor-paragraphs 1
+# --same-article 1] (etc-prepare nextsent's record shape), UPDATES [400] (fine-tuning), VALID_EVERY [100], LR [2e-3],
+# BATCH [8], LONG [1024], EXTRA_LENGTHS [512 2048] (the length ablation), STRUCTURE_ARMS [flat noglobals
+# roberta512] (the structure ablation's arms besides structure), PRE_UPDATES [540], LIFT_UPDATES [150],
+# VOCAB [4000], JOBS [1] (fine-tuning and pretraining runs of the ablations at once: with JOBS > 1 set
+# OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
 QUICK=0
@@ -58,13 +61,21 @@ if [ "$QUICK" = 1 ]; then
   PRE_UPDATES=${PRE_UPDATES:-10}; LIFT_UPDATES=${LIFT_UPDATES:-4}; VOCAB=${VOCAB:-1000}
   EXTRA_LENGTHS=${EXTRA_LENGTHS:-"512 1024"}; EXTRAP_LENGTHS=${EXTRAP_LENGTHS:-"512 1024"}; LONG=${LONG:-768}
 else
-  SEEDS=${SEEDS:-"1 2 3"}; TRAIN=${TRAIN:-2000}; VALID=${VALID:-300}; UPDATES=${UPDATES:-100}; VALID_EVERY=${VALID_EVERY:-50}
+  SEEDS=${SEEDS:-"1 2 3"}; TRAIN=${TRAIN:-5000}; VALID=${VALID:-300}; UPDATES=${UPDATES:-400}; VALID_EVERY=${VALID_EVERY:-100}
   PRE_UPDATES=${PRE_UPDATES:-540}; LIFT_UPDATES=${LIFT_UPDATES:-150}; VOCAB=${VOCAB:-4000}
-  EXTRA_LENGTHS=${EXTRA_LENGTHS:-"512 4096"}; EXTRAP_LENGTHS=${EXTRAP_LENGTHS:-"512 2048 8192"}; LONG=${LONG:-2048}
+  EXTRA_LENGTHS=${EXTRA_LENGTHS:-"512 2048"}; EXTRAP_LENGTHS=${EXTRAP_LENGTHS:-"512 2048 8192"}; LONG=${LONG:-1024}
 fi
 LR=${LR:-2e-3}
+# records of about 720 pieces (sentencepiece 4000; 91 % longer than 512, the answer ~350 pieces after the
+# question, far beyond etc_tiny's 2 layers x radius 16): they fit long length 1024 (1-2 % lose the answer to
+# truncation), half the long tokens of etc-prepare's default 4 x 2 distractor paragraphs (1,456 at 2048)
+NEXTSENT_SHAPE=${NEXTSENT_SHAPE:-"--distractors 3 --distractor-paragraphs 1 --same-article 1"}
 BATCH=${BATCH:-8}
 JOBS=${JOBS:-1}
+STRUCTURE_ARMS=${STRUCTURE_ARMS:-"flat noglobals roberta512"}
+for a in $STRUCTURE_ARMS; do
+  case " flat noglobals roberta512 " in *" $a "*) ;; *) echo "error: unknown STRUCTURE_ARMS arm '$a' (known: flat noglobals roberta512)" >&2; exit 2 ;; esac
+done
 export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
 for a in $ABLATIONS; do
   case " $ALL " in *" $a "*) ;; *) echo "error: unknown ablation '$a' (known: $ALL)" >&2; exit 2 ;; esac
@@ -74,6 +85,7 @@ for tool in fairseq-train fairseq-validate etc-prepare etc-lift python; do
 done
 [ -d user_dir ] || { echo "error: run this script from the repository root" >&2; exit 1; }
 has() { case " $ABLATIONS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+arm() { case " $STRUCTURE_ARMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }   # an arm of `structure` besides itself
 
 mkdir -p "$RUN_DIR/ft" "$RUN_DIR/pre"
 start=$(date +%s)
@@ -133,7 +145,7 @@ nextsent_data() {  # LAYOUT LEN -> prints the directory
   case "$layout" in structure) ;; flat) flag=--flat-structure ;; noglobals) flag=--no-globals ;; esac
   if [ ! -f "$out/prepare.json" ]; then
     stage "etc-prepare nextsent ($layout, long $len, $TRAIN / $VALID records) -> $out" >&2
-    "$VENV_BIN/etc-prepare" nextsent --wikipedia-sample --train "$TRAIN" --valid "$VALID" --seed 1 \
+    "$VENV_BIN/etc-prepare" nextsent --wikipedia-sample --train "$TRAIN" --valid "$VALID" --seed 1 $NEXTSENT_SHAPE \
       --max-long-len "$len" --max-global-len $(( len / 8 )) $flag --pretrain-dir "$PRE/data/bin" \
       --out "$out" --overwrite >&2
   fi
@@ -148,7 +160,7 @@ finetune() {  # ARM SEED DATA LEN INIT [extra fairseq-train flags...]: one fine-
     --max-long-len "$len" --max-global-len $(( len / 8 )) --finetune-from-model "$init" \
     --batch-size "$BATCH" --required-batch-size-multiple 1 --optimizer adam --adam-betas '(0.9,0.98)' --clip-norm 1.0 \
     --lr "$LR" --lr-scheduler inverse_sqrt --warmup-updates $(( UPDATES / 10 + 1 )) --max-update "$UPDATES" \
-    --validate-interval-updates "$VALID_EVERY" --validate-interval 100000 --save-interval 100000 --no-save \
+    --validate-interval-updates "$VALID_EVERY" --validate-interval 100000 --save-interval 100000 --no-epoch-checkpoints --no-save-optimizer-state \
     --seed "$seed" --cpu --num-workers 0 --log-format simple --log-interval 10 \
     --save-dir "$RUN_DIR/ft/$arm-$seed" "$@" > "$log" 2>&1 || { echo "error: fine-tuning $arm seed $seed failed, see $log" >&2; exit 1; }
   grep "valid on 'valid'" "$log" | tail -1
@@ -187,16 +199,17 @@ if has structure || has length || has cpc || has g2l || has extrapolation; then 
 if has g2l; then pretrain_etc cpc_soft_g2l 0.2 ""; fi
 if has structure || has length || has cpc || has g2l; then D=$(nextsent_data structure "$LONG"); fi
 if has structure; then
-  pretrain_roberta
-  DF=$(nextsent_data flat "$LONG"); DN=$(nextsent_data noglobals "$LONG")
+  if arm roberta512; then pretrain_roberta; fi
+  if arm flat; then DF=$(nextsent_data flat "$LONG"); fi
+  if arm noglobals; then DN=$(nextsent_data noglobals "$LONG"); fi
 fi
 for seed in $SEEDS; do   # seed by seed, so that a run cut short has every arm of the first seeds
   if has structure || has length || has cpc || has g2l; then spawn finetune structure "$seed" "$D" "$LONG" "$CPC" --arch etc_tiny --hard-g2l; fi
   if has structure; then
-    spawn finetune flat "$seed" "$DF" "$LONG" "$CPC" --arch etc_tiny --hard-g2l
-    spawn finetune noglobals "$seed" "$DN" "$LONG" "$CPC" --arch etc_tiny --hard-g2l
+    if arm flat; then spawn finetune flat "$seed" "$DF" "$LONG" "$CPC" --arch etc_tiny --hard-g2l; fi
+    if arm noglobals; then spawn finetune noglobals "$seed" "$DN" "$LONG" "$CPC" --arch etc_tiny --hard-g2l; fi
     # the same long input as `structure` (its global tokens ignored), cropped to the first 512 tokens
-    spawn finetune roberta512 "$seed" "$D" "$LONG" "$PRE/roberta_window.pt" --arch roberta_window "${TINY_ROBERTA[@]}" --max-positions 512
+    if arm roberta512; then spawn finetune roberta512 "$seed" "$D" "$LONG" "$PRE/roberta_window.pt" --arch roberta_window "${TINY_ROBERTA[@]}" --max-positions 512; fi
   fi
   if has g2l; then spawn finetune nohardg2l "$seed" "$D" "$LONG" "$PRE/cpc_soft_g2l/checkpoint_last.pt" --arch etc_tiny; fi
 done
@@ -226,6 +239,7 @@ fi
 wait
 stage "results -> $RUN_DIR/results.json, $RUN_DIR/results.png, $RUN_DIR/results.md"
 "$VENV_BIN/python" examples/ablations/collect.py --run-dir "$RUN_DIR" --ablations $ABLATIONS --seeds $SEEDS \
+  --arms structure $STRUCTURE_ARMS nocpc nohardg2l \
   --long "$LONG" --extra-lengths $EXTRA_LENGTHS --extrapolation-lengths $EXTRAP_LENGTHS \
   --out "$RUN_DIR/results.json" --png "$RUN_DIR/results.png" --markdown "$RUN_DIR/results.md"
 stage "done"
