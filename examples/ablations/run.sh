@@ -39,7 +39,7 @@
 # TRAIN [5000], VALID [300] (nextsent records), NEXTSENT_SHAPE [--distractors 3 --distractor-paragraphs 1
 # --same-article 1] (etc-prepare nextsent's record shape), UPDATES [400] (fine-tuning), VALID_EVERY [100], LR [2e-3],
 # BATCH [8], LONG [1024], EXTRA_LENGTHS [512 2048] (the length ablation), STRUCTURE_ARMS [flat noglobals
-# roberta512] (the structure ablation's arms besides structure), PRE_UPDATES [540], LIFT_UPDATES [150],
+# roberta512] (the structure ablation's arms besides structure; empty: structure alone), PRE_UPDATES [540], LIFT_UPDATES [150],
 # VOCAB [4000], JOBS [1] (fine-tuning and pretraining runs of the ablations at once: with JOBS > 1 set
 # OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
@@ -72,7 +72,7 @@ LR=${LR:-2e-3}
 NEXTSENT_SHAPE=${NEXTSENT_SHAPE:-"--distractors 3 --distractor-paragraphs 1 --same-article 1"}
 BATCH=${BATCH:-8}
 JOBS=${JOBS:-1}
-STRUCTURE_ARMS=${STRUCTURE_ARMS:-"flat noglobals roberta512"}
+STRUCTURE_ARMS=${STRUCTURE_ARMS-"flat noglobals roberta512"}   # set and empty: structure alone
 for a in $STRUCTURE_ARMS; do
   case " flat noglobals roberta512 " in *" $a "*) ;; *) echo "error: unknown STRUCTURE_ARMS arm '$a' (known: flat noglobals roberta512)" >&2; exit 2 ;; esac
 done
