@@ -121,12 +121,20 @@ def test_questions_drawn_without_replacement_exact():
     few = make_records(arts, 4, "x", seed=3, **shape)
     assert len({r.question for r in few}) == 4
     # the copy probe: the same questions, left in their paragraph; the answer is the question's own sentence
-    probe = make_records(arts, 6, "x", seed=3, copy_probe=True, **shape)
+    probe = make_records(arts, 6, "x", seed=3, probe="copy", **shape)
     assert [r.question for r in probe] == [r.question for r in recs]
     paragraphs = {p for a in arts for p in a.paragraphs}
     for r in probe:
         p, s = r.answer
         assert r.paragraphs[p][1][s] == r.question and tuple(r.paragraphs[p][1]) in paragraphs
+    # next-of-copy: the same questions and contexts, the answer the sentence after the copy
+    nxt = make_records(arts, 6, "x", seed=3, probe="next-of-copy", **shape)
+    assert [(r.question, r.paragraphs) for r in nxt] == [(r.question, r.paragraphs) for r in probe]
+    for r in nxt:
+        p, s = r.answer
+        assert r.paragraphs[p][1][s - 1] == r.question and r.paragraphs[p][1][s] == follows[r.question]
+    with pytest.raises(ValueError, match="probe must be one of copy, next-of-copy"):
+        make_records(arts, 6, "x", seed=3, probe="next", **shape)
     # the control: each record with the next record's question, context and answer unchanged
     swapped = swap_questions(probe[:3])
     assert [r.question for r in swapped] == [probe[1].question, probe[2].question, probe[0].question]
@@ -293,7 +301,7 @@ def test_end_to_end(tmp_path, wiki_dump, pretrain_data, capsys):
     assert meta["num_examples"] == 6 and meta["counts"]["records"] == 6
     info = json.loads((data / "prepare.json").read_text())
     assert not set(info["articles"]["train"]) & set(info["articles"]["valid"])
-    assert info["copy_probe"] is False and set(info["questions_available"]) == {"train", "valid"}
+    assert info["probe"] is None and set(info["questions_available"]) == {"train", "valid"}
     assert re.search(r"distinct questions \(each used at most once\): train 12 of \d+, valid 6 of \d+", out)
     valid_records = [record_from_json(d) for d in json.loads((data / "valid.records.json").read_text())]
     assert all({t for t, _ in r.paragraphs} <= set(info["articles"]["valid"]) for r in valid_records)

@@ -188,6 +188,7 @@ def build_records(articles, train: int, valid: int, seed: int, heldout_fraction:
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from etc_fairseq.finetune.common.convert import add_output_arguments
+    from etc_fairseq.finetune.nextsent.schema import PROBES
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
     g = p.add_argument_group("input (CONSTRUCTED from real Wikipedia text)")
@@ -205,10 +206,11 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--same-article", type=non_negative_int, default=2, help="other paragraphs of the question's article (default 2)")
     g.add_argument("--distractors", type=non_negative_int, default=4, help="distractor articles (default 4)")
     g.add_argument("--distractor-paragraphs", type=non_negative_int, default=2, help="paragraphs per distractor article (default 2)")
-    g.add_argument("--copy-probe", action="store_true",
-                   help="a PROBE, not the task: the question is a copy of a context sentence and the answer that "
-                   "sentence (word overlap solves it); a model learns it on held-out articles only if the question "
-                   "reaches the sentence tokens")
+    g.add_argument("--probe", choices=PROBES, default=None,
+                   help="a PROBE, not the task: the question is a copy of a context sentence; 'copy': the answer is "
+                   "that sentence (word overlap solves it; a model learns it on held-out articles only if the "
+                   "question reaches the sentence tokens); 'next-of-copy': the answer is the sentence after it "
+                   "(find the copy, then step to its successor in sentence order)")
     g.add_argument("--swap-questions", action="store_true",
                    help="a CONTROL: every record gets the next record's question (context and answer unchanged); "
                    "a model that reads the question loses what it found through it, one that does not scores the same")
@@ -235,7 +237,7 @@ def _run(args: argparse.Namespace) -> int:
     articles = read_articles(dump, args.max_articles)
     records, titles, available = build_records(
         articles, args.train, args.valid, args.seed, args.heldout_fraction, same_article=args.same_article,
-        distractors=args.distractors, distractor_paragraphs=args.distractor_paragraphs, copy_probe=args.copy_probe,
+        distractors=args.distractors, distractor_paragraphs=args.distractor_paragraphs, probe=args.probe,
     )
     if args.swap_questions:
         from etc_fairseq.finetune.nextsent.schema import swap_questions
@@ -244,13 +246,13 @@ def _run(args: argparse.Namespace) -> int:
     summary = prepare_nextsent(
         records, args.out, tokenizer, args.max_long_len, args.max_global_len, args.flat_structure,
         args.no_globals, overwrite=args.overwrite, log_every=args.log_every,
-        extra_info={"seed": args.seed, "source": str(dump), "articles": titles, "copy_probe": args.copy_probe,
+        extra_info={"seed": args.seed, "source": str(dump), "articles": titles, "probe": args.probe,
                     "swap_questions": args.swap_questions,
                     "questions_available": available},
     )
     print("distinct questions (each used at most once): " + ", ".join(
         f"{split} {len(records[split])} of {n}" for split, n in available.items()))
-    probe = "; COPY PROBE: the question is a copy of the answer" if args.copy_probe else ""
+    probe = f"; PROBE {args.probe}: the question is a copy of a context sentence" if args.probe else ""
     probe += "; CONTROL: questions swapped between records" if args.swap_questions else ""
     print_summary(args.out, summary, wrote_note=f"CONSTRUCTED labels on real Wikipedia text{probe}")
     return 0

@@ -28,7 +28,7 @@ import dataclasses
 import random
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 __all__ = [
     "Article",
@@ -157,6 +157,10 @@ def split_articles(articles: Sequence[Article], heldout_fraction: float, seed: i
     return [a for i, a in enumerate(articles) if i not in held], [a for i, a in enumerate(articles) if i in held]
 
 
+#: the diagnostic variants of the records (``make_records(probe=...)``, ``etc-prepare nextsent --probe``)
+PROBES = ("copy", "next-of-copy")
+
+
 def make_records(
     articles: Sequence[Article],
     n: int,
@@ -165,7 +169,7 @@ def make_records(
     same_article: int = 2,
     distractors: int = 4,
     distractor_paragraphs: int = 2,
-    copy_probe: bool = False,
+    probe: Optional[str] = None,
 ) -> List[NextSentRecord]:
     """``n`` records from ``articles`` only (see the module docstring), each with its own question: the
     questions are drawn without replacement from :func:`question_pool`.
@@ -178,12 +182,16 @@ def make_records(
         same_article: other paragraphs of the question's article included (at most).
         distractors: other articles contributing paragraphs.
         distractor_paragraphs: paragraphs taken from each distractor article (its first ones).
-        copy_probe: a PROBE, not the task: the question is a copy of a sentence that stays in its paragraph,
-            and the answer is that sentence (word overlap solves it). A model that does not carry the
-            question to the sentence tokens cannot beat chance on it; one whose path works learns it fast.
+        probe: ``None`` for the task, or one of :data:`PROBES` (a PROBE, not the task; the question is a copy
+            of a sentence that stays in its paragraph): ``"copy"``, the answer is that sentence (word overlap
+            solves it; a model that does not carry the question to the sentence tokens cannot beat chance);
+            ``"next-of-copy"``, the answer is the sentence after it (word overlap points at the copy, one
+            sentence off: the model must find the copy, then step to its successor in sentence order).
     Returns:
         the records, ids ``CONSTRUCTED_<split>_<i>``.
     """
+    if probe is not None and probe not in PROBES:
+        raise ValueError(f"probe must be one of {', '.join(PROBES)} or None, got {probe!r}")
     if len(articles) < distractors + 1:
         raise ValueError(f"{split}: {len(articles)} articles, need at least {distractors + 1} (--distractors {distractors})")
     pool_q = question_pool(articles)
@@ -203,9 +211,10 @@ def make_records(
         a_idx, p_idx, q = pool_q[pick]
         art = articles[a_idx]
         para = list(art.paragraphs[p_idx])
-        # the answer sits at index q either way: the question's copy, or the sentence that followed the
-        # removed question
-        question = para[q] if copy_probe else para.pop(q)
+        # the task: the answer (the sentence that followed the removed question) moves up to index q; the
+        # copy probe answers the copy itself at q, next-of-copy the sentence after the copy at q + 1
+        question = para.pop(q) if probe is None else para[q]
+        answer = q + 1 if probe == "next-of-copy" else q
         others = [j for j in range(len(art.paragraphs)) if j != p_idx]
         extra = rng.sample(others, min(same_article, len(others)))
         pool = [a for a in articles if a.title != art.title]
@@ -221,7 +230,7 @@ def make_records(
                 id=f"CONSTRUCTED_{split}_{i}",
                 question=question,
                 paragraphs=[(t, s) for t, s, _ in paragraphs],
-                answer=(where, q),
+                answer=(where, answer),
                 article=art.title,
             )
         )
