@@ -5,12 +5,10 @@ cases (pure and vectorised), the baselines, and prepare -> fairseq-train -> fair
 -> etc-evaluate on CPU.
 """
 import json
-import math
 import re
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 

@@ -134,7 +134,6 @@ def write_summary(tmp: Path, dataset: str, tokenizer, splits: Mapping[str, dict]
     return path
 
 
-
 def format_counts(counts: Mapping[str, object]) -> str:
     """``{"records": 3, "truncated": 0}`` -> ``"records=3, truncated=0"`` (a split's counts on one line)."""
     return ", ".join(f"{k}={v}" for k, v in counts.items())

@@ -36,6 +36,7 @@ __all__ = [
     "split_articles",
     "question_pool",
     "swap_questions",
+    "PROBES",
     "make_records",
     "word_overlap_ranking",
     "record_to_json",
