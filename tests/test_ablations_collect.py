@@ -182,3 +182,29 @@ def test_collect_one_arm(tmp_path):
     arm = json.loads(out.read_text())["structure"]
     assert [(p["updates"], p["accuracy"]["mean"]) for p in arm["curve"]] == [(100, 2.0), (200, 7.5)]
     assert arm["seeds"]["1"]["accuracy"] == 7.5
+
+
+def test_collect_names_the_probe(tmp_path):
+    """Results on data prepared with ``etc-prepare nextsent --probe`` say so in the JSON and in every
+    accuracy row of the table; data of the task itself (no probe in prepare.json) do not."""
+    rng = random.Random(3)
+    rows = [{"loss": 5.0, "accuracy": 40.0, "mrr": 60.0, "num_updates": 100}]
+    _write_log(tmp_path / "ft" / "structure-1.log", rows)
+    _meta(tmp_path, 1024, rng)
+    prep = tmp_path / "data-structure-1024" / "prepare.json"
+
+    def run():
+        out, md = tmp_path / "r.json", tmp_path / "t.md"
+        assert collect.main(["--run-dir", str(tmp_path), "--ablations", "structure", "--arms", "structure",
+                             "--seeds", "1", "--long", "1024", "--out", str(out), "--markdown", str(md)]) == 0
+        return json.loads(out.read_text()), md.read_text().splitlines()
+
+    prep.write_text(json.dumps({"dataset": "nextsent", "probe": None}))
+    res, table = run()
+    assert "probe" not in res and "PROBE" not in res["task"]
+    assert not any("probe" in r for r in table)
+    prep.write_text(json.dumps({"dataset": "nextsent", "probe": "copy"}))
+    res, table = run()
+    assert res["probe"] == "copy" and "PROBE copy" in res["task"]
+    row = next(r for r in table if r.startswith("| structure | structure:"))
+    assert "held-out accuracy % / MRR % (copy probe)" in row

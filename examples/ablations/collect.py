@@ -154,6 +154,15 @@ def nextsent_meta(run_dir: Path, long_len: int) -> dict:
                               "random_accuracy", "random_mrr") if k in c}
 
 
+def nextsent_probe(run_dir: Path, long_len: int) -> Optional[str]:
+    """The ``--probe`` the fine-tuning data was prepared with (``etc-prepare nextsent``'s prepare.json), or
+    None for the task itself."""
+    path = run_dir / f"data-structure-{long_len}" / "prepare.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8")).get("probe")
+
+
 def collect(run_dir: Path, ablations: Sequence[str], seeds: Sequence[str], long_len: int,
             extra_lengths: Sequence[int], extrapolation_lengths: Sequence[int],
             only_arms: Optional[Sequence[str]] = None) -> dict:
@@ -168,6 +177,10 @@ def collect(run_dir: Path, ablations: Sequence[str], seeds: Sequence[str], long_
     finetune = [a for a in ablations if a in FINETUNE_ARMS or a == "length"]
     if finetune:
         out["nextsent_valid"] = {str(long_len): nextsent_meta(run_dir, long_len)}
+        probe = nextsent_probe(run_dir, long_len)
+        if probe is not None:
+            out["probe"] = probe
+            out["task"] = f"nextsent PROBE {probe}, not the task (CONSTRUCTED labels, real Wikipedia text)"
     cache: Dict[str, dict] = {}
 
     def arm(name):
@@ -281,6 +294,8 @@ def markdown(results: dict) -> str:
                 key, unit, updates = "mlm_loss", "held-out MLM loss, bits", ""
             else:
                 key, unit, updates = "accuracy", "held-out accuracy % / MRR %", ", ".join(map(str, arm["updates"]))
+                if results.get("probe"):
+                    unit += f" ({results['probe']} probe)"
             s = arm[key]
             cell = f"{s['mean']:.2f} +- {s['std']:.2f}"
             seeds = " ".join(f"{x[key]:.2f}" for x in arm["seeds"].values())

@@ -40,7 +40,7 @@
 # --same-article 1] (etc-prepare nextsent's record shape), UPDATES [400] (fine-tuning), VALID_EVERY [100], LR [2e-3],
 # BATCH [8], LONG [1024], EXTRA_LENGTHS [512 2048] (the length ablation), STRUCTURE_ARMS [flat noglobals
 # roberta512] (the structure ablation's arms besides structure; empty: structure alone), PRE_UPDATES [540], LIFT_UPDATES [150],
-# VOCAB [4000], JOBS [1] (fine-tuning and pretraining runs of the ablations at once: with JOBS > 1 set
+# VOCAB [4000], LAYERS [2] (layers of every model: etc_tiny's and the RoBERTa's; etc_tiny's widths are kept), JOBS [1] (fine-tuning and pretraining runs of the ablations at once: with JOBS > 1 set
 # OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
@@ -71,6 +71,7 @@ LR=${LR:-2e-3}
 # truncation), half the long tokens of etc-prepare's default 4 x 2 distractor paragraphs (1,456 at 2048)
 NEXTSENT_SHAPE=${NEXTSENT_SHAPE:-"--distractors 3 --distractor-paragraphs 1 --same-article 1"}
 BATCH=${BATCH:-8}
+LAYERS=${LAYERS:-2}
 JOBS=${JOBS:-1}
 STRUCTURE_ARMS=${STRUCTURE_ARMS-"flat noglobals roberta512"}   # set and empty: structure alone
 for a in $STRUCTURE_ARMS; do
@@ -104,9 +105,10 @@ PRE=$RUN_DIR/pre
 PRE_OPTIM=(--optimizer adam --adam-betas '(0.9,0.98)' --weight-decay 0.01 --clip-norm 1.0
            --lr-scheduler inverse_sqrt --warmup-updates 50 --disable-validation --no-epoch-checkpoints
            --log-format simple --log-interval 50 --num-workers 0 --cpu)
-PRE_ETC=(--user-dir user_dir --task etc_pretraining --criterion cpc_mlm --arch etc_tiny
+ETC_ARCH=(--arch etc_tiny --encoder-layers "$LAYERS")
+PRE_ETC=(--user-dir user_dir --task etc_pretraining --criterion cpc_mlm "${ETC_ARCH[@]}"
          --max-long-len 512 --max-global-len 64 --batch-size 8 --required-batch-size-multiple 1)
-TINY_ROBERTA=(--encoder-layers 2 --encoder-embed-dim 64 --encoder-ffn-embed-dim 256 --encoder-attention-heads 4)
+TINY_ROBERTA=(--encoder-layers "$LAYERS" --encoder-embed-dim 64 --encoder-ffn-embed-dim 256 --encoder-attention-heads 4)
 
 pretrain_data() {
   if [ ! -f "$PRE/data/prepare.json" ]; then
@@ -204,30 +206,30 @@ if has structure; then
   if arm noglobals; then DN=$(nextsent_data noglobals "$LONG"); fi
 fi
 for seed in $SEEDS; do   # seed by seed, so that a run cut short has every arm of the first seeds
-  if has structure || has length || has cpc || has g2l; then spawn finetune structure "$seed" "$D" "$LONG" "$CPC" --arch etc_tiny --hard-g2l; fi
+  if has structure || has length || has cpc || has g2l; then spawn finetune structure "$seed" "$D" "$LONG" "$CPC" "${ETC_ARCH[@]}" --hard-g2l; fi
   if has structure; then
-    if arm flat; then spawn finetune flat "$seed" "$DF" "$LONG" "$CPC" --arch etc_tiny --hard-g2l; fi
-    if arm noglobals; then spawn finetune noglobals "$seed" "$DN" "$LONG" "$CPC" --arch etc_tiny --hard-g2l; fi
+    if arm flat; then spawn finetune flat "$seed" "$DF" "$LONG" "$CPC" "${ETC_ARCH[@]}" --hard-g2l; fi
+    if arm noglobals; then spawn finetune noglobals "$seed" "$DN" "$LONG" "$CPC" "${ETC_ARCH[@]}" --hard-g2l; fi
     # the same long input as `structure` (its global tokens ignored), cropped to the first 512 tokens
     if arm roberta512; then spawn finetune roberta512 "$seed" "$D" "$LONG" "$PRE/roberta_window.pt" --arch roberta_window "${TINY_ROBERTA[@]}" --max-positions 512; fi
   fi
-  if has g2l; then spawn finetune nohardg2l "$seed" "$D" "$LONG" "$PRE/cpc_soft_g2l/checkpoint_last.pt" --arch etc_tiny; fi
+  if has g2l; then spawn finetune nohardg2l "$seed" "$D" "$LONG" "$PRE/cpc_soft_g2l/checkpoint_last.pt" "${ETC_ARCH[@]}"; fi
 done
 if has cpc; then
   pretrain_etc nocpc 0
-  for seed in $SEEDS; do spawn finetune nocpc "$seed" "$D" "$LONG" "$PRE/nocpc/checkpoint_last.pt" --arch etc_tiny --hard-g2l; done
+  for seed in $SEEDS; do spawn finetune nocpc "$seed" "$D" "$LONG" "$PRE/nocpc/checkpoint_last.pt" "${ETC_ARCH[@]}" --hard-g2l; done
 fi
 if has length; then
   for len in $EXTRA_LENGTHS; do
     DL=$(nextsent_data structure "$len")
-    for seed in $SEEDS; do spawn finetune "long$len" "$seed" "$DL" "$len" "$CPC" --arch etc_tiny --hard-g2l; done
+    for seed in $SEEDS; do spawn finetune "long$len" "$seed" "$DL" "$len" "$CPC" "${ETC_ARCH[@]}" --hard-g2l; done
   done
 fi
 if has lift; then
   pretrain_roberta
   mkdir -p "$RUN_DIR/lift"
   if [ ! -f "$RUN_DIR/lift/etc_tiny_lifted.pt" ]; then
-    "$VENV_BIN/etc-lift" "$PRE/roberta/checkpoint_last.pt" --arch etc_tiny --dict "$PRE/data/bin/dict.txt" \
+    "$VENV_BIN/etc-lift" "$PRE/roberta/checkpoint_last.pt" "${ETC_ARCH[@]}" --dict "$PRE/data/bin/dict.txt" \
       --out "$RUN_DIR/lift/etc_tiny_lifted.pt" --overwrite
   fi
   for seed in $SEEDS; do for arm in lifted scratch; do spawn lift_arm "$arm" "$seed"; done; done
