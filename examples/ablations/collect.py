@@ -253,7 +253,7 @@ def plot(results: dict, png: Path) -> None:
                 ax.axhline(meta["random_accuracy"], color="k", ls=":", lw=1, label="random")
             ax.set_xlabel("fine-tuning updates")
             ax.set_ylabel("held-out accuracy %")
-            ax.set_title("nextsent accuracy: held-out articles (solid, min..max),\n"
+            ax.set_title(f"{'probe' if results.get('probe') else 'nextsent'} accuracy: held-out articles (solid, min..max),\n"
                          "unseen training-article records, 1st epoch (dashed)", fontsize=8)
             ax.legend(fontsize=5.5)
             continue
@@ -279,7 +279,8 @@ def plot(results: dict, png: Path) -> None:
             ax.legend(fontsize=6)
         ax.set_ylabel("held-out accuracy %" if key == "accuracy" else "held-out MLM loss (bits)")
         ax.set_title(f"{name}", fontsize=9)
-    fig.suptitle(f"nextsent (CONSTRUCTED, real Wikipedia text), seeds {' '.join(results['seeds'])}", fontsize=10)
+    what = f"nextsent PROBE {results['probe']}, not the task" if results.get("probe") else "nextsent"
+    fig.suptitle(f"{what} (CONSTRUCTED, real Wikipedia text), seeds {' '.join(results['seeds'])}", fontsize=10)
     fig.tight_layout()
     fig.savefig(png, dpi=90)
     plt.close(fig)
