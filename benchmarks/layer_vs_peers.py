@@ -169,18 +169,43 @@ def build_etc_shared(long_len: int):
     return build_etc(long_len, "etc_base_shared")
 
 
+#: ``impl`` names under which the floors below register their attention in
+#: :data:`etc_fairseq.attention.IMPLEMENTATIONS`; the layer runs them through its ``backend``, the same
+#: dispatch as the production kernel (so a floor cannot silently fall back to the real kernel).
+NO_ATTENTION_IMPL = "bench_no_attention"
+MATMUL_FLOOR_IMPL = "bench_matmul_floor"
+
+
+def _no_attention_halves():
+    """(long half, global half) with the argument names of the blocked kernel's halves that return a sum
+    of their inputs: every projection's output feeds the result, so every GEMM of the layer runs on the
+    same shapes, forward and backward, and the attention itself costs O(len * head_dim)."""
+
+    def long_half(long_q, l2l_k, l2l_v, l2g_k, l2g_v, **_):
+        # q / l2l: float [batch, heads, long_len, head_dim]; l2g: [batch, heads, global_len, head_dim],
+        # summed over its tokens to broadcast onto the long rows
+        return long_q + l2l_k + l2l_v + (l2g_k + l2g_v).sum(dim=2, keepdim=True)
+
+    def global_half(global_q, g2g_k, g2g_v, g2l_k, g2l_v, **_):
+        # q / g2g: float [batch, heads, global_len, head_dim]; g2l: [batch, heads, long_len, head_dim]
+        return global_q + g2g_k + g2g_v + (g2l_k + g2l_v).sum(dim=2, keepdim=True)
+
+    return long_half, global_half
+
+
+def _use_impl(layer, name: str, halves) -> None:
+    """Register ``halves`` as attention implementation ``name`` and make ``layer`` use it."""
+    from etc_fairseq.attention import global_local
+
+    global_local.IMPLEMENTATIONS[name] = halves
+    layer.self_attn.backend = name
+
+
 def build_etc_no_attn(long_len: int):
     """build_etc's layer with the attention kernel replaced by a sum of its inputs (see the module
     docstring): every GEMM of the layer runs on the same shapes, forward and backward."""
     layer, step, inputs = build_etc(long_len)
-
-    def no_attention(q, k, v, structure, p):
-        # [batch, heads, len, head_dim] each; every projection's output feeds the result
-        long_ctx = q["long"] + k["l2l"] + v["l2l"] + k["g2l"] + v["g2l"]
-        global_ctx = q["global"] + k["g2g"] + v["g2g"] + k["l2g"] + v["l2g"]
-        return long_ctx, global_ctx
-
-    layer.self_attn._blocked = no_attention
+    _use_impl(layer, NO_ATTENTION_IMPL, _no_attention_halves())
     return layer, step, inputs
 
 
@@ -226,20 +251,21 @@ def build_etc_matmul_floor(long_len: int):
     the layer would cost if the kernel's gathers, softmaxes and copies were free."""
     import etc_fairseq.attention.blocked as blocked
 
-    layer, step, inputs = build_etc_no_attn(long_len)
+    layer, step, inputs = build_etc(long_len)
     products = _kernel_products_class()
-    plain = layer.self_attn._blocked
+    plain_long, plain_global = _no_attention_halves()
     q_long = blocked.LONG_CHUNK
     q_glob = min(blocked.GLOBAL_CHUNK, GLOBAL_LEN)
 
-    def matmul_only(q, k, v, structure, p):
-        long_ctx, global_ctx = plain(q, k, v, structure, p)
-        r = structure.local_radius
-        long_ctx = products.apply(long_ctx, -(-long_len // q_long), q_long, q_long + 2 * r + GLOBAL_LEN)
-        global_ctx = products.apply(global_ctx, -(-GLOBAL_LEN // q_glob), q_glob, GLOBAL_LEN + long_len)
-        return long_ctx, global_ctx
+    def long_half(long_q, l2l_k, l2l_v, l2g_k, l2g_v, *, local_radius, **kw):
+        out = plain_long(long_q, l2l_k, l2l_v, l2g_k, l2g_v)  # [batch, heads, long_len, head_dim]
+        return products.apply(out, -(-long_len // q_long), q_long, q_long + 2 * local_radius + GLOBAL_LEN)
 
-    layer.self_attn._blocked = matmul_only
+    def global_half(global_q, g2g_k, g2g_v, g2l_k, g2l_v, **kw):
+        out = plain_global(global_q, g2g_k, g2g_v, g2l_k, g2l_v)  # [batch, heads, global_len, head_dim]
+        return products.apply(out, -(-GLOBAL_LEN // q_glob), q_glob, GLOBAL_LEN + long_len)
+
+    _use_impl(layer, MATMUL_FLOOR_IMPL, (long_half, global_half))
     return layer, step, inputs
 
 
