@@ -31,6 +31,7 @@ __all__ = [
     "REL_FIELDS",
     "band_key_in_range",
     "effective_radius",
+    "check_local_radius",
     "check_tensor",
     "check_same_float",
     "validate_long_query_inputs",
@@ -218,14 +219,19 @@ def check_rel_bias(name: str, rel_bias: Optional[torch.Tensor], emb_name: str,
     check_same_float(emb_name, reference, **{name: rel_bias})
 
 
+def check_local_radius(local_radius) -> int:
+    """``local_radius`` as an int; ValueError unless it is a whole number >= 0 (a bool is refused)."""
+    if isinstance(local_radius, bool) or int(local_radius) != local_radius or local_radius < 0:
+        raise ValueError(f"local_radius: expected an int >= 0, got {local_radius!r}")
+    return int(local_radius)
+
+
 def validate_long_query_inputs(
     long_q, l2l_k, l2l_v, l2g_k, l2g_v, local_radius, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb,
     rel_bias=None,
 ) -> None:
     """Check the arguments of ``long_query_attention`` (shapes as documented there)."""
-    if isinstance(local_radius, bool) or int(local_radius) != local_radius or local_radius < 0:
-        raise ValueError(f"local_radius: expected an int >= 0, got {local_radius!r}")
-    r = int(local_radius)
+    r = check_local_radius(local_radius)
     check_tensor("long_q", long_q, (None, None, None, None), "float")
     batch, heads, long_len, head_dim = long_q.shape
     check_tensor("l2l_k", l2l_k, (batch, heads, long_len, head_dim), "float")
@@ -272,9 +278,7 @@ def validate_global_local_inputs(
     long_rel_emb, global_rel_emb, long_rel_bias=None, global_rel_bias=None,
 ) -> None:
     """Check the arguments of ``global_local_attention`` using its own argument names."""
-    if isinstance(local_radius, bool) or int(local_radius) != local_radius or local_radius < 0:
-        raise ValueError(f"local_radius: expected an int >= 0, got {local_radius!r}")
-    r = int(local_radius)
+    r = check_local_radius(local_radius)
     check_tensor("long_q", long_q, (None, None, None, None), "float")
     batch, heads, long_len, head_dim = long_q.shape
     check_tensor("long_k", long_k, (batch, heads, long_len, head_dim), "float")
