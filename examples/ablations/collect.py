@@ -48,19 +48,21 @@ class CollectError(Exception):
     """A log or data file that cannot be read as expected (one line: the file and what is missing)."""
 
 
+def _numeric_fields(fields: str, sep: str, kv: str) -> Dict[str, float]:
+    """``"a 1 | b x | c 2"`` (sep ``" | "``, kv ``" "``) -> ``{"a": 1.0, "c": 2.0}``: non-numeric fields skipped."""
+    stats = {}
+    for part in fields.split(sep):
+        key, _, value = part.strip().partition(kv)
+        try:
+            stats[key] = float(value)
+        except ValueError:
+            continue
+    return stats
+
+
 def parse_valid_lines(text: str) -> List[Dict[str, float]]:
     """Every validation line of a fairseq log, in order, as ``{key: float}`` (non-numeric fields skipped)."""
-    out = []
-    for m in VALID_LINE.finditer(text):
-        stats = {}
-        for part in m.group(1).split(" | "):
-            key, _, value = part.strip().partition(" ")
-            try:
-                stats[key] = float(value)
-            except ValueError:
-                continue
-        out.append(stats)
-    return out
+    return [_numeric_fields(m.group(1), " | ", " ") for m in VALID_LINE.finditer(text)]
 
 
 #: a fairseq-train progress line ("epoch 001:     10 / 250 loss=5.1, accuracy=3, ..., num_updates=10, ...")
@@ -69,17 +71,7 @@ TRAIN_LINE = re.compile(r"epoch (\d+):\s+\d+ / \d+ (.*)$", re.MULTILINE)
 
 def parse_train_lines(text: str) -> List[Dict[str, float]]:
     """Every training progress line of a fairseq-train log as ``{key: float}``, plus ``epoch``."""
-    out = []
-    for m in TRAIN_LINE.finditer(text):
-        stats = {"epoch": float(m.group(1))}
-        for part in m.group(2).split(", "):
-            key, _, value = part.strip().partition("=")
-            try:
-                stats[key] = float(value)
-            except ValueError:
-                continue
-        out.append(stats)
-    return out
+    return [{"epoch": float(m.group(1)), **_numeric_fields(m.group(2), ", ", "=")} for m in TRAIN_LINE.finditer(text)]
 
 
 def read_valid(path: Path) -> List[Dict[str, float]]:
