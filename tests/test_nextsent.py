@@ -86,6 +86,28 @@ def test_records_deterministic_heldout_and_answer_follows_question(articles):
         make_records(held_a[:4], 1, "valid", seed=1)
 
 
+def test_support_is_the_sentence_before_the_gap(articles):
+    """The support (what --support-loss-weight supervises) is the sentence the removed question followed in
+    the task, and the copy itself in the next-of-copy probe; none when the answer opens its paragraph."""
+    _, held_a = split_articles(articles, 0.2, seed=5)
+    by_title = {a.title: a for a in articles}
+    recs = make_records(held_a, 60, "valid", seed=5)
+    assert {r.support is None for r in recs} == {True, False}  # both cases occur
+    for r in recs:
+        p, s = r.answer
+        if s == 0:
+            assert r.support is None
+            continue
+        assert r.support == (p, s - 1)
+        before = r.paragraphs[p][1][s - 1]
+        # in the article's real paragraph, the support is directly followed by the (removed) question
+        assert any(para[s] == r.question and para[s - 1] == before for para in by_title[r.article].paragraphs
+                   if len(para) > s)
+    for r in make_records(held_a, 60, "valid", seed=5, probe="next-of-copy"):
+        p, k = r.support
+        assert r.paragraphs[p][1][k] == r.question
+
+
 def test_tiny_record_by_hand():
     arts = [
         Article("A", (("a0.", "a1.", "a2."),)),
@@ -256,6 +278,7 @@ def test_exact_layout_of_a_tiny_record(tokenizer):
     assert a["long_sentence"].tolist() == ([-1] * (Q + 1 + len(t0)) + [0] * len(s00) + [1] * len(s01)
                                            + [-1] * len(t1) + [2] * len(s10))
     assert a["answer_index"].tolist() == [1] and a["num_sentences"].tolist() == [3]
+    assert a["support_index"].tolist() == [0]  # the sentence before the answer in its paragraph
     assert side == {"id": rec.id, "sentences": [[0, 0], [0, 1], [1, 0]], "paragraph_sizes": [2, 1]}
     assert counts["answers_dropped"] == 0 and counts["truncated"] == 0
     assert counts["answer_distance"] == 1 + Q + len(t0) + len(s00)
@@ -275,6 +298,10 @@ def test_exact_layout_of_a_tiny_record(tokenizer):
     c = Counter()
     cut, side = convert_record(rec, tokenizer, 1 + Q + len(t0) + len(s00), 256, False, False, c)
     assert cut["answer_index"].tolist() == [-1] and cut["num_sentences"].tolist() == [1]
+    assert cut["support_index"].tolist() == [0]  # kept: only the answer was cut
+    opening = NextSentRecord(rec.id, rec.question, rec.paragraphs, (1, 0), "Paris")
+    o, _ = convert_record(opening, tokenizer, 4096, 256, False, False, Counter())
+    assert o["answer_index"].tolist() == [2] and o["support_index"].tolist() == [-1]  # opens its paragraph
     assert side["sentences"] == [[0, 0]]
     assert c["answers_dropped"] == 1 and c["truncated"] == 1
 
@@ -346,3 +373,67 @@ def test_end_to_end(tmp_path, wiki_dump, pretrain_data, capsys):
     assert scores["total"] == 6 and scores["missing"] == 0
     # fairseq-validate (criterion) and etc-evaluate (the metric on the prediction file) agree
     assert scores["accuracy"] == pytest.approx(v_acc, abs=1e-3) and scores["mrr"] == pytest.approx(v_mrr, abs=1e-3)
+
+
+def test_support_loss_adds_the_support_heads_cross_entropy(tmp_path, wiki_dump, pretrain_data):
+    """--support-loss-weight W: a second head, and loss = answer cross-entropy + W x support cross-entropy
+    (summed over examples), with support_accuracy logged; refused clearly without the field or with W < 0."""
+    import torch.nn.functional as F
+
+    from etc_fairseq.cli.prepare import main as prepare_main
+    from etc_fairseq.finetune.nextsent.criterion import EtcNextSentCriterion, EtcNextSentCriterionConfig
+    from etc_fairseq.finetune.nextsent.decode import SENTENCE_HEAD, SUPPORT_HEAD
+    from etc_fairseq.finetune.nextsent.task import EtcNextSentConfig, EtcNextSentTask
+    from etc_fairseq.models import config_for_arch
+
+    data = tmp_path / "data"
+    assert prepare_main(["nextsent", "--dump", str(wiki_dump), "--train", "4", "--valid", "8", "--seed", "2",
+                         "--out", str(data), "--pretrain-dir", str(pretrain_data), "--max-long-len", "1024",
+                         "--max-global-len", "128", "--distractors", "2", "--distractor-paragraphs", "1",
+                         "--same-article", "1", "--probe", "next-of-copy", "--no-progress-bar"]) == 0
+
+    def setup(weight):
+        task = EtcNextSentTask.setup_task(EtcNextSentConfig(data=str(data), max_long_len=1024, max_global_len=128,
+                                                            seed=1, support_loss_weight=weight))
+        ds = task.load_dataset("valid")
+        torch.manual_seed(1)
+        model = task.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0))
+        model.eval()
+        return task, model, ds.collater([ds[i] for i in range(len(ds))])
+
+    task, model, sample = setup(0.5)
+    assert set(model.task_heads) == {SENTENCE_HEAD, SUPPORT_HEAD}
+    support = sample["target"]["support_index"][:, 0]
+    answer = sample["target"]["answer_index"][:, 0]
+    kept = answer.ge(0)
+    # next-of-copy: the support (the copy) is the sentence right before the answer
+    assert torch.equal(support[kept], answer[kept] - 1)
+    crit = EtcNextSentCriterion(EtcNextSentCriterionConfig(support_loss_weight=0.5), task)
+    with torch.no_grad():
+        loss, n, log = crit(model, sample)
+        features, extra = task.forward_features(model, sample)
+        expected = 0.0
+        for head, target, w in ((SENTENCE_HEAD, answer, 1.0), (SUPPORT_HEAD, support, 0.5)):
+            scores = model.task_heads[head](extra["global_features"]).squeeze(-1)  # [B, G]
+            for b in range(len(target)):
+                if target[b] < 0:
+                    continue
+                is_sentence = sample["net_input"]["global_types"][b].eq(int(T.SENTENCE))
+                expected += w * -F.log_softmax(scores[b][is_sentence].float(), dim=-1)[target[b]]
+    assert n == int(kept.sum())
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    assert log["support_n"] == int(support.ge(0).sum()) > 0
+
+    # without the weight: one head, and the same answer loss alone
+    task0, model0, _ = setup(0.0)
+    assert set(model0.task_heads) == {SENTENCE_HEAD}
+    model0.load_state_dict({k: v for k, v in model.state_dict().items() if SUPPORT_HEAD not in k})
+    with torch.no_grad():
+        loss0, _, log0 = EtcNextSentCriterion(EtcNextSentCriterionConfig(support_loss_weight=0.0), task0)(model0, sample)
+    assert "support_n" not in log0 and float(loss0) < float(loss)
+
+    no_field = dict(sample, target={k: v for k, v in sample["target"].items() if k != "support_index"})
+    with pytest.raises(ValueError, match=r"--support-loss-weight needs the support_index field.*prepare it again"):
+        crit(model, no_field)
+    with pytest.raises(ValueError, match=r"--support-loss-weight: expected a weight >= 0, got -1.0"):
+        setup(-1.0)

@@ -80,6 +80,10 @@ def test_errors_name_the_file_and_field(tmp_path):
         StructuredDataset(d, "valid", [], pad_idx=1)
     with pytest.raises(ValueError, match="'missing_field' was not prepared"):
         StructuredDataset(d, "train", [FieldSpec("missing_field")], pad_idx=1)
+    # an optional field (one a task added after the data was prepared) loads where it is absent
+    optional = StructuredDataset(d, "train", [LABELS, FieldSpec("missing_field", required=False)], pad_idx=1)
+    batch = optional.collater([optional[0]])
+    assert "missing_field" not in batch["target"] and "sentence_labels" in batch["target"]
     with pytest.raises(ValueError, match="long length 5 > 4"):
         StructuredDataset(d, "train", [], pad_idx=1, max_long_len=4)
     (d / "train.answer_start.idx").unlink()

@@ -63,7 +63,9 @@ class FieldSpec:
             input for :func:`~etc_fairseq.structure.builders.build_structure`) or ``target``.
         length: which length the first dim follows when padding a batch: ``long``, ``global`` or ``own``
             (padded to the longest in the batch; with fixed-length padding, to the longest in the split).
-        required: every prepared split must have it.
+        required: every prepared split must have it (loading refuses a split without it); an optional
+            field (the structure ids, which a layout may leave out; a field a task added after data was
+            prepared) is loaded where it was prepared and absent from the batches elsewhere.
     """
 
     name: str
@@ -71,7 +73,7 @@ class FieldSpec:
     pad: Union[int, float, str] = 0
     role: str = "target"
     length: str = "own"
-    required: bool = False
+    required: bool = True
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -87,12 +89,12 @@ CORE_FIELDS: Dict[str, FieldSpec] = {
         FieldSpec("long_tokens", pad="pad", role="src_tokens", length="long", required=True),
         FieldSpec("global_tokens", pad="pad", role="net_input", length="global", required=True),
         FieldSpec("global_types", pad=0, role="net_input", length="global", required=True),
-        FieldSpec("long_segment", pad=-1, role="structure", length="long"),
-        FieldSpec("global_parent", pad=-1, role="structure", length="global"),
-        FieldSpec("long_context", pad=0, role="structure", length="long"),
-        FieldSpec("global_context", pad=0, role="structure", length="global"),
-        FieldSpec("long_links", pad=-1, role="structure", length="long"),
-        FieldSpec("global_hard_g2l", pad=0, role="structure", length="global"),
+        FieldSpec("long_segment", pad=-1, role="structure", length="long", required=False),
+        FieldSpec("global_parent", pad=-1, role="structure", length="global", required=False),
+        FieldSpec("long_context", pad=0, role="structure", length="long", required=False),
+        FieldSpec("global_context", pad=0, role="structure", length="global", required=False),
+        FieldSpec("long_links", pad=-1, role="structure", length="long", required=False),
+        FieldSpec("global_hard_g2l", pad=0, role="structure", length="global", required=False),
     )
 }
 
@@ -293,8 +295,9 @@ class StructuredDataset(FairseqDataset):
         data_dir: the prepared directory.
         split: split name.
         fields: specs of the fields to load (core fields are known; the task adds its own). Fields in the
-            meta file but not named here are ignored; a named field missing on disk is an error unless it
-            is an optional core field.
+            meta file but not named here are ignored; a named field missing on disk is an error if it
+            is ``required`` (an optional one, e.g. a field a task added after the data was prepared, is
+            then absent from the batches).
         pad_idx: the dictionary's pad index.
         max_long_len / max_global_len: pad every batch to these lengths when ``pad_to_fixed_length``
             (identical shapes for XLA / compiled models); examples must fit.
@@ -318,7 +321,7 @@ class StructuredDataset(FairseqDataset):
         self.specs: Dict[str, FieldSpec] = {}
         for spec in list(CORE_FIELDS.values()) + list(fields):
             if spec.name not in stored:
-                if spec.required or spec.name not in CORE_FIELDS:
+                if spec.required:
                     raise ValueError(
                         f"{self.data_dir}/{split}.meta.json: field {spec.name!r} was not prepared (fields: "
                         f"{sorted(stored)}); re-run etc-prepare with a matching version"

@@ -14,8 +14,10 @@ criterion).
 
 Label: ``answer_index`` int16 [1], the answer's index among the example's kept sentences (in input order),
 -1 when truncation dropped it (counted; such an example scores 0). ``num_sentences`` int16 [1] kept
-sentences. Side data: ``id``, ``sentences`` (the kept sentences' ``[paragraph, sentence]``) and
-``paragraph_sizes`` (sentences per paragraph of the record).
+sentences. ``support_index`` int16 [1]: the index of :attr:`.schema.NextSentRecord.support` (the sentence
+before the answer in its paragraph) among the kept sentences, -1 if none or dropped. Side data: ``id``,
+``sentences`` (the kept sentences' ``[paragraph, sentence]``) and ``paragraph_sizes`` (sentences per
+paragraph of the record).
 The records themselves are written to ``DIR/{split}.records.json`` (for baselines and ``etc-evaluate``).
 """
 from __future__ import annotations
@@ -82,6 +84,7 @@ def convert_record(rec, tokenizer, max_long_len: int, max_global_len: int, flat:
             long_sentence[u.long_start:u.long_end] = k
             k += 1
     answer = kept.index(tuple(rec.answer)) if tuple(rec.answer) in kept else -1
+    support = kept.index(rec.support) if rec.support in kept else -1
     counts["records"] += 1
     counts["truncated"] += int(lay.truncated)
     counts["sentences_dropped"] += lay.sentences_dropped
@@ -104,6 +107,7 @@ def convert_record(rec, tokenizer, max_long_len: int, max_global_len: int, flat:
     arrays["answer_index"] = np.asarray([answer], dtype=np.int64)
     arrays["num_sentences"] = np.asarray([len(kept)], dtype=np.int64)
     arrays["long_sentence"] = long_sentence
+    arrays["support_index"] = np.asarray([support], dtype=np.int64)
     side = {"id": rec.id, "sentences": [list(x) for x in kept], "paragraph_sizes": [len(s) for _, s in rec.paragraphs]}
     return arrays, side
 

@@ -3,6 +3,10 @@ sentence, :func:`~etc_fairseq.finetune.nextsent.decode.sentence_scores`), and th
 sentence-level accuracy and MRR in percent, defined as :mod:`etc_fairseq.finetune.nextsent.metrics`
 defines them (ties broken uniformly at random in expectation).
 
+With the task's ``--support-loss-weight W`` > 0 the loss adds W times the same cross-entropy of the support
+head on ``support_index`` (the sentence before the answer in its paragraph), and ``support_accuracy`` is
+logged over the examples whose support was scored.
+
 Loss: summed over the examples whose answer the model scored (``sample_size`` = their number; in a static
 graph, XLA or ``torch.compile``, the mean over them with ``sample_size`` 1:
 :func:`etc_fairseq.criterion_metrics.loss_per_sample_size`).
@@ -17,14 +21,15 @@ import torch
 import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
+from omegaconf import II
 
 from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios, logged, loss_per_sample_size
-from etc_fairseq.finetune.nextsent.decode import sentence_scores
+from etc_fairseq.finetune.nextsent.decode import SUPPORT_HEAD, sentence_scores
 
 
 @dataclass
 class EtcNextSentCriterionConfig(FairseqDataclass):
-    pass
+    support_loss_weight: float = II("task.support_loss_weight")
 
 
 def rank_metrics(logits: torch.Tensor, answer_index: torch.Tensor):
@@ -50,25 +55,43 @@ def rank_metrics(logits: torch.Tensor, answer_index: torch.Tensor):
     return torch.where(has, acc, zero), torch.where(has, rr, zero)
 
 
+def sentence_nll(logits: torch.Tensor, mask: torch.Tensor, index: torch.Tensor):
+    """Cross-entropy of one sentence per example among its scored sentences.
+
+    Args:
+        logits: float [B, S] (-inf where ``mask`` is False); mask: bool [B, S], the scored sentences.
+        index: int64 [B], the target sentence, -1 = none.
+    Returns:
+        (nll float [B], 0 where there is no target; index int64 [B], -1 also where the target was not
+        scored: dropped by truncation, or outside a window).
+    """
+    scored_target = torch.gather(mask, 1, index.clamp(min=0).unsqueeze(1)).squeeze(1)  # [B]
+    index = torch.where(index.ge(0) & scored_target, index, torch.full_like(index, -1))
+    # an example whose sentences truncation dropped has only -inf logits (and no target): give its row
+    # finite values so that log_softmax's backward stays finite (its loss is masked out)
+    scored = logits.masked_fill(~mask.any(dim=1, keepdim=True), 0.0)  # [B, S]
+    lprobs = F.log_softmax(scored, dim=-1)  # [B, S]
+    nll = -torch.gather(lprobs, 1, index.clamp(min=0).unsqueeze(1)).squeeze(1)  # [B]
+    return torch.where(index.ge(0), nll, torch.zeros_like(nll)), index
+
+
 @register_criterion("etc_nextsent", dataclass=EtcNextSentCriterionConfig)
 class EtcNextSentCriterion(FairseqCriterion):
     def __init__(self, cfg: EtcNextSentCriterionConfig, task):
         super().__init__(task)
+        self.support_loss_weight = float(cfg.support_loss_weight)
 
     def forward(self, model, sample, reduce=True):
         features, extra = self.task.forward_features(model, sample)
         logits, mask = sentence_scores(model, sample, features, extra)  # [B, S_max]
-        answer = sample["target"]["answer_index"][:, 0]  # [B]
         # an answer the model did not score (dropped by truncation, or outside a window) is lost
-        scored_answer = torch.gather(mask, 1, answer.clamp(min=0).unsqueeze(1)).squeeze(1)  # [B]
-        answer = torch.where(answer.ge(0) & scored_answer, answer, torch.full_like(answer, -1))
+        nll, answer = sentence_nll(logits, mask, sample["target"]["answer_index"][:, 0])  # [B], [B]
         has = answer.ge(0)
-        # an example whose sentences truncation dropped has only -inf logits (and no answer): give its row
-        # finite values so that log_softmax's backward stays finite (its loss is masked out below)
-        scored = logits.masked_fill(~mask.any(dim=1, keepdim=True), 0.0)  # [B, S]
-        lprobs = F.log_softmax(scored, dim=-1)  # [B, S]
-        nll = -torch.gather(lprobs, 1, answer.clamp(min=0).unsqueeze(1)).squeeze(1)  # [B]
-        loss = torch.where(has, nll, torch.zeros_like(nll)).sum()
+        loss = nll.sum()
+        support_log = {}
+        if self.support_loss_weight > 0:
+            support_loss, support_log = self.support_loss(model, sample, features, extra)
+            loss = loss + self.support_loss_weight * support_loss
         with torch.no_grad():
             acc, rr = rank_metrics(logits.detach(), answer)
         # a static graph (XLA): mean over the labelled examples, sample_size 1 (criterion_metrics)
@@ -82,17 +105,35 @@ class EtcNextSentCriterion(FairseqCriterion):
             "rr_sum": logged(rr.sum()),
             "lost_sum": logged((~has).sum()),
             "nexamples": int(answer.numel()),
+            **support_log,
         }
         return loss, sample_size, logging_output
+
+    def support_loss(self, model, sample, features, extra):
+        """The support head's summed cross-entropy on ``support_index`` (the sentence before the answer in
+        its paragraph) and its logging entries (accuracy over the examples that have a scored support)."""
+        support = sample["target"].get("support_index")
+        if support is None:
+            raise ValueError(
+                "--support-loss-weight needs the support_index field, which etc-prepare nextsent writes since "
+                f"it exists; the data in {self.task.cfg.data} has none: prepare it again")
+        logits, mask = sentence_scores(model, sample, features, extra, SUPPORT_HEAD)  # [B, S]
+        nll, support = sentence_nll(logits, mask, support[:, 0])
+        with torch.no_grad():
+            acc, _ = rank_metrics(logits.detach(), support)
+        return nll.sum(), {"support_acc_sum": logged(acc.sum()), "support_n": logged(support.ge(0).sum())}
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
         log_mean_loss(logging_outputs)
-        log_ratios(logging_outputs, {
+        ratios = {
             "accuracy": Ratio("acc_sum", "nexamples", 100.0),
             "mrr": Ratio("rr_sum", "nexamples", 100.0),
             "lost": Ratio("lost_sum", "nexamples", 100.0),
-        })
+        }
+        if any("support_n" in log for log in logging_outputs):  # trained with --support-loss-weight
+            ratios["support_accuracy"] = Ratio("support_acc_sum", "support_n", 100.0)
+        log_ratios(logging_outputs, ratios)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -21,6 +21,8 @@ from etc_fairseq.tracing import static_graph
 
 #: name of the sentence-scoring head in ``model.task_heads`` (features [.., D] -> one logit)
 SENTENCE_HEAD = "nextsent_sentences"
+#: name of the support head (the same shape), present when the task's ``support_loss_weight`` > 0
+SUPPORT_HEAD = "nextsent_support"
 
 
 def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_sentences: int) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -45,9 +47,11 @@ def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_se
     return means, counts[:, :num_sentences].gt(0)
 
 
-def sentence_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Scores of every sentence: (logits float32 [B, S] with -inf past each example's sentences, mask bool
-    [B, S]); column ``k`` is the example's ``k``-th sentence in input order. ``S`` is at least the batch's
+def sentence_scores(model, sample, features: torch.Tensor, extra, head_name: str = SENTENCE_HEAD
+                    ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Scores of every sentence by the head ``head_name`` (the answer's, or :data:`SUPPORT_HEAD`): (logits
+    float32 [B, S] with -inf past each example's sentences, mask bool [B, S]); column ``k`` is the
+    example's ``k``-th sentence in input order. ``S`` is at least the batch's
     most sentences (in a static graph, :func:`etc_fairseq.tracing.static_graph`, at least the long length).
 
     Per example: from its SENTENCE global tokens' outputs when every sentence has one, else from the mean
@@ -58,7 +62,7 @@ def sentence_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch
     one is picked per example, so an example's scores do not depend on the other examples of its batch, and both heads' inputs (the long and the global side of
     the last layer) take part in every step (a zero gradient where not picked), as DistributedDataParallel
     requires."""
-    head = model.task_heads[SENTENCE_HEAD]
+    head = model.task_heads[head_name]
     num = sample["target"]["num_sentences"][:, 0]  # [B]
     # columns: the batch's most sentences; in a static graph (no host read) the long length, which bounds
     # it (every kept sentence has at least one long token)

@@ -78,6 +78,15 @@ class NextSentRecord:
     def num_sentences(self) -> int:
         return sum(len(s) for _, s in self.paragraphs)
 
+    @property
+    def support(self) -> Optional[Tuple[int, int]]:
+        """``(paragraph, sentence)`` of the sentence just before the answer in its paragraph, None when the
+        answer opens its paragraph: in the task, the sentence the removed question followed (the gap lies
+        between it and the answer); in the next-of-copy probe, the copy. What the optional support loss
+        (``--support-loss-weight``) supervises, as HotpotQA's supporting facts do."""
+        p, s = self.answer
+        return (p, s - 1) if s > 0 else None
+
     def answer_rank_index(self) -> int:
         """The answer's index among all sentences in input order (what a sentence ranking scores)."""
         p, s = self.answer
@@ -286,14 +295,17 @@ def corpus_statistics(records: Sequence[NextSentRecord]) -> Dict[str, float]:
 def target_fields():
     """The task's own fields (:class:`~etc_fairseq.data.structured.FieldSpec` list): ``answer_index`` [1]
     (the answer's index among the example's kept sentences, -1 if truncation dropped it),
-    ``num_sentences`` [1] and ``long_sentence`` [long_len] (each long token's sentence index, -1 for the
-    CLS, question and titles: what the no-globals ablation pools)."""
+    ``num_sentences`` [1], ``long_sentence`` [long_len] (each long token's sentence index, -1 for the
+    CLS, question and titles: what the no-globals ablation pools) and ``support_index`` [1]
+    (:attr:`NextSentRecord.support` among the kept sentences, -1 if there is none or truncation dropped it;
+    not required: data prepared before it existed loads, and only the support loss needs it)."""
     from etc_fairseq.data.structured import FieldSpec
 
     return [
         FieldSpec("answer_index", dtype="int16", pad=-1, role="target", length="own", required=True),
         FieldSpec("num_sentences", dtype="int16", pad=0, role="target", length="own", required=True),
         FieldSpec("long_sentence", dtype="int16", pad=-1, role="target", length="long", required=True),
+        FieldSpec("support_index", dtype="int16", pad=-1, role="target", length="own", required=False),
     ]
 
 

@@ -6,15 +6,18 @@ example by :func:`~etc_fairseq.finetune.nextsent.decode.sentence_scores`) to one
 
 Targets (``sample["target"]``): ``answer_index`` int64 [B, 1] (the answer's index among the example's
 sentences, -1 if truncation dropped it), ``num_sentences`` int64 [B, 1], ``long_sentence`` int64 [B, L]
-(each long token's sentence index, -1 for the question, titles and CLS).
+(each long token's sentence index, -1 for the question, titles and CLS), and, in data that has it,
+``support_index`` int64 [B, 1] (the sentence before the answer in its paragraph, -1 if none). With
+``--support-loss-weight W`` > 0 a second head, ``task_heads.nextsent_support`` (the same shape), scores the
+sentences for the support and the criterion adds W times its cross-entropy.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fairseq.tasks import FairseqTask, register_task
 
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
-from etc_fairseq.finetune.nextsent.decode import SENTENCE_HEAD
+from etc_fairseq.finetune.nextsent.decode import SENTENCE_HEAD, SUPPORT_HEAD
 from etc_fairseq.finetune.nextsent.roberta import RobertaWindowModel
 from etc_fairseq.finetune.nextsent.schema import target_fields
 from etc_fairseq.encoder.heads import TokenLogits
@@ -22,7 +25,12 @@ from etc_fairseq.encoder.heads import TokenLogits
 
 @dataclass
 class EtcNextSentConfig(EtcStructuredTaskConfig):
-    pass
+    support_loss_weight: float = field(
+        default=0.0,
+        metadata={"help": "weight of a second head's loss on the support sentence (the one just before the answer "
+                  "in its paragraph: where the question was removed; the copy in the next-of-copy probe), "
+                  "partial credit for the first hop as HotpotQA's supporting facts; 0 = no support head"},
+    )
 
 
 @register_task("etc_nextsent", dataclass=EtcNextSentConfig)
@@ -43,3 +51,7 @@ class EtcNextSentTask(EtcStructuredTask):
 
     def build_heads(self, model) -> None:
         model.register_task_head(SENTENCE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))
+        if self.cfg.support_loss_weight < 0:
+            raise ValueError(f"--support-loss-weight: expected a weight >= 0, got {self.cfg.support_loss_weight}")
+        if self.cfg.support_loss_weight > 0:
+            model.register_task_head(SUPPORT_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))
