@@ -208,3 +208,20 @@ def test_collect_names_the_probe(tmp_path):
     assert res["probe"] == "copy" and "PROBE copy" in res["task"]
     row = next(r for r in table if r.startswith("| structure | structure:"))
     assert "held-out accuracy % / MRR % (copy probe)" in row
+
+
+def test_one_arm_keeps_the_support_accuracy_when_logged(tmp_path):
+    rows = {s: [{"loss": 4.0, "accuracy": 10.0 * int(s), "mrr": 30.0, "lost": 1.0, "support_accuracy": 40.0 + int(s),
+                 "num_updates": u} for u in (100, 200)] for s in ("1", "2")}
+    for s, r in rows.items():
+        _write_log(tmp_path / "ft" / f"support1-{s}.log", r)
+    _write_log(tmp_path / "ft" / "structure-1.log", [{"loss": 4.0, "accuracy": 5.0, "mrr": 20.0, "num_updates": 100}])
+    out = tmp_path / "one.json"
+    assert collect.main(["--run-dir", str(tmp_path), "--arm", "support1", "--ablations", "x", "--seeds", "1", "2",
+                         "--out", str(out)]) == 0
+    arm = json.loads(out.read_text())["support1"]
+    assert {s: v["support_accuracy"] for s, v in arm["seeds"].items()} == {"1": 41.0, "2": 42.0}
+    assert arm["accuracy"]["mean"] == 15.0 and arm["label"] == collect.ARM_LABELS["support1"]
+    assert collect.main(["--run-dir", str(tmp_path), "--arm", "structure", "--ablations", "x", "--seeds", "1",
+                         "--out", str(out)]) == 0
+    assert "support_accuracy" not in json.loads(out.read_text())["structure"]["seeds"]["1"]

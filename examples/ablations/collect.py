@@ -39,6 +39,7 @@ ARM_LABELS = {
     "roberta512": "RoBERTa, first 512 tokens",
     "nocpc": "ETC structure, pretrained MLM only",
     "nohardg2l": "ETC structure, pretrained + fine-tuned with soft g2l",
+    "support1": "ETC structure, hard g2l, + support loss (weight 1)",
     "lifted": "ETC pretraining from lifted RoBERTa",
     "scratch": "ETC pretraining from scratch",
 }
@@ -99,6 +100,8 @@ def finetune_arm(run_dir: Path, arm: str, seeds: Sequence[str]) -> dict:
         last = lines[-1]
         per_seed[s] = {"accuracy": last["accuracy"], "mrr": last["mrr"], "lost": last.get("lost", 0.0),
                        "loss": last["loss"], "updates": int(last["num_updates"])}
+        if "support_accuracy" in last:  # trained with etc_nextsent's --support-loss-weight
+            per_seed[s]["support_accuracy"] = last["support_accuracy"]
         curves[s] = [(int(x["num_updates"]), x["accuracy"], x["mrr"]) for x in lines]
         # first-epoch training batches are scored before the model has trained on them: an estimate of the
         # accuracy on unseen records of the *training* articles, next to the held-out articles' curve
