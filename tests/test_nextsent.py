@@ -433,7 +433,7 @@ def test_support_loss_adds_the_support_heads_cross_entropy(tmp_path, wiki_dump, 
     assert "support_n" not in log0 and float(loss0) < float(loss)
 
     no_field = dict(sample, target={k: v for k, v in sample["target"].items() if k != "support_index"})
-    with pytest.raises(ValueError, match=r"--support-loss-weight needs the support_index field.*prepare it again"):
+    with pytest.raises(ValueError, match=r"--support-loss-weight needs the support_index field, and the data in .* was prepared without it"):
         crit(model, no_field)
     with pytest.raises(ValueError, match=r"--support-loss-weight: expected a weight >= 0, got -1.0"):
         setup(-1.0)

@@ -115,8 +115,8 @@ class EtcNextSentCriterion(FairseqCriterion):
         support = sample["target"].get("support_index")
         if support is None:
             raise ValueError(
-                "--support-loss-weight needs the support_index field, which etc-prepare nextsent writes since "
-                f"it exists; the data in {self.task.cfg.data} has none: prepare it again")
+                f"--support-loss-weight needs the support_index field, and the data in {self.task.cfg.data} was "
+                "prepared without it: prepare it again with etc-prepare nextsent")
         logits, mask = sentence_scores(model, sample, features, extra, SUPPORT_HEAD)  # [B, S]
         nll, support = sentence_nll(logits, mask, support[:, 0])
         with torch.no_grad():
