@@ -79,7 +79,9 @@ def sentence_nll(logits: torch.Tensor, mask: torch.Tensor, index: torch.Tensor):
 class EtcNextSentCriterion(FairseqCriterion):
     def __init__(self, cfg: EtcNextSentCriterionConfig, task):
         super().__init__(task)
-        self.support_loss_weight = float(cfg.support_loss_weight)
+        # the task's value: it decided whether the support head exists (cfg's II reference resolves to the
+        # same number under fairseq; a criterion built directly, with a default or no config, has none)
+        self.support_loss_weight = float(getattr(getattr(task, "cfg", None), "support_loss_weight", 0.0))
 
     def forward(self, model, sample, reduce=True):
         features, extra = self.task.forward_features(model, sample)
