@@ -225,3 +225,23 @@ def test_one_arm_keeps_the_support_accuracy_when_logged(tmp_path):
     assert collect.main(["--run-dir", str(tmp_path), "--arm", "structure", "--ablations", "x", "--seeds", "1",
                          "--out", str(out)]) == 0
     assert "support_accuracy" not in json.loads(out.read_text())["structure"]["seeds"]["1"]
+
+
+def test_one_arm_of_a_task_without_mrr(tmp_path):
+    """A WikiHop run of examples/wikihop/run.sh: fairseq-train's validation lines (accuracy, no MRR), then
+    fairseq-validate's line for the best checkpoint (no num_updates), which is not a point of the curve."""
+    for s, accs in (("1", (25.0, 60.0)), ("2", (30.0, 70.0))):
+        path = tmp_path / "ft" / f"as-{s}.log"
+        _write_log(path, [{"loss": 2.0, "accuracy": a, "num_updates": u} for a, u in zip(accs, (100, 200))])
+        _write_log(tmp_path / "best.log", [{"loss": 1.5, "accuracy": 99.0}], noise=False)
+        path.write_text(path.read_text() + (tmp_path / "best.log").read_text())
+    out = tmp_path / "one.json"
+    assert collect.main(["--run-dir", str(tmp_path), "--arm", "as", "--seeds", "1", "2",
+                         "--out", str(out)]) == 0
+    arm = json.loads(out.read_text())["as"]
+    assert {s: v["accuracy"] for s, v in arm["seeds"].items()} == {"1": 60.0, "2": 70.0}
+    assert [(p["updates"], p["accuracy"]["mean"]) for p in arm["curve"]] == [(100, 27.5), (200, 65.0)]
+    assert "mrr" not in arm and "mrr" not in arm["seeds"]["1"] and "mrr" not in arm["curve"][0]
+    _write_log(tmp_path / "ft" / "bad-1.log", [{"loss": 1.5, "accuracy": 99.0}], noise=False)
+    assert collect.main(["--run-dir", str(tmp_path), "--arm", "bad", "--ablations", "x", "--seeds", "1",
+                         "--out", str(out)]) == 1

@@ -6,7 +6,9 @@ nextsent word-overlap and random baselines come from the ``valid.meta.json`` tha
 wrote for the same held-out records.
 
 Logs read (``RUN_DIR`` = ``--run-dir``):
-  ft/<arm>-<seed>.log                fairseq-train --task etc_nextsent, validation lines with num_updates
+  ft/<arm>-<seed>.log                fairseq-train --task etc_nextsent (with ``--arm``: any fine-tuning task
+                                     whose validation lines carry accuracy, e.g. etc_wikihop), validation
+                                     lines with num_updates
   lift/<arm>-<seed>.valid.log        fairseq-validate --task etc_pretraining (mlm_loss, mlm_accuracy)
   extrapolation/long<N>-<seed>.log   the same, at long length N
 
@@ -90,40 +92,49 @@ def summary(values: Sequence[float]) -> Dict[str, float]:
 
 
 def finetune_arm(run_dir: Path, arm: str, seeds: Sequence[str]) -> dict:
-    """One nextsent fine-tuning arm: final held-out accuracy / MRR per seed, summaries, learning curve."""
+    """One fine-tuning arm: final held-out accuracy (and MRR, where the task logs it: nextsent does, WikiHop
+    does not) per seed, summaries, learning curve. Only fairseq-train's validation lines count (they carry
+    ``num_updates``); a log may hold others (examples/wikihop/run.sh's fairseq-validate of the best checkpoint)."""
     per_seed, curves, train = {}, {}, {}
     for s in seeds:
         path = run_dir / "ft" / f"{arm}-{s}.log"
-        lines = read_valid(path)
-        if any("num_updates" not in x or "accuracy" not in x for x in lines):
-            raise CollectError(f"{path}: a validation line without num_updates / accuracy (not an etc_nextsent fairseq-train log?)")
+        lines = [x for x in read_valid(path) if "num_updates" in x]
+        if not lines or any("accuracy" not in x for x in lines):
+            raise CollectError(f"{path}: no fairseq-train validation line with num_updates and accuracy (not a fine-tuning log?)")
         last = lines[-1]
-        per_seed[s] = {"accuracy": last["accuracy"], "mrr": last["mrr"], "lost": last.get("lost", 0.0),
-                       "loss": last["loss"], "updates": int(last["num_updates"])}
+        per_seed[s] = {"accuracy": last["accuracy"]}
+        if "mrr" in last:
+            per_seed[s]["mrr"] = last["mrr"]
+        per_seed[s].update(lost=last.get("lost", 0.0), loss=last["loss"], updates=int(last["num_updates"]))
         if "support_accuracy" in last:  # trained with etc_nextsent's --support-loss-weight
             per_seed[s]["support_accuracy"] = last["support_accuracy"]
-        curves[s] = [(int(x["num_updates"]), x["accuracy"], x["mrr"]) for x in lines]
+        curves[s] = [(int(x["num_updates"]), x["accuracy"], x.get("mrr")) for x in lines]
         # first-epoch training batches are scored before the model has trained on them: an estimate of the
         # accuracy on unseen records of the *training* articles, next to the held-out articles' curve
         train[s] = [(int(x["num_updates"]), x["accuracy"]) for x in parse_train_lines(path.read_text(encoding="utf-8", errors="replace"))
                     if x.get("epoch") == 1 and "accuracy" in x and "num_updates" in x]
+    has_mrr = all("mrr" in x for x in per_seed.values())
     updates = sorted({u for c in curves.values() for u, _, _ in c})
     curve = []
     for u in updates:
         acc = [a for c in curves.values() for (v, a, _) in c if v == u]
-        mrr = [r for c in curves.values() for (v, _, r) in c if v == u]
         if len(acc) == len(seeds):  # only points every seed reached
-            curve.append({"updates": u, "accuracy": summary(acc), "mrr": summary(mrr)})
+            point = {"updates": u, "accuracy": summary(acc)}
+            if has_mrr:
+                point["mrr"] = summary([r for c in curves.values() for (v, _, r) in c if v == u])
+            curve.append(point)
     first_epoch = []
     for u in sorted({u for c in train.values() for u, _ in c}):
         acc = [a for c in train.values() for (v, a) in c if v == u]
         if len(acc) == len(seeds):
             first_epoch.append({"updates": u, "accuracy": summary(acc)})
-    return {"label": ARM_LABELS.get(arm, arm), "seeds": per_seed, "train_first_epoch": first_epoch,
-            "accuracy": summary([x["accuracy"] for x in per_seed.values()]),
-            "mrr": summary([x["mrr"] for x in per_seed.values()]),
-            "lost": summary([x["lost"] for x in per_seed.values()]),
-            "updates": sorted({x["updates"] for x in per_seed.values()}), "curve": curve}
+    result = {"label": ARM_LABELS.get(arm, arm), "seeds": per_seed, "train_first_epoch": first_epoch,
+              "accuracy": summary([x["accuracy"] for x in per_seed.values()])}
+    if has_mrr:
+        result["mrr"] = summary([x["mrr"] for x in per_seed.values()])
+    result.update({"lost": summary([x["lost"] for x in per_seed.values()]),
+                   "updates": sorted({x["updates"] for x in per_seed.values()}), "curve": curve})
+    return result
 
 
 def mlm_arm(paths: Dict[str, Path], label: str) -> dict:
@@ -311,7 +322,7 @@ def markdown(results: dict) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run-dir", type=Path, required=True)
-    p.add_argument("--ablations", nargs="+", required=True)
+    p.add_argument("--ablations", nargs="+", default=None, help="the ablations to collect (not with --arm)")
     p.add_argument("--seeds", nargs="+", required=True)
     p.add_argument("--long", type=int, default=2048, help="the main long length of the fine-tuning arms")
     p.add_argument("--extra-lengths", type=int, nargs="*", default=[512, 4096])
@@ -320,10 +331,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--png", type=Path, default=None)
     p.add_argument("--markdown", type=Path, default=None, help="also write the README table here")
     p.add_argument("--arm", default=None, help="write only this fine-tuning arm (curves, seeds) to --out, e.g. a "
-                   "longer run of one arm; --ablations is then ignored")
+                   "longer run of one arm, or examples/wikihop/run.sh's logs; --ablations is then ignored")
     p.add_argument("--arms", nargs="+", default=None,
                    help="only these fine-tuning arms of the structure / cpc / g2l ablations (run.sh's STRUCTURE_ARMS)")
     a = p.parse_args(argv)
+    if a.arm is None and not a.ablations:
+        p.error("give --ablations (or --arm)")
     if a.arm is not None:
         try:
             one = finetune_arm(a.run_dir, a.arm, a.seeds)
