@@ -380,6 +380,43 @@ def _construct_module():
     return mod
 
 
+def test_construct_queries(tmp_path, wiki_dump, pretrain_data):
+    """construct.py's two CONSTRUCTED query kinds are what its docstring says, on real paragraphs."""
+    from etc_fairseq.finetune.wikihop.convert import LayoutOptions, candidate_pattern, prepare_wikihop
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    construct = _construct_module()
+    args = ["--dump", str(wiki_dump), "--train", "12", "--valid", "6", "--supports", "3", "--seed", "5",
+            "--max-articles", "30", "--train-articles", "20"]
+    for query in ("paragraph_mentions", "mentioned_as"):
+        assert construct.main([*args, "--out", str(tmp_path / query), "--query", query]) == 0
+    train = json.loads((tmp_path / "paragraph_mentions" / "train.json").read_text())
+    for r in train:  # WORD in exactly one support, the answer that support's article
+        kind, word = r["query"].split()
+        hits = [k for k, s in enumerate(r["supports"]) if word in re.findall(r"[a-z]{5,}", s.lower())]
+        assert kind == "paragraph_mentions" and len(hits) == 1 and r["answer"] == r["candidates"][hits[0]]
+    records = json.loads((tmp_path / "mentioned_as" / "train.json").read_text())
+    assert len(records) == 12 and len({r["query"] for r in records}) > 6
+    for r in records:
+        kind, word = r["query"].split()
+        assert kind == "mentioned_as" and word.lower() == r["answer"] and r["answer"] in r["candidates"]
+        assert len(set(r["candidates"])) == 3
+        for c in r["candidates"]:  # every candidate a word of exactly one support
+            assert sum(bool(candidate_pattern(c).search(s)) for s in r["supports"]) == 1, (c, r["id"])
+        # the query spells the word as the text does (a cased vocabulary gives the two spellings other pieces)
+        assert any(re.search(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])", s) for s in r["supports"])
+    assert construct.main([*args, "--out", str(tmp_path / "swapped"), "--query", "mentioned_as", "--swap-queries"]) == 0
+    dev = json.loads((tmp_path / "mentioned_as" / "dev.json").read_text())
+    swapped = json.loads((tmp_path / "swapped" / "dev.json").read_text())
+    assert [r["query"] for r in swapped] == [r["query"] for r in dev[1:] + dev[:1]]
+    assert [(r["candidates"], r["supports"], r["answer"]) for r in swapped] == [
+        (r["candidates"], r["supports"], r["answer"]) for r in dev]
+    summary = prepare_wikihop({"train": tmp_path / "mentioned_as" / "train.json"}, tmp_path / "data",
+                              WordPieceTokenizer.from_pretrain_dir(pretrain_data),
+                              LayoutOptions(max_long_len=1024, max_global_len=64))
+    assert summary["train"]["candidates_unmentioned"] == 0 and summary["train"]["truncated_examples"] == 0
+
+
 def test_end_to_end(tmp_path, wiki_dump, pretrain_data, etc_tiny_checkpoint, capsys):
     from etc_fairseq.cli.evaluate import main as evaluate_main
     from etc_fairseq.cli.predict import main as predict_main
