@@ -79,7 +79,6 @@ def make_records(docs: Sequence, n: int, supports: int, rng: random.Random, spli
         if len(set(titles)) < supports:
             continue
         paragraphs = [rng.choice(d.paragraphs[:3]) for d in chosen]
-        words = [set(WORD.findall(p.lower())) for p in paragraphs]
         if query == "mentioned_as":
             # one word per support that no other support has (the candidates), as the text writes it
             surface = []  # per support: {lower-cased word: its first spelling in the text}
@@ -104,6 +103,7 @@ def make_records(docs: Sequence, n: int, supports: int, rng: random.Random, spli
         else:
             answer_k = rng.randrange(supports)
             candidates = titles
+            words = [set(WORD.findall(p.lower())) for p in paragraphs]
             unique = sorted(words[answer_k] - set().union(*(w for k, w in enumerate(words) if k != answer_k)))
         if not unique:
             continue
