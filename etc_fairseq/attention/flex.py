@@ -33,7 +33,8 @@ tokens and crashes at 64k).
 
 **The relative term** is a ``score_mod`` reading ``table[b, h, q, label(b, q, k)]``, where the table holds
 every query's score for every label (``(q . e_n + bias_n) / sqrt(head_dim)``, float32, computed once per
-layer as an ordinary autograd tensor; column ``num_labels`` is 0 for "no relative term"). Its gradient is
+layer as an ordinary autograd tensor; a piece without labels reads :data:`NO_LABEL`, which adds 0). Its
+gradient is
 computed by FlexAttention for the captured table: correct, accumulated with atomic adds in the Triton
 backend (not bitwise deterministic); the FA4 backend (``kernel_options={"BACKEND": "FLASH"}``) has no
 backward for captured tensors that need gradients, so it is not used.
@@ -46,6 +47,7 @@ and ``tests/test_flex.py`` checks it against the dense reference on CPU.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional, Sequence, Tuple
@@ -58,9 +60,11 @@ from .common import GlobalLocalStructure, read, softmax_dtype
 __all__ = [
     "BLOCK_SIZE",
     "SIDES",
+    "NO_LABEL",
     "flex_available",
     "attention_backend",
     "padded_len",
+    "materialized",
     "FlexLayout",
     "FlexPlan",
     "build_flex_plan",
@@ -76,6 +80,8 @@ __all__ = [
 BLOCK_SIZE = 128
 #: The query sides, in joint-layout order.
 SIDES = ("global", "long")
+#: The label id of a piece without relative term (past every table: adds nothing).
+NO_LABEL = 1 << 30
 #: Mask elements evaluated at once while a plan finds its blocks (bounds the eager memory: int64
 #: temporaries of this many elements).
 _EVAL_ELEMENTS = 1 << 22
@@ -104,11 +110,33 @@ def attention_backend(device: torch.device, dropout_p: float) -> str:
 
 if flex_available():
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
-
-    #: ``flex_attention`` compiled once (what makes it fused and fast; each new padded shape compiles once).
-    flex_attention_compiled = torch.compile(flex_attention, dynamic=False)
 else:  # pragma: no cover - torch without flex attention
-    BlockMask = flex_attention = flex_attention_compiled = None
+    BlockMask = flex_attention = None
+
+
+@torch.library.custom_op("etc_fairseq::materialized", mutates_args=())
+def _materialized(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_materialized.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+_materialized.register_autograd(lambda ctx, grad: grad)
+
+
+def materialized(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a buffer of its own in a graph that inductor compiles for CPU (elsewhere ``t`` itself).
+
+    torch 2.13's CPU FlexAttention lowering cannot read a tensor captured by ``score_mod`` that the same
+    graph computes elementwise (``NoValidChoicesError``: it asks the unrealised node for a buffer name); an
+    opaque copy (a custom op) gives it one. The tables are per-token ids: the copy is small.
+    """
+    if torch.compiler.is_compiling() and t.device.type == "cpu":
+        return _materialized(t)
+    return t
 
 
 def padded_len(n: int) -> int:
@@ -208,13 +236,13 @@ def joint_mask_mod(layout: FlexLayout, allowed: Dict[str, PieceFn]):
     return mask_mod
 
 
-def joint_label(layout: FlexLayout, labels: Dict[str, PieceFn], none_label: int):
+def joint_label(layout: FlexLayout, labels: Dict[str, PieceFn]):
     """``label(b, q, kv) -> int64`` of the joint layout from the four pieces' label rules (a piece without
-    labels gets ``none_label``, the zero column of the relative table)."""
+    labels gets :data:`NO_LABEL`)."""
 
     def piece(name, b, qp, kp):
         fn = labels.get(name)
-        return fn(b, qp, kp).to(torch.int64) if fn is not None else torch.full_like(qp + kp, none_label,
+        return fn(b, qp, kp).to(torch.int64) if fn is not None else torch.full_like(qp + kp, NO_LABEL,
                                                                                     dtype=torch.int64)
 
     def label(b, q, kv):
@@ -295,15 +323,14 @@ class FlexPlan:
     """One batch's attention structure for FlexAttention, shared by every layer and both halves.
 
     layout: the sizes; mask_mod: over the joint layout; label: ``(b, q, kv) -> int64`` label id over the
-    joint layout, or None (no relative term anywhere); num_labels: rows of the relative tables the labels
-    index (``num_labels`` itself is "no relative term"); partial / full: bool ``[B, rows/128, keys/128]``
+    joint layout (:data:`NO_LABEL` where a piece has none), or None (no relative term anywhere); partial /
+    full: bool ``[B, rows/128, keys/128]``
     block matrices. :meth:`block_mask` gives the BlockMask of some query sides (built once each).
     """
 
     layout: FlexLayout
     mask_mod: Callable
     label: Optional[Callable]
-    num_labels: int
     partial: torch.Tensor
     full: torch.Tensor
     _block_masks: Dict[Tuple[str, ...], "BlockMask"] = field(default_factory=dict, repr=False)
@@ -336,23 +363,21 @@ def _shifted(fn, q0: int, k0: int):
 
 
 def build_flex_plan(layout: FlexLayout, allowed: Dict[str, PieceFn], labels: Dict[str, PieceFn],
-                    num_labels: int, device) -> FlexPlan:
+                    device) -> FlexPlan:
     """A :class:`FlexPlan` from the four pieces' rules (``allowed`` / ``labels``: piece name -> rule, see
     :data:`PieceFn`; an empty ``labels``: no relative term)."""
     mask_mod = joint_mask_mod(layout, allowed)
-    label = joint_label(layout, labels, num_labels) if labels else None
+    label = joint_label(layout, labels) if labels else None
     partial, full = _block_matrices(layout, mask_mod, device)
-    return FlexPlan(layout, mask_mod, label, num_labels, partial, full)
+    return FlexPlan(layout, mask_mod, label, partial, full)
 
 
-def flex_plan_from_structure(structure: GlobalLocalStructure, split_kv: bool,
-                             num_labels: Optional[int] = None) -> FlexPlan:
+def flex_plan_from_structure(structure: GlobalLocalStructure, split_kv: bool) -> FlexPlan:
     """A :class:`FlexPlan` reading the masks and labels of a built structure (any masks: random ones,
     official ETC's); a None mask or label tensor: that piece is never allowed / has no relative term.
 
     The structure's tensors are padded to the layout (copies: the compact-id plan of
-    :mod:`etc_fairseq.structure.flex_plan` is the model's path). ``num_labels``: the relative table's rows
-    (default: one more than the largest label id).
+    :mod:`etc_fairseq.structure.flex_plan` is the model's path).
     """
     s = structure
     B, L, G, r = s.batch_size, s.long_len, s.global_len, s.local_radius
@@ -360,7 +385,7 @@ def flex_plan_from_structure(structure: GlobalLocalStructure, split_kv: bool,
     dl, dg = lay.long_pad - L, lay.global_pad - G
 
     def pad(t, rows, cols):  # [B, n, m] -> padded rows / cols with 0 / False
-        return None if t is None else F.pad(t, (0, cols, 0, rows))
+        return None if t is None else materialized(F.pad(t, (0, cols, 0, rows)))
 
     tables = {
         "l2l": (pad(s.l2l_mask, dl, 0), pad(s.l2l_rel, dl, 0)),
@@ -378,10 +403,7 @@ def flex_plan_from_structure(structure: GlobalLocalStructure, split_kv: bool,
 
     allowed = {p: reader(m, p == "l2l") for p, (m, _) in tables.items()}
     labels = {p: reader(lab, p == "l2l") for p, (_, lab) in tables.items() if lab is not None}
-    if num_labels is None:
-        present = [int(lab.max()) + 1 for _, lab in tables.values() if lab is not None and lab.numel()]
-        num_labels = max(present, default=0)
-    return build_flex_plan(lay, allowed, labels, num_labels, s.device)
+    return build_flex_plan(lay, allowed, labels, s.device)
 
 
 # ----------------------------------------------------------------------------
@@ -389,28 +411,33 @@ def flex_plan_from_structure(structure: GlobalLocalStructure, split_kv: bool,
 # ----------------------------------------------------------------------------
 
 
-def relative_table(q: torch.Tensor, rel_emb: torch.Tensor, rel_bias: Optional[torch.Tensor],
-                   num_labels: int) -> torch.Tensor:
-    """Every query's score for every label, then 0 ("no relative term"), scaled like the dot products.
+def relative_table(q: torch.Tensor, rel_emb: torch.Tensor, rel_bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """Every query's score for every label, scaled like the dot products.
+
+    One product of ``[q / sqrt(D), 1 / sqrt(D)]`` with ``[rel_emb, rel_bias]``, so that the table is the
+    output of a matrix product: torch 2.13's CPU FlexAttention lowering cannot read a captured tensor
+    that is the output of an elementwise op (NoValidChoicesError).
 
     Args:
         q: float ``[B, H, n, D]``.
-        rel_emb: float ``[N, H, D]`` (``N <= num_labels``); rel_bias: float ``[N, H]`` or None.
+        rel_emb: float ``[N, H, D]``; rel_bias: float ``[N, H]`` or None.
     Returns:
-        float32 (float64 for float64 ``q``) ``[B, H, n, num_labels + 1]``:
-        ``(q . rel_emb[l, h] + rel_bias[l, h]) / sqrt(D)``, 0 in the columns from ``N`` on.
+        float32 (float64 for float64 ``q``) ``[B, H, n, N]``: ``(q . rel_emb[l, h] + rel_bias[l, h]) / sqrt(D)``.
     """
     comp = softmax_dtype(q.dtype)
     scale = 1.0 / math.sqrt(q.shape[-1])
-    t = torch.einsum("bhid,nhd->bhin", q.to(comp) * scale, rel_emb.to(comp))
+    q = q.to(comp) * scale
+    emb = rel_emb.to(comp)
     if rel_bias is not None:
-        t = t + rel_bias.to(comp).t()[None, :, None, :] * scale  # [N, H] -> [1, H, 1, N]
-    return F.pad(t, (0, num_labels + 1 - t.shape[-1]))
+        q = torch.cat([q, torch.full_like(q[..., :1], scale)], dim=-1)  # [B, H, n, D + 1]
+        emb = torch.cat([emb, rel_bias.to(comp).unsqueeze(-1)], dim=-1)  # [N, H, D + 1]
+    return torch.einsum("bhid,nhd->bhin", q, emb)
 
 
 def flex_joint_attention(
-    plan: FlexPlan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, table: Optional[torch.Tensor],
-    sides: Sequence[str] = SIDES, compile: Optional[bool] = None,
+    plan: FlexPlan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    tables: Optional[Sequence[Optional[torch.Tensor]]] = None, sides: Sequence[str] = SIDES,
+    compile: Optional[bool] = None,
 ) -> torch.Tensor:
     """ONE flex-attention call: the queries of ``sides`` against the keys they read, in the joint layout.
 
@@ -418,27 +445,57 @@ def flex_joint_attention(
         plan: the batch's :class:`FlexPlan`.
         q: float ``[B, H, rows, D]``: the rows of ``sides`` (:meth:`FlexLayout.side_rows`), global first.
         k, v: float ``[B, H, keys, D]`` (:meth:`FlexLayout.side_keys`).
-        table: float ``[B, H, rows, plan.num_labels + 1]`` (:func:`relative_table`) or None.
+        tables: per side of ``sides``, float ``[B, H, side_rows, N]`` (:func:`relative_table` of its padded
+            queries; label ids from ``N`` on add nothing) or None (no relative term on that side).
         compile: use the module's compiled ``flex_attention`` (default: on CUDA). Inside ``torch.compile``
             the plain one is traced into the caller's graph.
     Returns:
         float ``[B, H, rows, D]``; rows with no allowed key are 0.
     """
+    sides = tuple(sides)
     q0, _ = plan.layout.side_rows(sides)
     k0, _ = plan.layout.side_keys(sides)
     score_mod = None
-    if table is not None and plan.label is not None:
-        label, n_rows, n_cols, heads = plan.label, table.shape[2], table.shape[3], table.shape[1]
-        flat = table.contiguous().reshape(-1)
-
-        def score_mod(score, b, h, qi, kv):
-            off = ((b.to(torch.int64) * heads + h.to(torch.int64)) * n_rows + qi.to(torch.int64)) * n_cols
-            return score + flat[off + label(b, qi + q0, kv + k0)]
-
+    if tables is not None and plan.label is not None and any(t is not None for t in tables):
+        score_mod = _relative_score_mod(plan, sides, tables, q0, k0)
     if compile is None:
         compile = q.is_cuda
-    attend = flex_attention_compiled if compile and not torch.compiler.is_compiling() else flex_attention
+    attend = _compiled_flex() if compile and not torch.compiler.is_compiling() else flex_attention
     return attend(q, k, v, score_mod=score_mod, block_mask=plan.block_mask(sides), scale=1.0 / math.sqrt(q.shape[-1]))
+
+
+def _relative_score_mod(plan: FlexPlan, sides, tables, q0: int, k0: int):
+    """``score + table[side][b, h, row, label(b, q, kv)]``, the side and its row from the query's row; 0 for a
+    label past the table (:data:`NO_LABEL`) or a side without table."""
+    label = plan.label
+    starts = {"global": 0, "long": plan.layout.global_pad if len(sides) == 2 else 0}
+    parts = [(starts[s], t.shape[1], t.shape[2], t.shape[3], materialized(t.reshape(-1)))
+             for s, t in zip(sides, tables) if t is not None]
+    long_start = starts["long"] if len(sides) == 2 else None  # rows from here on are long queries
+
+    def side_value(b, h, qi, lab, start, heads, rows, n, flat):
+        row = (qi.to(torch.int64) - start).clamp(0, rows - 1)
+        off = ((b.to(torch.int64) * heads + h.to(torch.int64)) * rows + row) * n + lab.clamp(0, n - 1)
+        return torch.where(lab < n, flat[off], 0.0)
+
+    def score_mod(score, b, h, qi, kv):
+        lab = label(b, qi + q0, kv + k0)
+        values = [(start, side_value(b, h, qi, lab, start, *rest)) for start, *rest in parts]
+        if long_start is None:
+            return score + values[0][1]
+        if len(values) == 2:
+            return score + torch.where(qi < long_start, values[0][1], values[1][1])
+        start, value = values[0]  # both sides present, one of them without table
+        return score + torch.where((qi >= long_start) == (start == long_start), value, 0.0)
+
+    return score_mod
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_flex():
+    """``flex_attention`` compiled once per process (created on first use: ``torch.compile`` imports
+    dynamo, seconds); each new padded shape compiles once."""
+    return torch.compile(flex_attention, dynamic=False)
 
 
 def _pad_rows(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -459,10 +516,7 @@ def flex_global_local_attention(
         raise ValueError("dropout_p: flex attention has no attention dropout; use the blocked kernel")
     l2g_k, l2g_v = l2g_kv if l2g_kv is not None else (global_k, global_v)
     g2l_k, g2l_v = g2l_kv if g2l_kv is not None else (long_k, long_v)
-    tables = [t for t in (long_rel_emb, global_rel_emb) if t is not None]
-    n_labels = max((t.shape[0] for t in tables), default=0)
-    plan = flex_plan_from_structure(structure, split_kv=l2g_kv is not None or g2l_kv is not None,
-                                    num_labels=n_labels)
+    plan = flex_plan_from_structure(structure, split_kv=l2g_kv is not None or g2l_kv is not None)
     lay = plan.layout
     gp, lp = lay.global_pad, lay.long_pad
     q = torch.cat([_pad_rows(global_q, gp), _pad_rows(long_q, lp)], 2)
@@ -471,15 +525,9 @@ def flex_global_local_attention(
     if lay.split_kv:
         parts_k += [_pad_rows(l2g_k, gp), _pad_rows(long_k, lp)]
         parts_v += [_pad_rows(l2g_v, gp), _pad_rows(long_v, lp)]
-    table = None
-    if tables:
-        zero_emb = tables[0].new_zeros((0,) + tables[0].shape[1:])
-        table = torch.cat([
-            _pad_rows(relative_table(global_q, global_rel_emb if global_rel_emb is not None else zero_emb,
-                                     global_rel_bias, n_labels), gp),
-            _pad_rows(relative_table(long_q, long_rel_emb if long_rel_emb is not None else zero_emb,
-                                     long_rel_bias, n_labels), lp)], 2)
-    out = flex_joint_attention(plan, q, torch.cat(parts_k, 2), torch.cat(parts_v, 2), table, SIDES, compile)
+    rel = [(global_rel_emb, global_rel_bias, q[:, :, :gp]), (long_rel_emb, long_rel_bias, q[:, :, gp:])]
+    side_tables = [None if e is None else relative_table(x, e, bias) for e, bias, x in rel]
+    out = flex_joint_attention(plan, q, torch.cat(parts_k, 2), torch.cat(parts_v, 2), side_tables, SIDES, compile)
     return out[:, :, gp:gp + long_q.shape[2]], out[:, :, :global_q.shape[2]]
 
 
@@ -488,14 +536,14 @@ def _one_side(side, q, k_global_tokens, v_global_tokens, k_long_tokens, v_long_t
     """One query side through the joint layout (the halves of the registry): its rows only, its keys only."""
     if dropout_p > 0.0:
         raise ValueError("dropout_p: flex attention has no attention dropout; use the blocked kernel")
-    n_labels = rel_emb.shape[0] if rel_emb is not None else 0
-    plan = flex_plan_from_structure(structure, split_kv=False, num_labels=n_labels)
+    plan = flex_plan_from_structure(structure, split_kv=False)
     lay = plan.layout
     k = torch.cat([_pad_rows(k_global_tokens, lay.global_pad), _pad_rows(k_long_tokens, lay.long_pad)], 2)
     v = torch.cat([_pad_rows(v_global_tokens, lay.global_pad), _pad_rows(v_long_tokens, lay.long_pad)], 2)
     n = lay.side_rows((side,))[1]
-    table = None if rel_emb is None else _pad_rows(relative_table(q, rel_emb, rel_bias, n_labels), n)
-    return flex_joint_attention(plan, _pad_rows(q, n), k, v, table, (side,), compile)[:, :, :q.shape[2]]
+    qp = _pad_rows(q, n)
+    table = None if rel_emb is None else relative_table(qp, rel_emb, rel_bias)
+    return flex_joint_attention(plan, qp, k, v, [table], (side,), compile)[:, :, :q.shape[2]]
 
 
 def flex_long_query_attention(

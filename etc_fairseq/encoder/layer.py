@@ -98,7 +98,6 @@ class EtcSelfAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
         self.attention_dropout = cfg.attention_dropout
-        self.num_relative_labels = num_relative_labels
         #: the sides whose queries are computed (both unless :meth:`drop_side` removed one)
         self.outputs: Tuple[str, ...] = SIDES
 
@@ -179,7 +178,10 @@ class EtcSelfAttention(nn.Module):
     @property
     def split_kv(self) -> bool:
         """Whether the two query sides read different key/value projections (FlexAttention's joint
-        layout then holds both sets: :class:`etc_fairseq.attention.flex.FlexLayout`)."""
+        layout then holds both sets: :class:`etc_fairseq.attention.flex.FlexLayout`); True with one side
+        (its own key set either way)."""
+        if len(self.outputs) < 2:
+            return True
         return any(pick(proj, a) is not pick(proj, b) for proj in (self.k_proj, self.v_proj)
                    for a, b in (("g2g", "l2g"), ("g2l", "l2l")))
 
@@ -203,7 +205,7 @@ class EtcSelfAttention(nn.Module):
         if impl == "auto":
             impl = attention_backend(x_long.device, p)
         if impl == "flex":  # a layer on its own: a plan of this call's masks
-            plan = flex_plan_from_structure(structure, self.split_kv, self.num_relative_labels)
+            plan = flex_plan_from_structure(structure, self.split_kv)
             return self._flex_forward(x_long, x_global, plan, p)
         want_long, want_global = "long" in self.outputs, "global" in self.outputs
         q = self._project(self.q_proj, {k: x for k, x in (("long", x_long), ("global", x_global))
@@ -245,12 +247,12 @@ class EtcSelfAttention(nn.Module):
                 f"attention_dropout={self.attention_dropout} in training: FlexAttention has no attention dropout; "
                 "set attention_dropout=0 or use the blocked kernel (EtcEncoder.backend = 'blocked')")
         lay = plan.layout
-        if lay.split_kv != self.split_kv:
+        sides = tuple(s for s in FLEX_SIDES if s in self.outputs)
+        if len(sides) == 2 and lay.split_kv != self.split_kv:
             raise ValueError(f"the plan's split_kv={lay.split_kv} does not fit this layer's key/value "
                              f"projections (split_kv={self.split_kv})")
         lengths = {"global": x_global.shape[1], "long": x_long.shape[1]}
         x = {"global": pad_tokens(x_global, lay.global_pad), "long": pad_tokens(x_long, lay.long_pad)}
-        sides = tuple(s for s in FLEX_SIDES if s in self.outputs)
         q = self._project(self.q_proj, {s: x[s] for s in sides})
         kv_inputs = {piece: x[token_side] for s in sides for piece, token_side in zip(KEY_PIECES[s], FLEX_SIDES)}
         k = self._project(self.k_proj, kv_inputs)
@@ -258,8 +260,8 @@ class EtcSelfAttention(nn.Module):
         key_sides = sides if lay.split_kv else sides[:1]  # one shared key set: any side's pieces
         keys = torch.cat([k[piece] for s in key_sides for piece in KEY_PIECES[s]], dim=2)  # [B, H, keys, D]
         values = torch.cat([v[piece] for s in key_sides for piece in KEY_PIECES[s]], dim=2)
-        table = torch.cat([relative_table(q[s], *self._rel(s, q[s].dtype), plan.num_labels) for s in sides], dim=2)
-        out = flex_joint_attention(plan, torch.cat([q[s] for s in sides], dim=2), keys, values, table, sides)
+        tables = [relative_table(q[s], *self._rel(s, q[s].dtype)) for s in sides]
+        out = flex_joint_attention(plan, torch.cat([q[s] for s in sides], dim=2), keys, values, tables, sides)
         outs: Dict[str, torch.Tensor] = {}
         start = 0
         for s in sides:

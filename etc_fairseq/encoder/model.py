@@ -323,8 +323,8 @@ class EtcEncoder(nn.Module):
         if impl == "flex":
             split_kv = self.layers[0].self_attn.split_kv if len(self.layers) else True
             if isinstance(structure, StructureIds):
-                return flex_plan(structure, split_kv, self.num_relative_rows)
-            return flex_plan_from_structure(structure, split_kv, self.num_relative_rows)
+                return flex_plan(structure, split_kv)
+            return flex_plan_from_structure(structure, split_kv)
         return structure if isinstance(structure, GlobalLocalStructure) else dense_structure(structure)
 
     def run_layers(

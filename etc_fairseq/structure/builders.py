@@ -27,7 +27,7 @@ over the ancestor depth (at most :data:`MAX_HIERARCHY_DEPTH`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -227,6 +227,11 @@ class StructureIds:
     @property
     def global_len(self) -> int:
         return self.global_valid.shape[1]
+
+    def map_tensors(self, fn) -> "StructureIds":
+        """The same ids with ``fn`` applied to every tensor field."""
+        return StructureIds(**{f.name: fn(v) if isinstance(v, torch.Tensor) else v
+                               for f in fields(self) for v in (getattr(self, f.name),)})
 
     def padded(self, long_len: int, global_len: int) -> "StructureIds":
         """The same ids with the long side padded to ``long_len`` and the global side to ``global_len``

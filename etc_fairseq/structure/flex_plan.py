@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from etc_fairseq.attention.flex import FlexLayout, FlexPlan, build_flex_plan
+from etc_fairseq.attention.flex import FlexLayout, FlexPlan, build_flex_plan, materialized
 
 from .builders import (
     StructureIds,
@@ -31,19 +31,17 @@ def _global_long_label(ids, b, g, i):
     return long_global_label(ids, b, i, g)
 
 
-def flex_plan(ids: StructureIds, split_kv: bool, num_labels: int) -> FlexPlan:
+def flex_plan(ids: StructureIds, split_kv: bool) -> FlexPlan:
     """The :class:`FlexPlan` of one batch.
 
     Args:
         ids: the batch's validated structure ids (:func:`.builders.structure_ids`).
         split_kv: the two query sides read different key/value projections (see :class:`FlexLayout`).
-        num_labels: rows of the model's relative tables (the labels index them; ``num_labels`` itself is
-            the "no relative term" column, unused here: every piece has labels).
     """
     lay = FlexLayout.of(ids.long_valid.shape[0], ids.long_len, ids.global_len, split_kv, ids.local_radius)
-    p = ids.padded(lay.long_pad, lay.global_pad)
+    p = ids.padded(lay.long_pad, lay.global_pad).map_tensors(materialized)
     allowed = {"l2l": partial(l2l_allowed, p), "l2g": partial(l2g_allowed, p), "g2g": partial(g2g_allowed, p),
                "g2l": partial(g2l_allowed, p)}
     labels = {"l2l": partial(l2l_label, p), "l2g": partial(long_global_label, p), "g2g": partial(g2g_label, p),
               "g2l": partial(_global_long_label, p)}
-    return build_flex_plan(lay, allowed, labels, num_labels, ids.long_valid.device)
+    return build_flex_plan(lay, allowed, labels, ids.long_valid.device)
