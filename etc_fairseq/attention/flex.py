@@ -39,10 +39,12 @@ computed by FlexAttention for the captured table: correct, accumulated with atom
 backend (not bitwise deterministic); the FA4 backend (``kernel_options={"BACKEND": "FLASH"}``) has no
 backward for captured tensors that need gradients, so it is not used.
 
-**No attention dropout**: FlexAttention has none (pytorch issue 141784). :func:`attention_backend` picks
-this path on CUDA when no attention dropout is asked for, the blocked kernel everywhere else. On CPU,
-torch's flex attention has a compiled forward and no backward (torch 2.13): usable for inference there,
-and ``tests/test_flex.py`` checks it against the dense reference on CPU.
+**No attention dropout**: FlexAttention has none (pytorch issue 141784), so this path applies none: the
+default on CUDA, where :func:`attention_backend` picks it (training without attention dropout, as
+ModernBERT's configuration does, was measured not to hurt: ``docs/gpu.md``); the blocked kernel applies
+``attention_dropout`` (``attention_backend="blocked"``). On CPU, torch's flex attention has a compiled
+forward and no backward (torch 2.13): usable for inference there, and ``tests/test_flex.py`` checks it
+against the dense reference on CPU.
 """
 
 from __future__ import annotations
@@ -100,10 +102,10 @@ def flex_available() -> bool:
     return True
 
 
-def attention_backend(device: torch.device, dropout_p: float) -> str:
-    """``"flex"`` on CUDA when flex attention exists and no attention dropout is asked for, else
-    ``"blocked"`` (the CPU path, and the fallback)."""
-    if device.type == "cuda" and dropout_p == 0.0 and flex_available():
+def attention_backend(device: torch.device) -> str:
+    """What ``"auto"`` means on ``device``: ``"flex"`` on CUDA when flex attention exists, else ``"blocked"``
+    (the CPU path: torch's flex attention has no CPU backward). The flex path applies no attention dropout."""
+    if device.type == "cuda" and flex_available():
         return "flex"
     return "blocked"
 

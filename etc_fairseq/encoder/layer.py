@@ -111,7 +111,7 @@ class EtcSelfAttention(nn.Module):
         self.out_proj = switchable(SIDES, cfg.shared_out_proj, linear)
         #: The attention when :meth:`forward` is given a built structure and no ``impl`` (a layer used on its
         #: own; :class:`~etc_fairseq.encoder.EtcEncoder` decides for its layers): "auto" (FlexAttention on
-        #: CUDA without attention dropout, else the blocked kernel), or any ``impl`` of
+        #: CUDA, without attention dropout; the blocked kernel elsewhere), or any ``impl`` of
         #: :func:`etc_fairseq.attention.global_local_attention` ("blocked", "flex", ...).
         self.backend = "auto"
         # Relative-label key vectors a^K_l, one per label and head (paper eq. for e_ij): float
@@ -198,15 +198,14 @@ class EtcSelfAttention(nn.Module):
         Returns the attention outputs after the output projections, same shapes as the inputs (None for
         a side not in :attr:`outputs`).
         """
-        p = self.attention_dropout if self.training else 0.0
         if isinstance(structure, FlexPlan):
-            return self._flex_forward(x_long, x_global, structure, p)
+            return self._flex_forward(x_long, x_global, structure)
         impl = impl or self.backend
         if impl == "auto":
-            impl = attention_backend(x_long.device, p)
+            impl = attention_backend(x_long.device)
         if impl == "flex":  # a layer on its own: a plan of this call's masks
-            plan = flex_plan_from_structure(structure, self.split_kv)
-            return self._flex_forward(x_long, x_global, plan, p)
+            return self._flex_forward(x_long, x_global, flex_plan_from_structure(structure, self.split_kv))
+        p = self.attention_dropout if self.training else 0.0
         want_long, want_global = "long" in self.outputs, "global" in self.outputs
         q = self._project(self.q_proj, {k: x for k, x in (("long", x_long), ("global", x_global))
                                          if k in self.outputs})
@@ -238,14 +237,11 @@ class EtcSelfAttention(nn.Module):
         return out_long, out_global
 
     def _flex_forward(
-        self, x_long: torch.Tensor, x_global: torch.Tensor, plan: FlexPlan, dropout_p: float
+        self, x_long: torch.Tensor, x_global: torch.Tensor, plan: FlexPlan
     ) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
-        """Both sides in ONE FlexAttention call (the joint layout of ``plan``); inputs as :meth:`forward`,
-        padded here to the layout's lengths if they are shorter, outputs at the inputs' lengths."""
-        if dropout_p > 0.0:
-            raise ValueError(
-                f"attention_dropout={self.attention_dropout} in training: FlexAttention has no attention dropout; "
-                "set attention_dropout=0 or use the blocked kernel (EtcEncoder.backend = 'blocked')")
+        """Both sides in ONE FlexAttention call (the joint layout of ``plan``; no attention dropout: flex
+        attention has none); inputs as :meth:`forward`, padded here to the layout's lengths if they are
+        shorter, outputs at the inputs' lengths."""
         lay = plan.layout
         sides = tuple(s for s in FLEX_SIDES if s in self.outputs)
         if len(sides) == 2 and lay.split_kv != self.split_kv:

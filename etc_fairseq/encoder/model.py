@@ -148,10 +148,10 @@ class EtcEncoder(nn.Module):
         )
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(EtcLayer(cfg, self.num_relative_rows) for _ in range(cfg.encoder_layers))
-        #: The attention: "auto" (FlexAttention on CUDA when no attention dropout is in effect, i.e. in eval
-        #: or with ``attention_dropout=0``; the blocked kernel otherwise), or any ``impl`` of
-        #: :func:`etc_fairseq.attention.global_local_attention` ("flex", "blocked", "dense", ...).
-        self.backend = "auto"
+        #: The attention (default ``cfg.attention_backend``): "auto" (FlexAttention on CUDA, the blocked
+        #: kernel elsewhere), or any ``impl`` of :func:`etc_fairseq.attention.global_local_attention` ("flex",
+        #: "blocked", "dense", ...). FlexAttention applies no attention dropout.
+        self.backend = str(cfg.attention_backend)
         if self.embed_tokens.weight.device.type != "meta":  # meta: shapes only (parameter counting)
             self.apply(init_bert_params)
 
@@ -306,13 +306,11 @@ class EtcEncoder(nn.Module):
     # -- forward ------------------------------------------------------------------------------------
     def attention_impl(self, device: torch.device) -> str:
         """What :attr:`backend` means for a batch on ``device`` in the current mode ("flex", "blocked", ...)."""
-        if self.backend != "auto":
-            return self.backend
+        impl = attention_backend(device) if self.backend == "auto" else self.backend
         p = self.cfg.attention_dropout if self.training else 0.0
-        impl = attention_backend(device, p)
-        if impl != "flex" and device.type == "cuda" and p > 0.0 and not static_graph():
-            _log_once(f"attention_dropout={p} in training: FlexAttention has no attention dropout, so the blocked "
-                      "kernel runs; attention_dropout=0 trains with FlexAttention (docs/gpu.md)")
+        if impl == "flex" and p > 0.0 and not static_graph():
+            _log_once(f"attention_dropout={p} is not applied: FlexAttention has no attention dropout (training "
+                      "without it was measured not to hurt, docs/gpu.md); attention_backend=blocked applies it")
         return impl
 
     def attention_structure(
@@ -410,7 +408,7 @@ def _log_once(message: str) -> None:
     """Log ``message`` once per process (a per-batch condition)."""
     if message not in _logged:
         _logged.add(message)
-        logger.info(message)
+        logger.warning(message)
 
 
 def _check_global_types(global_types: torch.Tensor, rows: int) -> None:
