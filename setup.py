@@ -45,7 +45,10 @@ setup(
     ]
     + FAIRSEQ_RUNTIME_DEPS,
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "transformers"],  # transformers: random HF models built in tests
+        # transformers: random HF models built in tests, and etc_fairseq.hf; accelerate: transformers.Trainer
+        "test": ["pytest>=7", "hypothesis>=6", "transformers>=5.0", "accelerate>=1.1"],
+        # etc_fairseq.hf: the Hugging Face adapter (AutoModel, Trainer, pipelines; docs/huggingface.md)
+        "hf": ["transformers>=5.0", "accelerate>=1.1"],
         # Only for benchmarks/layer_vs_peers.py (HF Longformer / BigBird layers as peers).
         "bench": ["transformers"],
     },

@@ -30,9 +30,10 @@ and criterions registered:
                    where a dataset has heads of its own, plain PyTorch like ``encoder``) and ``finetune.common``
                    (what they share); inside a dataset: schema -> metrics -> decode -> task -> criterion, heads
                    -> task and criterion, schema -> convert, and schema -> builder
-8. ``lift``, ``official``, ``hub``, ``visualize``, ``register``, ``cli``   fairseq RoBERTa, Hugging Face
-                   BERT/RoBERTa and Google's released ETC -> ETC checkpoints, the hub interface, pictures,
-                   fairseq registration, and the ``etc-*`` commands
+8. ``lift``, ``official``, ``hub``, ``hf``, ``visualize``, ``register``, ``cli``   fairseq RoBERTa, Hugging Face
+                   BERT/RoBERTa and Google's released ETC -> ETC checkpoints, the hub interface, the Hugging Face
+                   ``transformers`` classes (the only importer of ``transformers``), pictures, fairseq
+                   registration, and the ``etc-*`` commands
 
 ``user_dir`` (outside the package) is the thin fairseq ``--user-dir``; it imports ``etc_fairseq.register``.
 """
