@@ -193,37 +193,45 @@ class EtcPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """Hugging Face's ``from_pretrained``, then the encoder check of the module docstring."""
+        """Hugging Face's ``from_pretrained``, then the check of the module docstring: encoder tensors must fit;
+        a head tensor of another shape only with ``ignore_mismatched_sizes=True`` (it then starts fresh)."""
         want_info = kwargs.pop("output_loading_info", False)
+        heads_may_differ = bool(kwargs.pop("ignore_mismatched_sizes", False))
         model, info = super().from_pretrained(pretrained_model_name_or_path, *model_args, output_loading_info=True,
-                                              **kwargs)
-        _check_encoder_loaded(model, info, pretrained_model_name_or_path)
+                                              ignore_mismatched_sizes=True, **kwargs)
+        _check_loaded(model, info, pretrained_model_name_or_path, heads_may_differ)
         return (model, info) if want_info else model
 
     def _etc(self) -> "EtcModel":
         return self if isinstance(self, EtcModel) else self.etc
 
 
-def _check_encoder_loaded(model: EtcPreTrainedModel, info: dict, source) -> None:
-    """Refuse a load that left encoder tensors missing, unused or of another shape (one line)."""
+def _check_loaded(model: EtcPreTrainedModel, info: dict, source, heads_may_differ: bool) -> None:
+    """Refuse a load that left encoder tensors missing, unused or of another shape, or a head tensor of another
+    shape unless ``heads_may_differ`` (one line naming the file and tensor)."""
     prefix = "" if isinstance(model, EtcModel) else EtcPreTrainedModel.base_model_prefix + "."
     where = Path(str(source)) / "model.safetensors" if Path(str(source)).is_dir() else source
 
-    def encoder_keys(keys):
+    def names(keys, encoder=True):
         out = []
         for k in keys:
             k = k[0] if isinstance(k, tuple) else k
             bare = k[len(prefix):] if k.startswith(prefix) else k
-            if bare.startswith("encoder."):
+            if bare.startswith("encoder.") == encoder:
                 out.append(k)
         return sorted(out)
 
-    for what, keys in (("missing", encoder_keys(info.get("missing_keys", ()))),
-                       ("not part of this model", encoder_keys(info.get("unexpected_keys", ()))),
-                       ("of another shape than config.json implies", encoder_keys(info.get("mismatched_keys", ())))):
+    mismatched = info.get("mismatched_keys", ())
+    for what, keys in (("missing", names(info.get("missing_keys", ()))),
+                       ("not part of this model", names(info.get("unexpected_keys", ()))),
+                       ("of another shape than config.json implies", names(mismatched))):
         if keys:
             raise CheckpointLoadError(f"{where}: encoder tensor {keys[0]!r} {what} ({len(keys)} such tensors); "
                                       "the weights do not fit config.json")
+    heads = names(mismatched, encoder=False)
+    if heads and not heads_may_differ:
+        raise CheckpointLoadError(f"{where}: tensor {heads[0]!r} has another shape than config.json implies (e.g. "
+                                  "another num_labels); pass ignore_mismatched_sizes=True to start the head fresh")
 
 
 # -------------------------------------------------------------------------------------------------------------
