@@ -50,6 +50,7 @@ from .modeling import (  # noqa: E402
     EtcModelOutput,
     EtcPreTrainedModel,
 )
+from .processing import EtcDataCollator, EtcProcessor  # noqa: E402
 
 #: the Auto class each model class is registered with
 AUTO_CLASSES = {
@@ -75,4 +76,6 @@ __all__ = [
     "EtcForSequenceClassification",
     "EtcForTokenClassification",
     "EtcForQuestionAnswering",
+    "EtcProcessor",
+    "EtcDataCollator",
 ]
