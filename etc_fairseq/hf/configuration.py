@@ -48,11 +48,12 @@ ATTRIBUTE_MAP = {
 
 TOKEN_CLASSIFICATION_INPUTS = ("long", "global")
 
-#: keys Hugging Face itself writes into (or passes to) a config: its dataclass fields and the arguments its
-#: ``__post_init__`` reads
+#: keys Hugging Face itself writes into (or passes to) a config: its dataclass fields, the arguments its
+#: ``__post_init__`` reads, and what its tools set on a model's config (the Trainer's ``use_cache``, a pipeline's
+#: ``custom_pipelines``)
 _HF_KEYS = frozenset({f.name for f in dataclasses.fields(PreTrainedConfig)} | {
     "model_type", "torch_dtype", "num_labels", "name_or_path", "_name_or_path", "output_attentions",
-    "attn_implementation", "experts_implementation", "_commit_hash",
+    "attn_implementation", "experts_implementation", "_commit_hash", "use_cache", "custom_pipelines",
 })
 
 
