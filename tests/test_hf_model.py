@@ -317,3 +317,48 @@ def test_ids_outside_the_vocabulary_are_named():
     bad[0, 2] = len(SYMBOLS)
     with pytest.raises(ValueError, match=r"input_ids holds the id 49, outside the model's vocabulary 0..48"):
         tiny_hf()(input_ids=bad)
+
+
+NO_FAIRSEQ = r'''
+import sys
+sys.modules["fairseq"] = None  # importing fairseq now fails: the Hugging Face adapter must not need it
+from pathlib import Path
+import torch
+import transformers
+import etc_fairseq.hf as hf
+from etc_fairseq.finetune.structured.builder import Document
+from etc_fairseq.hf.tokenization import fast_tokenizer
+from etc_fairseq.lift.huggingface import fairseq_order
+
+fixture, out = Path(sys.argv[1]), Path(sys.argv[2])
+vocab = (fixture / "vocab_bert_uncased_english.txt").read_text().split("\n")[:128]
+symbols, _ = fairseq_order(vocab, "bert", "vocab")
+tok, _ = fast_tokenizer({"type": "wordpiece", "vocab": "vocab_bert_uncased_english.txt"}, fixture, symbols)
+config = hf.EtcConfig(vocab_size=len(symbols), encoder_layers=1, hidden_size=32, num_attention_heads=4,
+                      intermediate_size=64, global_token_ids={"sentence": symbols.index("[unused0]")})
+hf.EtcForMaskedLM(config).save_pretrained(out)
+tok.save_pretrained(out)
+model = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
+processor = hf.EtcProcessor.from_pretrained(out)
+doc = Document("d")
+doc.paragraph(["the cat sat on the mat", "it was a cat"])
+for batch in (processor.encode_documents([["the cat sat.", "it was."], ["the mat."]]), processor.encode_records([doc]),
+              processor.tokenizer(["the cat", "the"], padding=True, return_tensors="pt")):
+    with torch.no_grad():
+        assert model(**batch).logits.shape[:2] == batch["input_ids"].shape
+assert "fairseq" not in {m.split(".")[0] for m, v in sys.modules.items() if v is not None}
+print("ok")
+'''
+
+
+def test_the_adapter_runs_without_fairseq(tmp_path):
+    """``pip install etc-fairseq[hf]`` without fairseq: configs, models, tokenizers, the processor (documents
+    and Document records) and the Auto classes work with ``import fairseq`` failing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "official" / "shared"
+    proc = subprocess.run([sys.executable, "-c", NO_FAIRSEQ, str(fixture), str(tmp_path / "m")], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]

@@ -368,6 +368,18 @@ def write_hf_directory(export: HfExport, out: PathLike) -> List[Path]:
 # -------------------------------------------------------------------------------------------------------------
 # fairseq etc checkpoints as an etc-lift source
 # -------------------------------------------------------------------------------------------------------------
+def fairseq_side_files(directory: Path) -> List[Path]:
+    """The files of a Hugging Face ETC directory that the fairseq side reads: ``dict.txt``,
+    ``etc_tokenizer.json`` and the source tokenizer's files it names (those present)."""
+    directory = Path(directory)
+    out = [p for p in (directory / DICT_FILE, directory / TOKENIZER_DESCRIPTION) if p.is_file()]
+    if (directory / TOKENIZER_DESCRIPTION).is_file():
+        desc = json.loads((directory / TOKENIZER_DESCRIPTION).read_text(encoding="utf-8"))
+        out += [directory / str(desc[k]) for k in TOKENIZER_FILE_FIELDS
+                if desc.get(k) and (directory / str(desc[k])).is_file()]
+    return out
+
+
 def _labels(data_dir: Optional[Path], task: Optional[str]) -> Optional[List[str]]:
     """Class names of the data a checkpoint was fine-tuned on: ``label/dict.txt`` (``sentence_prediction``) or
     ``prepare.json``'s ``classes`` (``etc_structured``); None when not found."""
@@ -566,7 +578,11 @@ def lift_huggingface_etc(directory: Path, arch: Optional[str], overrides: Mappin
     desc_path = directory / TOKENIZER_DESCRIPTION
     if desc_path.is_file():
         tokenizer = json.loads(desc_path.read_text(encoding="utf-8"))
-        files = [directory / str(tokenizer[k]) for k in TOKENIZER_FILE_FIELDS if tokenizer.get(k)]
+        files = [p for p in fairseq_side_files(directory) if p.name not in (DICT_FILE, TOKENIZER_DESCRIPTION)]
+        named = [str(tokenizer[k]) for k in TOKENIZER_FILE_FIELDS if tokenizer.get(k)]
+        missing = sorted(set(named) - {p.name for p in files})
+        if missing:
+            raise LiftError(f"{desc_path}: names {missing[0]}, which is not in {directory}")
     else:
         lines.append(f"no {TOKENIZER_DESCRIPTION} in {directory}: the fairseq side gets no tokenizer (tokenizer.json "
                      "is Hugging Face's)")

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import types
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
@@ -169,11 +171,24 @@ class EtcProcessor:
 
         config = EtcConfig.from_pretrained(str(directory), local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
-        return cls(tokenizer, config, **kwargs)
+        processor = cls(tokenizer, config, **kwargs)
+        processor.directory = Path(directory)
+        return processor
+
+    #: the directory :meth:`from_pretrained` read (None: built from objects)
+    directory: Optional[Path] = None
 
     def save_pretrained(self, directory: Union[str, os.PathLike]) -> None:
-        """Write the tokenizer (the config goes with the model's ``save_pretrained``)."""
+        """Write the tokenizer (the config goes with the model's ``save_pretrained``) and, when the processor
+        was read from a directory that has them, the fairseq side's ``dict.txt``, ``etc_tokenizer.json`` and
+        the source tokenizer's files (so that ``etc-lift`` and ``etc-prepare --from-model`` read the saved
+        directory as the one it came from)."""
+        from .convert import fairseq_side_files
+
         self.tokenizer.save_pretrained(str(directory))
+        if self.directory is not None and Path(directory).resolve() != self.directory.resolve():
+            for path in fairseq_side_files(self.directory):
+                shutil.copyfile(path, Path(directory) / path.name)
 
     @property
     def global_token_ids(self) -> Dict[str, int]:
