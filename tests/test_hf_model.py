@@ -193,7 +193,7 @@ def test_save_pretrained_from_pretrained_round_trip_bit_for_bit_through_auto_cla
         with torch.no_grad():
             for x, y in zip(model(**plain, **structured).to_tuple(), loaded(**plain, **structured).to_tuple()):
                 assert torch.equal(x, y)
-        # the directory push_to_hub would upload is the saved one: save_pretrained again writes the same bytes
+        # saving is deterministic: the loaded model saves the same files, byte for byte
         again = tmp_path / (cls.__name__ + "_again")
         loaded.save_pretrained(again)
         assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in again.iterdir())
@@ -362,3 +362,36 @@ def test_the_adapter_runs_without_fairseq(tmp_path):
     proc = subprocess.run([sys.executable, "-c", NO_FAIRSEQ, str(fixture), str(tmp_path / "m")], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_push_to_hub_uploads_the_saved_directory(tmp_path, monkeypatch):
+    """push_to_hub is not run against the Hub (no network): its repository creation, model card and upload are
+    replaced, and the folder it would upload is compared with what save_pretrained writes."""
+    import transformers.utils.hub as hub
+
+    uploaded = {}
+
+    class Repo:
+        repo_id = "someone/etc-tiny"
+
+    class Api:
+        def create_repo(self, repo_id, **kwargs):
+            return Repo()
+
+    class Card:
+        def save(self, path):
+            open(path, "w").write("card\n")
+
+    def upload(working_dir, repo_id, **kwargs):
+        from pathlib import Path
+
+        uploaded.update({p.name: p.read_bytes() for p in Path(working_dir).iterdir()})
+
+    monkeypatch.setattr(hub, "hf_api", lambda: Api())
+    monkeypatch.setattr(hub, "create_and_tag_model_card", lambda *args, **kwargs: Card())
+    model = tiny_hf(hf.EtcForSequenceClassification)
+    monkeypatch.setattr(model, "_upload_modified_files", upload)
+    model.push_to_hub("someone/etc-tiny")
+    model.save_pretrained(tmp_path)
+    saved = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert uploaded.pop("README.md") == b"card\n" and uploaded == saved
