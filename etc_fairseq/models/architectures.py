@@ -8,7 +8,7 @@ Each architecture only fills fields the user did not set, so fairseq's own model
 FILE's weights. So that a checkpoint which stores its own model (``etc-lift`` output, an earlier
 fine-tuning) needs no model flags, every ``etc*`` architecture (the plain ``etc`` one included) first fills
 the fields the command line did not set from FILE's stored ``cfg.model`` (read through the one safe
-loader and its config gate, :mod:`etc_fairseq.checkpoint_io`); flags given on the command line still win,
+loader and its config gate, :mod:`etc_fairseq.models.checkpoint_config`); flags given on the command line still win,
 and the architecture's values fill only what neither sets.
 """
 
@@ -36,12 +36,12 @@ def stored_model_fields(path: str):
     Raises:
         CheckpointLoadError: unreadable file, or a config that is not an ETC model's (one line).
     """
-    from etc_fairseq.checkpoint_io import _plain, load_checkpoint, validate_checkpoint_config
+    from etc_fairseq.checkpoint_io import plain_config
+    from etc_fairseq.models.checkpoint_config import load_model_checkpoint
     from etc_fairseq.models.etc import EtcConfig
 
-    state = load_checkpoint(path, mmap=True)
-    validate_checkpoint_config(state, path)
-    model = _plain(state["cfg"]["model"])
+    state = load_model_checkpoint(path, mmap=True)
+    model = plain_config(state["cfg"]["model"])
     fields = {k: v for k, v in model.items() if k in EtcConfig.__dataclass_fields__
               and not (isinstance(v, str) and v.startswith("${"))}
     return tuple(sorted(fields.items()))
@@ -50,7 +50,7 @@ def stored_model_fields(path: str):
 def fields_from_finetune_checkpoint(args, path=None) -> None:
     """Fill the model fields ``args`` lacks from the config stored in ``path`` (default
     ``args.finetune_from_model``; see the module docstring); nothing without a path. ``fairseq-hydra-train``'s
-    ``checkpoint.finetune_from_model`` reaches it through :func:`etc_fairseq.fairseq_compat.apply_yaml_architecture`."""
+    ``checkpoint.finetune_from_model`` reaches it through :func:`etc_fairseq.fairseq_fixes.yaml_architecture.apply_yaml_architecture`."""
     path = path or safe_getattr(args, "finetune_from_model", None)
     if not path:
         return
