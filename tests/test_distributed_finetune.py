@@ -39,12 +39,9 @@ LINE = re.compile(r"train_inner \| epoch \d+: +\d+ / \d+ (.*)")
 
 
 def _example(name):
-    import importlib.util
+    import importlib
 
-    spec = importlib.util.spec_from_file_location(f"{name}_construct", REPO / "examples" / name / "construct.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module(f"examples.{name}.construct")
 
 
 def _prepare(*argv):

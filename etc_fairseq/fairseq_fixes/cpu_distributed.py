@@ -29,6 +29,7 @@ from typing import Any, List
 import torch
 
 from .patching import Patch
+from .unused_parameters import refuse_unused_parameter_search
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ def _wrap_ddp_model(original):
     def DistributedFairseqModel(args, model, process_group, device):
         if torch.device(device).type != "cpu" or args.ddp_backend not in {"c10d", "pytorch_ddp"} or args.tpu:
             return original(args, model, process_group, device)
+        refuse_unused_parameter_search(args, model)  # builds DDP itself: the default fix's check first
         from fairseq.distributed import ModuleProxyWrapper
         from torch.nn.parallel import DistributedDataParallel
 

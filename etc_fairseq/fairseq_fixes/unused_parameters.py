@@ -14,16 +14,22 @@ from etc_fairseq.errors import ConfigError
 from .patching import Patch
 
 
+def refuse_unused_parameter_search(args, model) -> None:
+    """Raise :class:`~etc_fairseq.errors.ConfigError` for ``--find-unused-parameters`` with DDP and a model with
+    task heads (see the module docstring)."""
+    if (args.find_unused_parameters and args.ddp_backend in {"c10d", "pytorch_ddp"}
+            and len(getattr(model, "task_heads", ())) > 0):
+        raise ConfigError(
+            "--find-unused-parameters does not work with the etc fine-tuning tasks and is not needed: their "
+            "heads run in the criterion, outside the model's forward, where DistributedDataParallel's search "
+            "for unused parameters cannot see them (it then marks the heads' parameters ready twice); every "
+            "parameter of a fine-tuning model gets a gradient in every step, so leave the option out")
+
+
 def _wrap(original):
     @functools.wraps(original)
     def DistributedFairseqModel(args, model, process_group, device):
-        if (args.find_unused_parameters and args.ddp_backend in {"c10d", "pytorch_ddp"}
-                and len(getattr(model, "task_heads", ())) > 0):
-            raise ConfigError(
-                "--find-unused-parameters does not work with the etc fine-tuning tasks and is not needed: their "
-                "heads run in the criterion, outside the model's forward, where DistributedDataParallel's search "
-                "for unused parameters cannot see them (it then marks the heads' parameters ready twice); every "
-                "parameter of a fine-tuning model gets a gradient in every step, so leave the option out")
+        refuse_unused_parameter_search(args, model)
         return original(args, model, process_group, device)
 
     return DistributedFairseqModel
