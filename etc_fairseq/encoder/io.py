@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import json
 import os
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Dict, Union
 
