@@ -215,26 +215,48 @@ def check_hf_arguments(args: argparse.Namespace) -> None:
                         "under Hugging Face's names already)")
 
 
-def write_output(args: argparse.Namespace, lifted) -> List[Path]:
-    """Write ``lifted`` in ``--format``: a fairseq checkpoint with its files, or a Hugging Face directory.
+def read_source(args: argparse.Namespace, overrides: Dict[str, object], gpt2) -> Tuple[str, object]:
+    """Detect and read SOURCE (nothing written): an etc-lift source lifted into ETC
+    (:func:`etc_fairseq.lift.intake.lift_source`), or an ETC model in the other format
+    (:mod:`etc_fairseq.hf.convert`: a fairseq ``etc`` checkpoint for ``--format hf``, a Hugging Face ETC directory
+    for ``--format fairseq``). Returns (one-line description, the ``LiftedModel``).
 
     Raises:
-        LiftError: a source that is already in the asked format.
+        LiftError: an ETC model already in the asked format, or options that do not apply to it.
     """
     from etc_fairseq.lift import LiftError
+    from etc_fairseq.lift.intake import ETC_KINDS, detect_source, lift_source
+
+    kind, line = detect_source(args.source)
+    if kind not in ETC_KINDS:
+        return lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed, dict_path=args.dict,
+                           drop_unknown=args.drop_unknown, split_punctuation=args.split_punctuation, gpt2_files=gpt2)
+    if gpt2 is not None or args.split_punctuation:
+        raise LiftError(f"{args.source}: --gpt2-*/--split-punctuation are for lifting; an ETC model brings its tokenizer")
+    from etc_fairseq.hf import convert
+
+    if kind == "huggingface-etc":
+        if args.format == "hf":
+            raise LiftError(f"{args.source}: already a Hugging Face ETC directory (without --format hf, etc-lift "
+                            "converts it back to a fairseq checkpoint)")
+        return line, convert.lift_huggingface_etc(args.source, args.arch, overrides, args.seed)
+    if args.format != "hf":
+        raise LiftError(f"{args.source}: already a fairseq ETC checkpoint (--format hf exports it to Hugging Face)")
+    if overrides or args.arch:
+        raise LiftError(f"{args.source}: an ETC checkpoint stores its model; --arch and model flags do not apply")
+    return line, convert.lift_fairseq_etc(args.source, args.dict)
+
+
+def write_output(args: argparse.Namespace, lifted) -> List[Path]:
+    """Write ``lifted`` in ``--format``: a fairseq checkpoint with its files, or a Hugging Face directory."""
     from etc_fairseq.lift.intake import write_lifted
 
     if args.format == "hf":
         from etc_fairseq.hf.convert import export_lifted, write_hf_directory
 
-        if lifted.kind == "huggingface-etc":
-            raise LiftError(f"{args.source}: already a Hugging Face ETC directory (without --format hf, etc-lift "
-                            "converts it back to a fairseq checkpoint)")
         export = export_lifted(lifted, head=args.head)
         lifted.report_lines += export.report_lines
         return write_hf_directory(export, args.out)
-    if lifted.kind == "fairseq-etc":
-        raise LiftError(f"{args.source}: already a fairseq ETC checkpoint (--format hf exports it to Hugging Face)")
     return write_lifted(lifted, args.out, overwrite=args.overwrite, encoder_dir=args.encoder_dir)
 
 
@@ -252,7 +274,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     from etc_fairseq.checkpoint_io import CheckpointLoadError
     from etc_fairseq.lift import LiftError
-    from etc_fairseq.lift.intake import lift_source
 
     try:
         inputs = {"SOURCE": args.source, "--dict": args.dict, "--gpt2-encoder-json": args.gpt2_encoder_json,
@@ -268,9 +289,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if (args.gpt2_encoder_json is None) != (args.gpt2_vocab_bpe is None):
             raise LiftError("--gpt2-encoder-json and --gpt2-vocab-bpe go together (GPT-2 BPE needs both files)")
         gpt2 = (args.gpt2_encoder_json, args.gpt2_vocab_bpe) if args.gpt2_encoder_json is not None else None
-        line, lifted = lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed,
-                                   dict_path=args.dict, drop_unknown=args.drop_unknown,
-                                   split_punctuation=args.split_punctuation, gpt2_files=gpt2)
+        line, lifted = read_source(args, overrides, gpt2)
         if not args.quiet:
             print(f"etc-lift: {line}")
         written = write_output(args, lifted)

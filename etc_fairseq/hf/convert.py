@@ -402,15 +402,17 @@ def lift_fairseq_etc(path: Path, dict_path: Optional[Path] = None):
     task's data directory) and tokenizer (found as ``EtcModel.from_pretrained`` finds it). Returns a
     :class:`~etc_fairseq.lift.intake.LiftedModel` with the extra fields :func:`export_to_hf` takes under
     ``provenance``."""
-    from etc_fairseq.checkpoint_io import _plain, load_model_checkpoint
-    from etc_fairseq.hub import find_tokenizer, resolve_data_dir
+    from etc_fairseq.checkpoint_io import plain_config
+    from etc_fairseq.data.tokenizer_files import find_tokenizer
+    from etc_fairseq.models.checkpoint_config import load_model_checkpoint
+    from etc_fairseq.models.loading import resolve_data_dir
     from etc_fairseq.lift.fairseq_roberta import masked_lm_dictionary
     from etc_fairseq.lift.intake import LiftedModel
 
     ckpt = load_model_checkpoint(path)
-    cfg = _plain(ckpt["cfg"])
-    model_fields = dict(_plain(cfg["model"]))
-    task_cfg = _plain(cfg.get("task")) or {}
+    cfg = plain_config(ckpt["cfg"])
+    model_fields = dict(plain_config(cfg["model"]))
+    task_cfg = plain_config(cfg.get("task")) or {}
     task = task_cfg.get("_name")
     data_dir = None
     candidates = []
@@ -449,7 +451,7 @@ def lift_fairseq_etc(path: Path, dict_path: Optional[Path] = None):
 
 
 def _description(tokenizer, looked: Sequence[str]) -> Tuple[Dict[str, Any], List[Path]]:
-    """(``etc_tokenizer.json`` content, files) of a tokenizer :func:`~etc_fairseq.hub.find_tokenizer` found."""
+    """(``etc_tokenizer.json`` content, files) of a tokenizer :func:`~etc_fairseq.data.tokenizer_files.find_tokenizer` found."""
     if tokenizer is None:
         return {}, []
     if looked and str(looked[-1]).endswith(TOKENIZER_DESCRIPTION):

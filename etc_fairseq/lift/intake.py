@@ -52,6 +52,8 @@ PathLike = Union[str, os.PathLike]
 
 SOURCE_KINDS = ("official-etc", "huggingface-bert", "huggingface-roberta", "fairseq-roberta", "fairseq-etc",
                 "huggingface-etc")
+#: sources that are ETC models already: converted between the two formats by :mod:`etc_fairseq.hf.convert`
+ETC_KINDS = ("fairseq-etc", "huggingface-etc")
 TOKENIZER_DESCRIPTION = "etc_tokenizer.json"
 #: The architecture whose defaults fill the fields a source's own config does not determine.
 DEFAULT_ARCH = "etc_base"
@@ -96,13 +98,13 @@ def detect_source(path: PathLike) -> Tuple[str, str]:
 def is_etc_checkpoint(path: PathLike) -> bool:
     """A checkpoint file whose config names an ETC model (``cfg.model._name`` ``etc`` or ``etc_*``): trained
     or written by etc-lift, the source ``etc-lift --format hf`` exports."""
-    from etc_fairseq.checkpoint_io import CheckpointLoadError, _plain, load_checkpoint
+    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint, plain_config
 
     try:
-        cfg = _plain(load_checkpoint(path, mmap=True).get("cfg"))
+        cfg = plain_config(load_checkpoint(path, mmap=True).get("cfg"))
     except (CheckpointLoadError, OSError, RuntimeError, ValueError):
         return False
-    model = _plain(cfg.get("model")) if isinstance(cfg, dict) else None
+    model = plain_config(cfg.get("model")) if isinstance(cfg, dict) else None
     name = model.get("_name") if isinstance(model, dict) else None
     return isinstance(name, str) and (name == "etc" or name.startswith("etc_"))
 
@@ -324,16 +326,9 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
         lifted = lift_official(source, arch, overrides, seed, drop_unknown)
         if split_punctuation is None:
             split_punctuation = SPLIT_PUNCTUATION_NAME in source.resolve().name
-    elif kind == "huggingface-etc":
-        from etc_fairseq.hf.convert import lift_huggingface_etc
-
-        lifted = lift_huggingface_etc(source, arch, overrides, seed)
-    elif kind == "fairseq-etc":
-        from etc_fairseq.hf.convert import lift_fairseq_etc
-
-        if overrides or arch:
-            raise LiftError(f"{source}: an ETC checkpoint stores its model; --arch and model flags do not apply")
-        lifted = lift_fairseq_etc(source, Path(dict_path) if dict_path else None)
+    elif kind in ETC_KINDS:
+        raise LiftError(f"{source}: already an ETC model; etc-lift converts it between fairseq and Hugging Face "
+                        "(etc_fairseq.hf.convert)")
     elif kind.startswith("huggingface-"):
         lifted = lift_hf(source, arch, overrides, seed)
     else:
@@ -346,7 +341,7 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
         lifted.tokenizer["split_punctuation"] = True
         lifted.report_lines.append("text is pre-split as BERT's BasicTokenizer does (punctuation, CJK, no "
                                    "lower-casing) before the tokenizer: etc_tokenizer.json split_punctuation")
-    if dict_path is not None and kind not in ("fairseq-roberta", "fairseq-etc"):
+    if dict_path is not None and kind != "fairseq-roberta":
         theirs = masked_lm_dictionary(dict_path).symbols
         if theirs != lifted.symbols:
             raise LiftError(f"{dict_path}: differs from the vocabulary of {source} ({len(theirs)} vs "
