@@ -17,7 +17,8 @@ only from its own layer or lower ones, and no package has an import cycle):
   imports)
 - ``finetune``: one package per dataset (schema, convert, task, criterion, decode, metrics) and ``common``
 - ``visualize``, ``hf`` (the Hugging Face ``transformers`` adapter over the same core: the only importer of
-  ``transformers``, and no fairseq) and ``cli`` (the ``etc-*`` commands)
+  ``transformers``; it runs without fairseq, which only its ``etc-lift`` conversions use) and ``cli`` (the
+  ``etc-*`` commands)
 """
 
 __version__ = "0.1.0"

@@ -13,29 +13,13 @@ import pytest
 
 from doc_blocks import parse_blocks, parse_marker
 from forkserver import write_wrappers
+from test_hf_trainer import tiny_bert
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "huggingface.md"
-
-
-def tiny_bert(path: Path, texts) -> None:
-    """CONSTRUCTED stand-in for bert-base-uncased: random weights, a 600-piece WordPiece vocabulary trained on
-    ``texts``."""
-    import torch
-    from tokenizers import BertWordPieceTokenizer
-
-    path.mkdir(parents=True)
-    wp = BertWordPieceTokenizer(lowercase=True)
-    wp.train_from_iterator(texts, vocab_size=600, min_frequency=1)
-    wp.save_model(str(path))
-    vocab = (path / "vocab.txt").read_text().splitlines()
-    config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=512)
-    torch.manual_seed(0)
-    transformers.BertForMaskedLM(config).save_pretrained(path)
 
 
 def test_page_runs_as_written(tmp_path, monkeypatch, capsys, etc_cache_dir, wiki_dump):
@@ -73,7 +57,7 @@ def test_page_runs_as_written(tmp_path, monkeypatch, capsys, etc_cache_dir, wiki
         else:
             exec(compile(block.text, block.where, "exec"), namespace)
         ran[block.lang] += 1
-    assert ran == {"bash": 3, "python": 7}
+    assert ran == {"bash": 3, "python": 8}
     out = capsys.readouterr().out
     # what the page says the reader sees
     assert "model.safetensors" in out and "tokenizer.json" in out
@@ -83,6 +67,7 @@ def test_page_runs_as_written(tmp_path, monkeypatch, capsys, etc_cache_dir, wiki
     assert len([line for line in out.splitlines() if line.strip() and line.split()[-1].replace(".", "").isdigit()
                 and len(line) == 19]) >= 3  # the fill-mask lines
     assert "dense vs blocked:" in out and "torch.bfloat16" in out
+    assert namespace["fresh"].config.encoder_layers == 2 and " parameters" in out
     import etc_fairseq.hf  # noqa: F401
     from safetensors.torch import load_file
 

@@ -171,6 +171,19 @@ def test_config_carries_every_encoder_field_and_refuses_unknown_ones(tmp_path):
         assert "\n" not in str(e.value)
 
 
+def test_presets_are_the_encoders_named_sizes():
+    from etc_fairseq.encoder import EtcEncoderConfig
+
+    config = hf.EtcConfig.preset("etc_base", vocab_size=30522, num_labels=4, local_radius=42)
+    assert config.encoder_config() == EtcEncoderConfig.preset("etc_base", local_radius=42)
+    assert (config.hidden_size, config.num_hidden_layers, config.vocab_size, config.num_labels) == (768, 12, 30522, 4)
+    with torch.device("meta"):  # shapes only: the paper's parameter count (tests/test_model.py's, fairseq side)
+        model = hf.EtcForMaskedLM(config)
+    assert abs(sum(p.numel() for p in model.parameters()) - 166e6) / 166e6 < 0.02
+    with pytest.raises(ValueError, match="unknown ETC preset 'etc_huge'"):
+        hf.EtcConfig.preset("etc_huge")
+
+
 def tiny_hf(cls=None, **overrides):
     torch.manual_seed(0)
     config = hf.EtcConfig(vocab_size=len(SYMBOLS), pad_token_id=1, num_labels=3, **{**TINY, **overrides})

@@ -33,25 +33,29 @@ def wiki_docs(wiki_dump):
     return docs
 
 
-@pytest.fixture(scope="module")
-def etc_dir(wiki_docs, tmp_path_factory):
-    """A tiny random BERT with a WordPiece vocabulary trained on the documents, lifted by
-    ``etc-lift --format hf``."""
+def tiny_bert(path, texts) -> None:
+    """CONSTRUCTED: a tiny random BertForMaskedLM at ``path`` with a 600-piece WordPiece vocabulary trained on
+    ``texts`` (a stand-in for a downloaded BERT; also used by tests/test_docs_huggingface.py)."""
     from tokenizers import BertWordPieceTokenizer
 
-    root = tmp_path_factory.mktemp("hf_trainer")
+    path.mkdir(parents=True)
     wp = BertWordPieceTokenizer(lowercase=True)
-    wp.train_from_iterator([s for _, doc in wiki_docs for s in doc], vocab_size=600, min_frequency=1)
-    bert = root / "bert"
-    bert.mkdir()
-    wp.save_model(str(bert))
-    vocab = (bert / "vocab.txt").read_text().splitlines()
+    wp.train_from_iterator(texts, vocab_size=600, min_frequency=1)
+    wp.save_model(str(path))
+    vocab = (path / "vocab.txt").read_text().splitlines()
     config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=64, max_position_embeddings=512)
     torch.manual_seed(0)
-    transformers.BertForMaskedLM(config).save_pretrained(bert)
+    transformers.BertForMaskedLM(config).save_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def etc_dir(wiki_docs, tmp_path_factory):
+    """:func:`tiny_bert` on the documents, lifted by ``etc-lift --format hf``."""
+    root = tmp_path_factory.mktemp("hf_trainer")
+    tiny_bert(root / "bert", [s for _, doc in wiki_docs for s in doc])
     out = root / "etc"
-    assert lift_main([str(bert), "--format", "hf", "--out", str(out), "-q", "--local-radius", "8",
+    assert lift_main([str(root / "bert"), "--format", "hf", "--out", str(out), "-q", "--local-radius", "8",
                       "--relative-pos-max-distance", "4"]) == 0
     return out
 

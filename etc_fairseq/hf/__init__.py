@@ -1,6 +1,7 @@
 """ETC for Hugging Face ``transformers`` users: the second adapter over the plain-PyTorch core (fairseq's ``etc``
 model is the first). The only package of etc-fairseq that imports ``transformers`` (``pip install
-etc-fairseq[hf]``); it imports no fairseq. The user guide is ``docs/huggingface.md``.
+etc-fairseq[hf]``). Models, tokenizers and the processor run without fairseq; the ``etc-lift`` conversions of
+:mod:`.convert` read and write fairseq checkpoints and use it. The user guide is ``docs/huggingface.md``.
 
 - :mod:`.configuration` :class:`EtcConfig` (``model_type = "etc"``; not fairseq's ``etc_fairseq.models.etc.EtcConfig``)
 - :mod:`.modeling`      :class:`EtcModel`, :class:`EtcForMaskedLM`, :class:`EtcForSequenceClassification`,

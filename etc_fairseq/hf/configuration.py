@@ -146,6 +146,20 @@ class EtcConfig(PreTrainedConfig):
         self.tie_word_embeddings = True
         super().__init__(**kwargs)
 
+    @classmethod
+    def preset(cls, name: str, **kwargs) -> "EtcConfig":
+        """A config of the named size (``etc_base``, ``etc_large``, ``etc_tiny``, ...: the presets of
+        :meth:`etc_fairseq.encoder.EtcEncoderConfig.preset`), ``kwargs`` applied (encoder fields, their Hugging
+        Face aliases, and the arguments of the class: ``vocab_size``, ``pad_token_id``, ``num_labels``, ...).
+
+        Raises:
+            ValueError: an unknown preset.
+        """
+        kwargs = {ATTRIBUTE_MAP.get(k, k): v for k, v in kwargs.items()}
+        fields = set(encoder_config_fields())
+        encoder = EtcEncoderConfig.preset(name, **{k: v for k, v in kwargs.items() if k in fields})
+        return cls(**config_to_dict(encoder), **{k: v for k, v in kwargs.items() if k not in fields})
+
     def encoder_config(self) -> EtcEncoderConfig:
         """The :class:`~etc_fairseq.encoder.EtcEncoderConfig` these fields make (what the encoder is built from)."""
         return encoder_config_from_dict({name: getattr(self, name) for name in encoder_config_fields()},
