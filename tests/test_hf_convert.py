@@ -384,3 +384,18 @@ def test_a_tokenizer_that_is_not_the_models_is_refused(tmp_path, capsys):
         etc_fairseq.hf.EtcProcessor.from_pretrained(out)
     assert str(e.value) == (f"{out / 'tokenizer.json'}: 128 tokens, but the model's config.json field 'vocab_size' is "
                             "130: not this model's tokenizer")
+
+
+def test_processor_errors_name_the_document_and_sentence(tmp_path, capsys):
+    from etc_fairseq.errors import InputFormatError
+
+    out = tmp_path / "hf"
+    assert lift([FIXTURES / "shared", "--format", "hf", "--out", out, "-q"], capsys)[0] == 0
+    processor = etc_fairseq.hf.EtcProcessor.from_pretrained(out)
+    with pytest.raises(ValueError, match=r"document 1, sentence 1: '  ' encodes to no tokens"):
+        processor.encode_documents([["the cat."], ["the dog.", "  "]])
+    with pytest.raises(TypeError, match="document 0 is a string; give its sentences as a list of strings"):
+        processor.encode_documents(["the cat. the dog."])
+    good = {"id": "a", "words": ["the", "cat"], "globals": [{"type": "SENTENCE", "span": [0, 1]}]}
+    with pytest.raises(InputFormatError, match=r"records\[1\] \(id 'b'\): field 'globals\[0\]\.type'"):
+        processor.encode_records([good, dict(good, id="b", globals=[{"type": "NOPE"}])])

@@ -408,3 +408,16 @@ def test_push_to_hub_uploads_the_saved_directory(tmp_path, monkeypatch):
     model.save_pretrained(tmp_path)
     saved = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     assert uploaded.pop("README.md") == b"card\n" and uploaded == saved
+
+
+def test_question_answering_ignores_unlabelled_and_outside_positions():
+    plain, _ = inputs()
+    qa = tiny_hf(hf.EtcForQuestionAnswering)
+    with torch.no_grad():
+        out = qa(**plain)
+        one = qa(**plain, start_positions=torch.tensor([1, -100]), end_positions=torch.tensor([3, -100])).loss
+        beyond = qa(**plain, start_positions=torch.tensor([1, 500]), end_positions=torch.tensor([3, 500])).loss
+    expected = (torch.nn.functional.cross_entropy(out.start_logits[:1], torch.tensor([1]))
+                + torch.nn.functional.cross_entropy(out.end_logits[:1], torch.tensor([3]))) / 2
+    torch.testing.assert_close(one, expected)
+    torch.testing.assert_close(beyond, expected)

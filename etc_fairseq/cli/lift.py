@@ -254,7 +254,7 @@ def write_output(args: argparse.Namespace, lifted) -> List[Path]:
     if args.format == "hf":
         from etc_fairseq.hf.convert import export_lifted, write_hf_directory
 
-        export = export_lifted(lifted, head=args.head)
+        export = export_lifted(lifted, head=args.head, where=str(args.source))
         lifted.report_lines += export.report_lines
         return write_hf_directory(export, args.out)
     return write_lifted(lifted, args.out, overwrite=args.overwrite, encoder_dir=args.encoder_dir)

@@ -345,6 +345,10 @@ def write_hf_directory(export: HfExport, out: PathLike) -> List[Path]:
     for leftover in (tmp, old):
         if leftover.exists():
             shutil.rmtree(leftover)
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # one shard: a progress bar says nothing
     try:
         tmp.mkdir(parents=True)
         export.model.save_pretrained(tmp)
@@ -359,6 +363,8 @@ def write_hf_directory(export: HfExport, out: PathLike) -> List[Path]:
             os.replace(out, old)
         os.replace(tmp, out)
     finally:
+        if bars:
+            hf_logging.enable_progress_bar()
         for leftover in (tmp, old):
             if leftover.exists():
                 shutil.rmtree(leftover)
@@ -477,8 +483,9 @@ def role_ids_of_pieces(description: Mapping[str, Any], symbols: Sequence[str]) -
     return out
 
 
-def export_lifted(lifted, head: Optional[str] = None) -> HfExport:
-    """:func:`export_to_hf` of an ``etc-lift`` source (:func:`~etc_fairseq.lift.intake.lift_source`'s result)."""
+def export_lifted(lifted, head: Optional[str] = None, where: str = "SOURCE") -> HfExport:
+    """:func:`export_to_hf` of an ``etc-lift`` source (:func:`~etc_fairseq.lift.intake.lift_source`'s result, or
+    :func:`lift_fairseq_etc`'s); ``where`` names the source in errors."""
     from etc_fairseq.lift.fairseq_roberta import masked_lm_dictionary
 
     symbols = lifted.symbols
@@ -493,8 +500,7 @@ def export_lifted(lifted, head: Optional[str] = None) -> HfExport:
         head = "none"  # official ETC releases no heads: its LM head here is freshly initialised
     return export_to_hf(lifted.state, fields, symbols, head=head, labels=lifted.provenance.get("labels"),
                         global_token_ids=roles, tokenizer_description=lifted.tokenizer or None,
-                        tokenizer_files=lifted.tokenizer_files, where=str(lifted.provenance.get(
-                            "fairseq_checkpoint") or lifted.kind))
+                        tokenizer_files=lifted.tokenizer_files, where=where)
 
 
 # -------------------------------------------------------------------------------------------------------------

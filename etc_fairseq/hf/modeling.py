@@ -202,9 +202,6 @@ class EtcPreTrainedModel(PreTrainedModel):
         _check_loaded(model, info, pretrained_model_name_or_path, heads_may_differ)
         return (model, info) if want_info else model
 
-    def _etc(self) -> "EtcModel":
-        return self if isinstance(self, EtcModel) else self.etc
-
 
 def _check_loaded(model: EtcPreTrainedModel, info: dict, source, heads_may_differ: bool) -> None:
     """Refuse a load that left encoder tensors missing, unused or of another shape, or a head tensor of another
@@ -517,8 +514,8 @@ class EtcForTokenClassification(EtcPreTrainedModel):
 
 class EtcForQuestionAnswering(EtcPreTrainedModel):
     """The encoder and start / end logits on every long token (``qa_outputs``, fairseq's span heads).
-    ``start_positions`` / ``end_positions`` int64 [B]: long-token indices (clamped to ``L``, which is ignored,
-    as BERT's)."""
+    ``start_positions`` / ``end_positions`` int64 [B]: long-token indices; one past the input (clamped to ``L``,
+    as BERT's) or negative (-100: unlabelled) is ignored."""
 
     def __init__(self, config: EtcConfig):
         super().__init__(config)
@@ -554,9 +551,9 @@ class EtcForQuestionAnswering(EtcPreTrainedModel):
         start_logits, end_logits = logits[..., 0].contiguous(), logits[..., 1].contiguous()
         loss = None
         if start_positions is not None and end_positions is not None:
-            ignored = start_logits.size(1)
-            start = start_positions.view(-1).clamp(0, ignored)
-            end = end_positions.view(-1).clamp(0, ignored)
+            ignored = start_logits.size(1)  # a position past the input or negative (unlabelled) is ignored
+            start, end = (torch.where(p.view(-1) < 0, ignored, p.view(-1)).clamp(0, ignored)
+                          for p in (start_positions, end_positions))
             loss = (F.cross_entropy(start_logits.float(), start, ignore_index=ignored)
                     + F.cross_entropy(end_logits.float(), end, ignore_index=ignored)) / 2
         return _finish(self.config, return_dict, EtcQuestionAnsweringModelOutput(

@@ -213,11 +213,8 @@ class EtcProcessor:
             ``long_example`` [B, L], ``global_example`` [B, G]; ``return_tensors=None``: a list of per-document
             dicts of lists (for a dataset; :class:`EtcDataCollator` batches them).
         """
-        hub = self._hub()
-        if isinstance(documents, str) or len(documents) == 0:
-            raise ValueError("encode_documents takes a non-empty list of documents (each a list of sentences)")
-        items = [hub.encode_documents([doc], cls=cls) for doc in documents]  # one collated row per document
-        examples = [self._named(item, row=0) for item in items]
+        batch = self._hub().encode_documents(documents, cls=cls)
+        examples = [self._named(batch, row=i) for i in range(len(documents))]
         return self._result(examples, return_tensors)
 
     __call__ = encode_documents
@@ -249,12 +246,9 @@ class EtcProcessor:
         from etc_fairseq.finetune.structured.schema import IGNORE, StructuredRecord, record_from_json, record_to_json
         from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
-        opts = StructuredOptions(label_level or "global", list(classes), dict(global_types or {}))
-        for name, value in (("max_long_len", max_long_len), ("max_global_len", max_global_len),
-                            ("max_links_per_token", max_links_per_token)):
-            if value is not None:
-                setattr(opts, name, int(value))
-        opts.__post_init__()
+        limits = {name: int(value) for name, value in (("max_long_len", max_long_len), ("max_global_len", max_global_len),
+                                                       ("max_links_per_token", max_links_per_token)) if value is not None}
+        opts = StructuredOptions(label_level or "global", list(classes), dict(global_types or {}), **limits)
         tokenizer = WordPieceTokenizer(self.source.kind, self.vocabulary, self.source, global_ids=self.global_token_ids)
         counts: Counter = Counter()
         examples = []
