@@ -399,3 +399,56 @@ def test_processor_errors_name_the_document_and_sentence(tmp_path, capsys):
     good = {"id": "a", "words": ["the", "cat"], "globals": [{"type": "SENTENCE", "span": [0, 1]}]}
     with pytest.raises(InputFormatError, match=r"records\[1\] \(id 'b'\): field 'globals\[0\]\.type'"):
         processor.encode_records([good, dict(good, id="b", globals=[{"type": "NOPE"}])])
+
+
+# -------------------------------------------------------------------------------------------------------------
+# checkpoints fairseq-train wrote
+# -------------------------------------------------------------------------------------------------------------
+def test_trained_fairseq_checkpoints_to_hf(etc_tiny_checkpoint, pretrain_data, pretrain_prepared,
+                                           etc_tiny_sentence_prediction_checkpoint, classification_prepared,
+                                           tmp_path, capsys, wiki_texts):
+    """A pre-trained checkpoint (etc_pretraining, SentencePiece found through pretrain.json, a dictionary counted
+    from the corpus) and a sentence_prediction classifier, as fairseq-train wrote them: the Hugging Face models
+    compute what the hub computes, the tokenizer cuts the corpus as the hub does, and the classes keep their
+    names."""
+    from etc_fairseq.models import EtcModel
+
+    rc, stdout, err = lift([etc_tiny_checkpoint, "--format", "hf", "--out", tmp_path / "mlm"], capsys)
+    assert rc == 0, err
+    assert "Hugging Face class EtcForMaskedLM" in stdout and "not in the Hugging Face directory: cpc_head" in stdout
+    hub = EtcModel.from_pretrained(str(etc_tiny_checkpoint.parent), checkpoint_file=etc_tiny_checkpoint.name,
+                                   data_name_or_path=str(pretrain_data)).eval()
+    mlm = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "mlm").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "mlm")
+    processor = etc_fairseq.hf.EtcProcessor.from_pretrained(tmp_path / "mlm")
+    # text whose every piece the dictionary has (it was counted from the first articles) is cut as the hub cuts it
+    known = [t for t in wiki_texts if all(hub.dictionary.index(p) != hub.dictionary.unk() for p in hub.tokenizer.encode(t))]
+    assert len(known) >= 3
+    for text in known:
+        assert tok(text, add_special_tokens=False)["input_ids"] == [hub.dictionary.index(p) for p in hub.tokenizer.encode(text)]
+    docs = [known[0].split(". "), known[1].split(". ")]
+    net = hub.encode_documents(docs)
+    batch = processor.encode_documents(docs)
+    assert torch.equal(batch["input_ids"].masked_fill(batch["attention_mask"].eq(0), 1), net["src_tokens"])
+    assert torch.equal(batch["global_input_ids"].masked_fill(batch["global_attention_mask"].eq(0), 1), net["global_tokens"])
+    with torch.no_grad():
+        long, _ = hub.model(**net, features_only=True)
+        out = mlm.etc(**batch)
+        keep = batch["attention_mask"].bool()
+        torch.testing.assert_close(out.last_hidden_state[keep], long[keep], atol=1e-6, rtol=0)
+        logits, _ = hub.model(net["src_tokens"])  # plain input: fixed-block global tokens on both sides
+        torch.testing.assert_close(mlm(input_ids=net["src_tokens"]).logits, logits, atol=1e-6, rtol=0)
+
+    rc, stdout, err = lift([etc_tiny_sentence_prediction_checkpoint, "--format", "hf", "--out", tmp_path / "cls"], capsys)
+    assert rc == 0, err
+    assert "head classification_heads.sentence_classification_head" in stdout
+    classifier = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "cls").eval()
+    assert list(classifier.config.id2label.values()) == list(classification_prepared.labels)
+    data_dir = Path(classification_prepared.bin_dir)
+    hub = EtcModel.from_pretrained(str(etc_tiny_sentence_prediction_checkpoint.parent),
+                                   checkpoint_file=etc_tiny_sentence_prediction_checkpoint.name,
+                                   data_name_or_path=str(data_dir)).eval()
+    tokens = hub.to_net_input([hub.encode(wiki_texts[2][:200]), hub.encode(wiki_texts[3][:300])])["src_tokens"]
+    with torch.no_grad():
+        torch.testing.assert_close(classifier(input_ids=tokens, attention_mask=tokens.ne(1).long()).logits,
+                                   hub.predict("sentence_classification_head", tokens, return_logits=True), atol=1e-6, rtol=0)

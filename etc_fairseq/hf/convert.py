@@ -387,19 +387,28 @@ def fairseq_side_files(directory: Path) -> List[Path]:
 
 
 def _labels(data_dir: Optional[Path], task: Optional[str]) -> Optional[List[str]]:
-    """Class names of the data a checkpoint was fine-tuned on: ``label/dict.txt`` (``sentence_prediction``) or
-    ``prepare.json``'s ``classes`` (``etc_structured``); None when not found."""
+    """Class names of the data a checkpoint was fine-tuned on, in class order: ``sentence_prediction``'s
+    ``label/dict.txt`` (with ``etc-prepare article-classification``'s names for its numbered labels, from its
+    ``prepare.json`` ``labels``), or ``etc_structured``'s ``prepare.json`` ``classes``; None when not found."""
     if data_dir is None:
         return None
     if task == "sentence_prediction" and (data_dir / "label" / DICT_FILE).is_file():
-        return [line.rsplit(" ", 1)[0] for line in (data_dir / "label" / DICT_FILE).read_text(encoding="utf-8").splitlines()
-                if line.strip()]
-    summary = data_dir / "prepare.json"
-    if summary.is_file():
-        classes = json.loads(summary.read_text(encoding="utf-8")).get("classes")
-        if isinstance(classes, list) and classes:
-            return [str(c) for c in classes]
-    return None
+        lines = (data_dir / "label" / DICT_FILE).read_text(encoding="utf-8").splitlines()
+        names = [line.rsplit(" ", 1)[0] for line in lines if line.strip()]
+        named = _json_field(data_dir.parent / "prepare.json", "labels")
+        if named and all(n.isdigit() and int(n) < len(named) for n in names):
+            names = [str(named[int(n)]) for n in names]
+        return names
+    classes = _json_field(data_dir / "prepare.json", "classes")
+    return [str(c) for c in classes] if classes else None
+
+
+def _json_field(path: Path, name: str) -> Optional[list]:
+    """A non-empty list field of a JSON object file, or None."""
+    if not path.is_file():
+        return None
+    value = json.loads(path.read_text(encoding="utf-8")).get(name)
+    return value if isinstance(value, list) and value else None
 
 
 def lift_fairseq_etc(path: Path, dict_path: Optional[Path] = None):
