@@ -68,7 +68,6 @@ def test_page_runs_as_written(tmp_path, monkeypatch, capsys, etc_cache_dir, wiki
                 and len(line) == 19]) >= 3  # the fill-mask lines
     assert "dense vs blocked:" in out and "torch.bfloat16" in out
     assert namespace["fresh"].config.encoder_layers == 2 and " parameters" in out
-    import etc_fairseq.hf  # noqa: F401
     from safetensors.torch import load_file
 
     a = load_file(str(tmp_path / "etc_classifier" / "model.safetensors"))

@@ -3,7 +3,6 @@ encoder and every head, fixed blocks and structured inputs, sharing and official
 classes, save_pretrained / from_pretrained bit for bit, the Hugging Face switches (hidden states, gradient
 checkpointing, bfloat16, attn_implementation), and bad input refused in one line."""
 import json
-import types
 import warnings
 
 import pytest
@@ -14,7 +13,7 @@ transformers = pytest.importorskip("transformers")
 import etc_fairseq.hf as hf  # noqa: E402
 from etc_fairseq.errors import CheckpointLoadError  # noqa: E402
 from etc_fairseq.hf.convert import export_to_hf  # noqa: E402
-from etc_fairseq.lift.fairseq_roberta import build_etc_model, etc_config_dict  # noqa: E402
+from etc_fairseq.lift.fairseq_roberta import build_etc_model  # noqa: E402
 from etc_fairseq.lift.huggingface import fairseq_dictionary  # noqa: E402
 from etc_fairseq.models import config_for_arch  # noqa: E402
 from etc_fairseq.structure.builders import STRUCTURE_KEYS  # noqa: E402
@@ -72,7 +71,7 @@ def fairseq_net_input(plain, structured=None):
 
 
 def to_hf(cfg, model, head=None):
-    return export_to_hf(model.state_dict(), etc_config_dict(cfg), SYMBOLS, head=head).model.eval()
+    return export_to_hf(model.state_dict(), cfg, SYMBOLS, head=head).model.eval()
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

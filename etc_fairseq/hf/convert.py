@@ -42,7 +42,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-from etc_fairseq.encoder.config import absolute_position_limit, encoder_config_fields
+from etc_fairseq.encoder.config import absolute_position_limit, as_encoder_config, encoder_config_fields
+from etc_fairseq.encoder.io import config_to_dict
 from etc_fairseq.finetune.structured.decode import HEADS as STRUCTURED_HEADS
 from etc_fairseq.lift.fairseq_roberta import LM_HEAD, SENTENCE_ENCODER, LiftError
 from etc_fairseq.tokenization import BERT_SPECIALS_IN_FAIRSEQ, TOKENIZER_DESCRIPTION
@@ -85,7 +86,6 @@ DEFAULT_FAIRSEQ_HEADS = {
 }
 HF_ENCODER = "etc.encoder."
 CPC_HEAD = "cpc_head."
-VERSION_KEY = "encoder.version"
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -125,6 +125,8 @@ class HfExport:
 
     model: Any
     tokenizer: Any = None
+    #: the model's dictionary in id order (written as ``dict.txt``), or None
+    symbols: Optional[List[str]] = None
     #: file name in the directory -> a file to copy, or text to write
     files: Dict[str, Union[Path, str]] = field(default_factory=dict)
     report_lines: List[str] = field(default_factory=list)
@@ -143,7 +145,7 @@ def _head_labels(head_state: Mapping[str, torch.Tensor], module: str) -> int:
 
 def export_to_hf(
     state: Mapping[str, torch.Tensor],
-    model_fields: Mapping[str, Any],
+    model_fields: Any,
     symbols: Optional[Sequence[str]],
     *,
     head: Optional[str] = None,
@@ -157,7 +159,8 @@ def export_to_hf(
 
     Args:
         state: the fairseq state dict (``encoder.sentence_encoder.*``, heads).
-        model_fields: the fairseq model config (``cfg.model``: every encoder field, ``fixed_block_token``).
+        model_fields: the fairseq model config (fairseq's ``EtcConfig``, or ``cfg.model`` as a dict: the encoder
+            fields, missing ones taking their defaults, and ``fixed_block_token``).
         symbols: the dictionary in id order (None: unknown; then no tokenizer).
         head: see the module docstring (None: chosen by :func:`_choose_head`).
         labels: class names of a classification head, in class order (default ``LABEL_i``).
@@ -176,10 +179,15 @@ def export_to_hf(
     if symbols is not None and len(symbols) != rows:
         raise LiftError(f"{where}: the token embedding has {rows} rows, the dictionary {len(symbols)} symbols")
     index = {s: i for i, s in enumerate(symbols)} if symbols is not None else {"<s>": 0, "<pad>": 1}
-    fixed = str(model_fields.get("fixed_block_token", "<s>"))
+    if isinstance(model_fields, Mapping):
+        model_fields = types.SimpleNamespace(**model_fields)
+    fixed = str(getattr(model_fields, "fixed_block_token", "<s>"))
     if fixed not in index:
         raise LiftError(f"{where}: fixed_block_token {fixed!r} is not in the dictionary")
-    fields = {k: _plain_value(model_fields[k]) for k in encoder_config_fields() if k in model_fields}
+    try:
+        fields = config_to_dict(as_encoder_config(model_fields))
+    except ValueError as e:
+        raise LiftError(f"{where}: {e}") from None
     config_kwargs: Dict[str, Any] = dict(fields, vocab_size=rows, pad_token_id=index["<pad>"],
                                          fixed_block_token_id=index[fixed],
                                          global_token_ids=dict(global_token_ids or {}))
@@ -227,29 +235,12 @@ def export_to_hf(
     config.architectures = [cls_name]
     model = _model_with_state(_hf_class(cls_name), config, out, where)
     lines.insert(0, f"Hugging Face class {cls_name}" + (f" (head {head})" if module is not None else ""))
-    export = HfExport(model, report_lines=lines)
-    if symbols is not None:
-        export.files[DICT_FILE] = _dict_text(symbols)
+    export = HfExport(model, symbols=list(symbols) if symbols is not None else None, report_lines=lines)
     if tokenizer_description and symbols is not None:
         _add_tokenizer(export, tokenizer_description, tokenizer_files, symbols, config, where)
     elif symbols is None or not tokenizer_description:
         lines.append("no tokenizer.json: the source names no tokenizer (give its files to etc-lift)")
     return export
-
-
-def _plain_value(v):
-    return v.value if hasattr(v, "value") and not isinstance(v, (int, float, str, bool)) else v
-
-
-def _dict_text(symbols: Sequence[str]) -> str:
-    """``dict.txt`` of ``symbols`` (fairseq's ``masked_lm`` dictionary: the first four and ``<mask>`` implied)."""
-    from etc_fairseq.lift.huggingface import write_fairseq_dict
-
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as d:
-        path = write_fairseq_dict(list(symbols), Path(d) / DICT_FILE)
-        return path.read_text(encoding="utf-8")
 
 
 def _add_tokenizer(export: HfExport, description: Mapping[str, Any], files: Sequence[Path], symbols: Sequence[str],
@@ -347,6 +338,8 @@ def write_hf_directory(export: HfExport, out: PathLike) -> List[Path]:
             shutil.rmtree(leftover)
     from transformers.utils import logging as hf_logging
 
+    from etc_fairseq.lift.huggingface import write_fairseq_dict
+
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # one shard: a progress bar says nothing
     try:
@@ -354,6 +347,8 @@ def write_hf_directory(export: HfExport, out: PathLike) -> List[Path]:
         export.model.save_pretrained(tmp)
         if export.tokenizer is not None:
             export.tokenizer.save_pretrained(tmp)
+        if export.symbols is not None:
+            write_fairseq_dict(export.symbols, tmp / DICT_FILE)
         for name, content in export.files.items():
             if isinstance(content, Path):
                 shutil.copyfile(content, tmp / name)
@@ -500,14 +495,12 @@ def export_lifted(lifted, head: Optional[str] = None, where: str = "SOURCE") -> 
     symbols = lifted.symbols
     if symbols is None and lifted.dict_file is not None:
         symbols = list(masked_lm_dictionary(lifted.dict_file).symbols)
-    fields = {name: getattr(lifted.etc_cfg, name) for name in list(encoder_config_fields()) + ["fixed_block_token"]
-              if hasattr(lifted.etc_cfg, name)}
     roles = lifted.provenance.get("global_token_ids")
     if roles is None and symbols is not None and lifted.tokenizer:
         roles = role_ids_of_pieces(lifted.tokenizer, symbols)
     if head is None and lifted.kind == "official-etc":
         head = "none"  # official ETC releases no heads: its LM head here is freshly initialised
-    return export_to_hf(lifted.state, fields, symbols, head=head, labels=lifted.provenance.get("labels"),
+    return export_to_hf(lifted.state, lifted.etc_cfg, symbols, head=head, labels=lifted.provenance.get("labels"),
                         global_token_ids=roles, tokenizer_description=lifted.tokenizer or None,
                         tokenizer_files=lifted.tokenizer_files, where=where)
 
