@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-from etc_fairseq.encoder.config import absolute_position_limit, as_encoder_config, encoder_config_fields
+from etc_fairseq.encoder.config import absolute_position_limit, as_encoder_config
 from etc_fairseq.encoder.io import config_to_dict
 from etc_fairseq.finetune.structured.decode import HEADS as STRUCTURED_HEADS
 from etc_fairseq.lift.fairseq_roberta import LM_HEAD, SENTENCE_ENCODER, LiftError
@@ -424,30 +424,26 @@ def lift_fairseq_etc(path: Path, dict_path: Optional[Path] = None):
     model_fields = dict(plain_config(cfg["model"]))
     task_cfg = plain_config(cfg.get("task")) or {}
     task = task_cfg.get("_name")
-    data_dir = None
-    candidates = []
-    if dict_path is None:
-        candidates.append(path.parent)
-        data = str(task_cfg.get("data") or "")
-        if data:
-            candidates.append(Path(data.split(os.pathsep)[0]) if os.path.isabs(data.split(os.pathsep)[0])
-                              else path.parent / data.split(os.pathsep)[0])
-        for c in candidates:
+    if dict_path is not None:
+        data_dir = Path(dict_path).parent
+    else:  # next to the checkpoint (an etc-lift output), else the task's data directory (a training run)
+        data = str(task_cfg.get("data") or "").split(os.pathsep)[0]
+        candidates = [path.parent] + ([path.parent / data] if data else [])
+        data_dir = None
+        for candidate in candidates:
             try:
-                data_dir = resolve_data_dir(c.resolve(), task, str(c))
+                data_dir = resolve_data_dir(candidate.resolve(), task, str(candidate))
+                break
             except FileNotFoundError:
                 continue
-            dict_path = data_dir / ("input0" if task == "sentence_prediction" else "") / DICT_FILE
-            break
-        if dict_path is None:
-            raise LiftError(f"{path}: no dict.txt next to it or in its data directory ({', '.join(map(str, candidates))});"
-                            " pass --dict")
-    else:
-        data_dir = Path(dict_path).parent
+        if data_dir is None:
+            raise LiftError(f"{path}: no dict.txt next to it or in its data directory "
+                            f"({', '.join(map(str, candidates))}); pass --dict")
+        dict_path = data_dir / ("input0" if task == "sentence_prediction" else "") / DICT_FILE
     dictionary = masked_lm_dictionary(dict_path)
     symbols = list(dictionary.symbols)
     state = {k: v for k, v in ckpt["model"].items()}
-    tokenizer, looked, meta = find_tokenizer(path.parent, data_dir or Path(dict_path).parent)
+    tokenizer, looked, meta = find_tokenizer(path.parent, data_dir)
     description, files = _description(tokenizer, looked)
     role_ids = dict(meta.get("global_token_ids") or {})
     if not role_ids and tokenizer is not None:
@@ -543,15 +539,15 @@ def lift_huggingface_etc(directory: Path, arch: Optional[str], overrides: Mappin
     if len(symbols) != config.vocab_size:
         raise LiftError(f"{directory / DICT_FILE}: {len(symbols)} symbols, {directory / 'config.json'} field "
                         f"'vocab_size' is {config.vocab_size}")
-    fields = {k: getattr(config, k) for k in encoder_config_fields()}
-    fields["fixed_block_token"] = symbols[config.fixed_block_token_id]
+    fields = dict(config_to_dict(config), fixed_block_token=symbols[config.fixed_block_token_id])
     try:
         etc_cfg = config_for_arch(arch or "etc_base", **{**fields, **dict(overrides)})
     except ValueError as e:
         raise LiftError(str(e)) from None
     clash = sorted(k for k in overrides if k in fields and overrides[k] != fields[k])
     if clash:
-        raise LiftError(f"{directory / 'config.json'}: field {clash[0]} is fixed by the weights ({fields[clash[0]]!r})")
+        raise LiftError(f"{directory / 'config.json'}: field {clash[0]} = {fields[clash[0]]!r} comes with the model "
+                        "(fine-tuning flags of fairseq-train change it later)")
     model = build_etc_model(etc_cfg, fairseq_dictionary(symbols), seed)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     used = set()
