@@ -305,9 +305,10 @@ class EtcModel(EtcPreTrainedModel):
         if input_ids is None:
             raise ValueError("input_ids is required (int64 [batch, long_len]); ETC embeds token ids itself")
         hidden = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
-        structure = {k: v for k, v in zip(STRUCTURE_KEYS, (long_segment, global_parent, long_context, global_context,
-                                                           long_example, global_example, long_links, global_hard_g2l))
-                     if v is not None}
+        given = dict(long_segment=long_segment, global_parent=global_parent, long_context=long_context,
+                     global_context=global_context, long_example=long_example, global_example=global_example,
+                     long_links=long_links, global_hard_g2l=global_hard_g2l)  # the keys of STRUCTURE_KEYS
+        structure = {k: v for k, v in given.items() if v is not None}
         backend = ATTN_IMPLEMENTATIONS[self.config._attn_implementation or "auto"]
         for layer in self.encoder.layers:
             layer.self_attn.backend = backend

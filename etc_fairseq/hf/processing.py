@@ -42,8 +42,6 @@ __all__ = ["EtcProcessor", "EtcDataCollator", "source_tokenizer"]
 #: and for the structure ids the "none" value :func:`etc_fairseq.structure.build_structure` defaults to
 #: (it ignores padding positions; ``long_links`` needs -1 in the unused link slots of real tokens).
 _PAD_VALUES = {"labels": -100, "long_segment": -1, "global_parent": -1, "long_links": -1}
-#: per example, the names whose first dimension is the global length (the others' is the long length)
-_GLOBAL_NAMES = ("global_input_ids", "global_attention_mask", "global_types", "global_token_type_ids")
 #: scalar names (one value per example)
 _SCALAR_NAMES = ("start_positions", "end_positions")
 
