@@ -420,3 +420,18 @@ def test_question_answering_ignores_unlabelled_and_outside_positions():
                 + torch.nn.functional.cross_entropy(out.end_logits[:1], torch.tensor([3]))) / 2
     torch.testing.assert_close(one, expected)
     torch.testing.assert_close(beyond, expected)
+
+
+def test_resize_token_embeddings_keeps_the_lm_head_tied(tmp_path):
+    plain, _ = inputs()
+    model = tiny_hf()
+    with torch.no_grad():
+        before = model(**plain).logits
+    model.resize_token_embeddings(len(SYMBOLS) + 7)
+    assert model.config.vocab_size == model.etc.encoder.vocab_size == len(SYMBOLS) + 7
+    assert model.lm_head.weight is model.etc.encoder.embed_tokens.weight and model.lm_head.bias.shape == (len(SYMBOLS) + 7,)
+    with torch.no_grad():
+        after = model(**plain).logits
+    torch.testing.assert_close(after[..., : len(SYMBOLS)], before)  # the old rows compute what they did
+    model.save_pretrained(tmp_path)
+    assert transformers.AutoModelForMaskedLM.from_pretrained(tmp_path).config.vocab_size == len(SYMBOLS) + 7
