@@ -26,11 +26,11 @@ reports how many.
 """
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from etc_fairseq.guards import load_json_file
 from etc_fairseq.tokenization import BERT_SPECIALS_IN_FAIRSEQ, TokenizerFileError
 
 logger = logging.getLogger(__name__)
@@ -177,12 +177,9 @@ def fast_tokenizer(description: Dict, files_dir: Path, symbols: Sequence[str], w
             encoder_file, merges_file = files_dir / description["encoder_json"], files_dir / description["vocab_bpe"]
         else:
             encoder_file, merges_file = files_dir / description["vocab"], files_dir / description["merges"]
-        if not encoder_file.is_file():
-            raise TokenizerFileError(f"{encoder_file}: missing (the byte-level BPE vocabulary {where} names)")
-        try:
-            encoder = json.loads(encoder_file.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise TokenizerFileError(f"{encoder_file}: not valid JSON ({e.msg}, line {e.lineno})") from None
+        encoder = load_json_file(encoder_file, f"the byte-level BPE vocabulary {where} names")
+        if not isinstance(encoder, dict):
+            raise TokenizerFileError(f"{encoder_file}: expected a JSON object of piece -> id")
         if kind == "gpt2_bpe":  # dictionary symbols are GPT-2 ids in decimal
             piece_of_id = {i: p for p, i in encoder.items()}
             pieces = [piece_of_id.get(int(s), s) if s.isdigit() else s for s in symbols]
