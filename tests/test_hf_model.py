@@ -315,6 +315,8 @@ def test_bfloat16_loading_runs_close_to_float32(tmp_path):
     model.save_pretrained(tmp_path)
     half = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path, dtype=torch.bfloat16).eval()
     assert {p.dtype for p in half.parameters()} == {torch.bfloat16}
+    old_spelling = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path, torch_dtype=torch.bfloat16)
+    assert {p.dtype for p in old_spelling.parameters()} == {torch.bfloat16}  # transformers 4's name still works
     with torch.no_grad():
         ref = model(**plain, **structured).logits
         out = half(**plain, **structured).logits
