@@ -16,7 +16,9 @@ only from its own layer or lower ones, and no package has an import cycle):
   BERT/RoBERTa and Google's ETC -> ETC checkpoints) -> ``fairseq_fixes`` -> ``register`` (what ``--user-dir``
   imports)
 - ``finetune``: one package per dataset (schema, convert, task, criterion, decode, metrics) and ``common``
-- ``visualize`` and ``cli`` (the ``etc-*`` commands)
+- ``visualize``, ``hf`` (the Hugging Face ``transformers`` adapter over the same core: the only importer of
+  ``transformers``; it runs without fairseq, which only its ``etc-lift`` conversions use) and ``cli`` (the
+  ``etc-*`` commands)
 """
 
 __version__ = "0.1.0"

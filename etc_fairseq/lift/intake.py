@@ -8,7 +8,9 @@ Sources (:func:`detect_source`):
 - ``huggingface-bert`` / ``huggingface-roberta``: a directory with a Hugging Face ``config.json``
   (:mod:`.huggingface`);
 - ``fairseq-roberta``: a checkpoint file (:mod:`.fairseq_roberta`); the only source without a config of its
-  own, so the only one that needs ``--arch``.
+  own, so the only one that needs ``--arch``;
+- ``fairseq-etc`` (a fairseq ``etc`` checkpoint, for ``--format hf``) and ``huggingface-etc`` (a Hugging Face
+  ETC directory, back to fairseq): :mod:`etc_fairseq.hf.convert`.
 
 Output, all computed in memory before anything is written (a failure writes nothing):
 
@@ -48,7 +50,10 @@ from .fairseq_roberta import (
 
 PathLike = Union[str, os.PathLike]
 
-SOURCE_KINDS = ("official-etc", "huggingface-bert", "huggingface-roberta", "fairseq-roberta")
+SOURCE_KINDS = ("official-etc", "huggingface-bert", "huggingface-roberta", "fairseq-roberta", "fairseq-etc",
+                "huggingface-etc")
+#: sources that are ETC models already: converted between the two formats by :mod:`etc_fairseq.hf.convert`
+ETC_KINDS = ("fairseq-etc", "huggingface-etc")
 TOKENIZER_DESCRIPTION = "etc_tokenizer.json"
 #: The architecture whose defaults fill the fields a source's own config does not determine.
 DEFAULT_ARCH = "etc_base"
@@ -84,8 +89,24 @@ def detect_source(path: PathLike) -> Tuple[str, str]:
                 f"{p}: a Hugging Face weights file; pass its directory ({p.parent}), where etc-lift reads "
                 f"{HF_CONFIG} and the tokenizer files beside it"
             )
+        if is_etc_checkpoint(p):
+            return "fairseq-etc", f"{p} is a fairseq ETC checkpoint"
         return "fairseq-roberta", f"{p} is a fairseq checkpoint file (read as fairseq RoBERTa)"
     raise LiftError(f"{p}: no such file or directory")
+
+
+def is_etc_checkpoint(path: PathLike) -> bool:
+    """A checkpoint file whose config names an ETC model (``cfg.model._name`` ``etc`` or ``etc_*``): trained
+    or written by etc-lift, the source ``etc-lift --format hf`` exports."""
+    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint, plain_config
+
+    try:
+        cfg = plain_config(load_checkpoint(path, mmap=True).get("cfg"))
+    except (CheckpointLoadError, OSError, RuntimeError, ValueError):
+        return False
+    model = plain_config(cfg.get("model")) if isinstance(cfg, dict) else None
+    name = model.get("_name") if isinstance(model, dict) else None
+    return isinstance(name, str) and (name == "etc" or name.startswith("etc_"))
 
 
 @dataclass
@@ -305,6 +326,9 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
         lifted = lift_official(source, arch, overrides, seed, drop_unknown)
         if split_punctuation is None:
             split_punctuation = SPLIT_PUNCTUATION_NAME in source.resolve().name
+    elif kind in ETC_KINDS:
+        raise LiftError(f"{source}: already an ETC model; etc-lift converts it between fairseq and Hugging Face "
+                        "(etc_fairseq.hf.convert)")
     elif kind.startswith("huggingface-"):
         lifted = lift_hf(source, arch, overrides, seed)
     else:
@@ -386,5 +410,5 @@ def checkpoint_config(etc_cfg) -> Dict[str, Any]:
     return etc_config_dict(etc_cfg)
 
 
-__all__ = ["DEFAULT_ARCH", "SOURCE_KINDS", "TOKENIZER_DESCRIPTION", "LiftedModel", "detect_source",
+__all__ = ["DEFAULT_ARCH", "SOURCE_KINDS", "TOKENIZER_DESCRIPTION", "LiftedModel", "detect_source", "is_etc_checkpoint",
            "lift_source", "write_lifted", "LiftReport"]
