@@ -115,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "CJK characters apart, no lower-casing) before its tokenizer; recorded in etc_tokenizer.json "
                    "so etc-prepare --from-model and EtcModel.from_pretrained do it. Detected for an official "
                    "directory named like etc_large_split_punctuation")
+    p.add_argument("--relative-positions-only", action="store_true",
+                   help="discard the source's absolute position embeddings, as the paper's appendix D does: the "
+                   "lifted model reads inputs of any length through its relative position labels, whose vectors "
+                   "start fresh (like the global token-type embeddings and the CPC head), so continue pretraining "
+                   "(MLM + CPC) before fine-tuning. Without it a BERT keeps its table (and its length limit, e.g. "
+                   "512); a fairseq RoBERTa is lifted this way unless --use-absolute-positions")
     p.add_argument("--seed", type=int, default=1, help="seed for the freshly initialised tensors (default 1)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--drop-unknown", action="store_true",
@@ -211,7 +217,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         gpt2 = (args.gpt2_encoder_json, args.gpt2_vocab_bpe) if args.gpt2_encoder_json is not None else None
         line, lifted = lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed,
                                    dict_path=args.dict, drop_unknown=args.drop_unknown,
-                                   split_punctuation=args.split_punctuation, gpt2_files=gpt2)
+                                   split_punctuation=args.split_punctuation, gpt2_files=gpt2,
+                                   relative_positions_only=args.relative_positions_only)
         if not args.quiet:
             print(f"etc-lift: {line}")
         written = write_lifted(lifted, args.out, overwrite=args.overwrite, encoder_dir=args.encoder_dir)
