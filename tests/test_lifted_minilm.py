@@ -128,3 +128,56 @@ def test_mean_pooling_excludes_padding(tmp_path):
         with torch.no_grad():
             want = model(input_ids=ids).last_hidden_state[0].mean(0)
         assert torch.allclose(torch.from_numpy(pooled[i]), want, atol=1e-5)
+
+
+collect = _load("collect")
+
+
+def test_wikihop_overlap_baseline_exact():
+    dev = [
+        # the query word "sailing" is in support 0 only, which mentions "alpha": alpha 1, beta 0, gamma 0
+        {"query": "paragraph_mentions sailing", "supports": ["Alpha went sailing.", "Beta stayed home.", "Gamma."],
+         "candidates": ["alpha", "beta", "gamma"], "answer": "alpha"},
+        # no support shares a query word: a three-way tie, 1/3 in expectation
+        {"query": "paragraph_mentions rowing", "supports": ["Alpha.", "Beta.", "Gamma."],
+         "candidates": ["alpha", "beta", "gamma"], "answer": "gamma"},
+        # the support with the word mentions two candidates: a tie of two, the answer one of them
+        {"query": "paragraph_mentions flying", "supports": ["Alpha and beta were flying.", "Gamma."],
+         "candidates": ["alpha", "beta", "gamma"], "answer": "beta"},
+    ]
+    b = collect.wikihop_overlap(dev)
+    assert b["records"] == 3
+    assert b["overlap_accuracy"] == pytest.approx(100 * (1 + 1 / 3 + 1 / 2) / 3)
+    assert b["random_accuracy"] == pytest.approx(100 / 3)
+
+
+def _valid_log(path: Path, points, extra=""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [f"2026-01-01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {1 + i} | accuracy {acc} | "
+             f"{extra}num_updates {u}" for i, (u, acc) in enumerate(points)]
+    path.write_text("\n".join(lines + ["done training in 1.0 seconds"]) + "\n")
+
+
+def test_collect_reads_the_sections_that_ran(tmp_path):
+    run = tmp_path / "run"
+    for s, acc in (("1", 70.0), ("2", 74.0)):
+        _valid_log(run / "classify" / "ft" / f"continued-{s}.log", [(100, acc - 5), (200, acc)])
+    (run / "classify" / "floor-src.json").write_text(json.dumps({"accuracy": 72.5, "majority_class": 55.0}))
+    for s, acc in (("1", 30.0), ("2", 32.0)):
+        p = run / "mlm" / f"continued-{s}.log"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"x | valid on 'valid' subset | loss 3 | mlm_loss 4.5 | mlm_accuracy {acc} | "
+                     f"cpc_accuracy {acc / 2} | cpc_candidates 10\n")
+    res = collect.collect(run, ["1", "2"], 2048)
+    assert set(res["sections"]) == {"classify", "mlm"}  # nothing of nextsent / wikihop ran
+    arm = res["sections"]["classify"]["arms"]["continued"]
+    assert arm["accuracy"]["mean"] == 72.0 and arm["accuracy"]["std"] == pytest.approx(2 * 2 ** 0.5)
+    assert [p["updates"] for p in arm["curve"]] == [100, 200]
+    mlm = res["sections"]["mlm"]["arms"]["continued"]
+    assert mlm["mlm_accuracy"]["mean"] == 31.0 and mlm["cpc_accuracy"]["mean"] == 15.5
+    table = collect.markdown(res)
+    assert "| classify | continued: ETC (lifted + continued), CLS global token |" in table
+    assert "72.00 +- 2.83" in table and "floor: logistic regression on src" in table
+    (run / "classify" / "ft" / "continued-2.log").write_text("no validation\n")
+    with pytest.raises(collect.CollectError, match="continued-2.log: no"):
+        collect.collect(run, ["1", "2"], 2048)
