@@ -120,7 +120,7 @@ def test_mean_pooling_excludes_padding(tmp_path):
     model = _tiny_bert(tmp_path / "bert", layers=2)
     (tmp_path / "bert" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     texts = ["w1 w2 w3 w4 w5 w6", "w7"]
-    pooled = classify.mean_pooled(tmp_path / "bert", texts, max_pieces=5)
+    pooled = classify.mean_pooled(classify.load_encoder(tmp_path / "bert"), texts, max_pieces=5)
     tok = transformers.BertTokenizerFast.from_pretrained(str(tmp_path / "bert"))
     for i, text in enumerate(texts):
         ids = tok(text, truncation=True, max_length=5, return_tensors="pt")["input_ids"]
@@ -181,3 +181,18 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     (run / "classify" / "ft" / "continued-2.log").write_text("no validation\n")
     with pytest.raises(collect.CollectError, match="continued-2.log: no"):
         collect.collect(run, ["1", "2"], 2048)
+
+
+def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):
+    similarity = _load("similarity")
+    _tiny_bert(tmp_path / "bert", layers=1)
+    (tmp_path / "bert" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    q = "w3 w9 w4 w1"
+    para = lambda *s: {"title": "t", "sentences": list(s)}  # noqa: E731
+    records = [  # the answer is a copy of the question: the most similar sentence (cosine 1)
+        {"question": q, "paragraphs": [para("w5 w6", "w7 w8 w2"), para("w11 w12", q)], "answer": [1, 1]},
+        # the copy sits just before the answer: counted as "before the gap", not as the answer
+        {"question": q, "paragraphs": [para(q, "w5 w6 w7"), para("w11")], "answer": [0, 1]},
+    ]
+    res = similarity.similarity_baseline(tmp_path / "bert", records)
+    assert res == {"model": str(tmp_path / "bert"), "records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}

@@ -143,14 +143,20 @@ def read_jsonl(path: Path) -> Tuple[List[str], List[str]]:
     return texts, labels
 
 
-def mean_pooled(model_dir: Path, texts: Sequence[str], max_pieces: int, batch: int = 64):
-    """float32 numpy [N, D]: the mean of the frozen model's last hidden states over each text's pieces
-    ([CLS] text [SEP], cut to ``max_pieces``), padding excluded."""
-    import torch
+def load_encoder(model_dir: Path):
+    """(tokenizer, model in eval mode) of a Hugging Face BERT directory, for :func:`mean_pooled`."""
     import transformers
 
-    tok = transformers.BertTokenizerFast.from_pretrained(str(model_dir))
-    model = transformers.BertModel.from_pretrained(str(model_dir)).eval()
+    return (transformers.BertTokenizerFast.from_pretrained(str(model_dir)),
+            transformers.BertModel.from_pretrained(str(model_dir)).eval())
+
+
+def mean_pooled(encoder, texts: Sequence[str], max_pieces: int, batch: int = 64):
+    """float32 numpy [N, D]: the mean of the frozen model's last hidden states over each text's pieces
+    ([CLS] text [SEP], cut to ``max_pieces``), padding excluded; ``encoder``: :func:`load_encoder`'s pair."""
+    import torch
+
+    tok, model = encoder
     out = []
     with torch.no_grad():
         for i in range(0, len(texts), batch):
@@ -171,7 +177,8 @@ def baseline(model_dir: Path, data: Path, max_pieces: int, seed: int = 1) -> Dic
     from sklearn.preprocessing import StandardScaler
 
     (xtr, ytr), (xva, yva) = (read_jsonl(data / f"{s}.jsonl") for s in ("train", "valid"))
-    ftr, fva = mean_pooled(model_dir, xtr, max_pieces), mean_pooled(model_dir, xva, max_pieces)
+    encoder = load_encoder(model_dir)
+    ftr, fva = mean_pooled(encoder, xtr, max_pieces), mean_pooled(encoder, xva, max_pieces)
     clf = make_pipeline(StandardScaler(), LogisticRegressionCV(Cs=10, cv=5, max_iter=2000, random_state=seed))
     clf.fit(ftr, ytr)
     acc = 100.0 * float((clf.predict(fva) == __import__("numpy").array(yva)).mean())
