@@ -93,8 +93,11 @@ def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
                                             "seeds: the masking", "arms": mlm}
     arms = _finetune(run_dir, "nextsent", ["etc", "etc512", "local", "bert512"], seeds, long_len)
     if arms:
-        res["sections"]["nextsent"] = {"metric": "held-out nextsent accuracy / MRR (%)", "arms": arms,
-                                       "baseline": abl.nextsent_meta(run_dir / "nextsent", long_len)}
+        res["sections"]["nextsent"] = {
+            "metric": "held-out nextsent accuracy / MRR (%)", "arms": arms,
+            "baseline": abl.nextsent_meta(run_dir / "nextsent", long_len),
+            "similarity": {p.stem[len("similarity-"):]: json.loads(p.read_text())
+                           for p in sorted((run_dir / "nextsent").glob("similarity-*.json"))}}
     arms = _finetune(run_dir, "wikihop", ["etc", "etc512"], seeds, long_len)
     if arms:
         dev = json.loads((run_dir / "wikihop" / "raw" / "dev.json").read_text(encoding="utf-8"))
@@ -137,6 +140,9 @@ def markdown(res: dict) -> str:
         elif b:
             rows.append(f"| {name} | baselines: word overlap / random | accuracy % | {b['overlap_accuracy']:.1f} ; "
                         f"{b['random_accuracy']:.1f} | | |")
+        for model, sim in sec.get("similarity", {}).items():
+            rows.append(f"| {name} | zero-shot: the sentence most similar to the question ({model}'s frozen "
+                        f"mean-pooled embeddings) | accuracy % | {sim['answer_accuracy']:.1f} | | |")
         for floor_name, f in sec.get("floors", {}).items():
             rows.append(f"| {name} | floor: logistic regression on {floor_name}'s frozen mean-pooled features | "
                         f"accuracy % | {f['accuracy']:.2f} (majority class {f['majority_class']:.1f}) | | |")
@@ -189,6 +195,8 @@ def plot(res: dict, png: Path) -> None:
         if b:
             ax.axhline(b["overlap_accuracy"], color="k", ls="--", lw=1, label="word overlap")
             ax.axhline(b["random_accuracy"], color="k", ls=":", lw=1, label="random")
+        for i, (model, sim) in enumerate(sec.get("similarity", {}).items()):
+            ax.axhline(sim["answer_accuracy"], color=f"C{i + 4}", ls="-.", lw=1, label=f"zero-shot similarity: {model}")
         for i, (floor_name, f) in enumerate(sec.get("floors", {}).items()):
             ax.axhline(f["accuracy"], color=f"C{i + 2}", ls="--", lw=1, label=f"floor: LR on {floor_name}")
         ax.set_ylabel("held-out MLM accuracy %" if name == "mlm" else "held-out accuracy %")

@@ -202,6 +202,13 @@ nextsent() {
   if arm etc512; then D512=$(ns_data structure 512); fi
   if arm local; then DN=$(ns_data noglobals "$LONG"); fi
   if arm bert512; then source_window; fi
+  local m
+  for m in "$CUT" "$SRC"; do  # the source model's zero-shot baseline on the same held-out records
+    local out=$RUN_DIR/nextsent/similarity-$(basename "$m").json
+    if [ ! -f "$out" ]; then
+      "$VENV_BIN/python" examples/lifted_minilm/similarity.py --model "$m" --records "$D/valid.records.json" --out "$out"
+    fi
+  done
   for seed in $SEEDS; do  # seed by seed, so that a run cut short has every arm of the first seeds
     if arm etc; then spawn finetune nextsent nextsent etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 8 )); fi
     if arm etc512; then spawn finetune nextsent nextsent etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 64; fi
