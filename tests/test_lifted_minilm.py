@@ -196,3 +196,15 @@ def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):
     ]
     res = similarity.similarity_baseline(tmp_path / "bert", records)
     assert res == {"model": str(tmp_path / "bert"), "records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}
+
+
+def test_cost_runs_a_lifted_directory_at_other_depths(tmp_path):
+    from etc_fairseq.cli.lift import main as lift_main
+
+    cost = _load("cost")
+    _tiny_bert(tmp_path / "bert", layers=2)
+    assert lift_main([str(tmp_path / "bert"), "--out", str(tmp_path / "lifted" / "model.pt"), "--arch", "etc_tiny",
+                      "--relative-positions-only", "-q"]) == 0
+    for layers in (1, 3):  # fewer and more layers than the lifted model: the config is what is timed
+        s = cost.step_seconds(tmp_path / "lifted", 90, layers, shared=bool(layers == 3), repeats=1)
+        assert 0 < s < float("inf")
