@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "CJK characters apart, no lower-casing) before its tokenizer; recorded in etc_tokenizer.json "
                    "so etc-prepare --from-model and EtcModel.from_pretrained do it. Detected for an official "
                    "directory named like etc_large_split_punctuation")
+    p.add_argument("--relative-positions-only", action="store_true",
+                   help="discard the source's absolute position embeddings, as the paper's appendix D does: the "
+                   "lifted model reads inputs of any length through its relative position labels, whose vectors "
+                   "start fresh (like the global token-type embeddings and the CPC head), so continue pretraining "
+                   "(MLM + CPC) before fine-tuning. Without it a BERT keeps its table (and its length limit, e.g. "
+                   "512); a fairseq RoBERTa is lifted this way unless --use-absolute-positions")
     p.add_argument("--seed", type=int, default=1, help="seed for the freshly initialised tensors (default 1)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--drop-unknown", action="store_true",
@@ -230,7 +236,8 @@ def read_source(args: argparse.Namespace, overrides: Dict[str, object], gpt2) ->
     kind, line = detect_source(args.source)
     if kind not in ETC_KINDS:
         return lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed, dict_path=args.dict,
-                           drop_unknown=args.drop_unknown, split_punctuation=args.split_punctuation, gpt2_files=gpt2)
+                           drop_unknown=args.drop_unknown, split_punctuation=args.split_punctuation, gpt2_files=gpt2,
+                           relative_positions_only=args.relative_positions_only)
     if gpt2 is not None or args.split_punctuation:
         raise LiftError(f"{args.source}: --gpt2-*/--split-punctuation are for lifting; an ETC model brings its tokenizer")
     from etc_fairseq.hf import convert
@@ -242,8 +249,9 @@ def read_source(args: argparse.Namespace, overrides: Dict[str, object], gpt2) ->
         return line, convert.lift_huggingface_etc(args.source, args.arch, overrides, args.seed)
     if args.format != "hf":
         raise LiftError(f"{args.source}: already a fairseq ETC checkpoint (--format hf exports it to Hugging Face)")
-    if overrides or args.arch:
-        raise LiftError(f"{args.source}: an ETC checkpoint stores its model; --arch and model flags do not apply")
+    if overrides or args.arch or args.relative_positions_only:
+        raise LiftError(f"{args.source}: an ETC checkpoint stores its model; --arch, --relative-positions-only and "
+                        "model flags do not apply")
     return line, convert.lift_fairseq_etc(args.source, args.dict)
 
 

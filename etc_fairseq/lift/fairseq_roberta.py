@@ -68,6 +68,9 @@ LM_HEAD = "encoder.lm_head."
 #: The config fields that must be equal on both sides for lifting (paper appendix D).
 SIZE_FIELDS = ("encoder_layers", "encoder_embed_dim", "encoder_attention_heads", "encoder_ffn_embed_dim")
 
+#: Why a source's absolute position table is not lifted into a model without one (paper appendix D).
+DISCARDED_POSITIONS = "absolute position embeddings (discarded: relative positions only, paper appendix D)"
+
 #: How etc-lift names each size field on the command line (fairseq's flags).
 SIZE_FLAGS = {name: "--" + name.replace("_", "-") for name in SIZE_FIELDS}
 
@@ -468,7 +471,7 @@ def _drop_reason(key: str, use_positions: bool) -> Optional[str]:
     if key.endswith(".version") or key.endswith("._float_tensor"):
         return "fairseq bookkeeping buffer"
     if key == SENTENCE_ENCODER + "embed_positions.weight" and not use_positions:
-        return "absolute position embeddings (ETC config has use_absolute_positions=False)"
+        return DISCARDED_POSITIONS
     return None
 
 

@@ -216,12 +216,14 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
                                                         "dropped_variables": list(conv.dropped)})
 
 
-def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int]) -> LiftedModel:
-    """A Hugging Face BERT/RoBERTa directory -> ETC fairseq state (see :mod:`.huggingface`)."""
+def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int],
+            relative_positions_only: bool = False) -> LiftedModel:
+    """A Hugging Face BERT/RoBERTa directory -> ETC fairseq state (see :mod:`.huggingface`);
+    ``relative_positions_only``: the source's absolute position table is discarded."""
     from .huggingface import lift_huggingface_into_etc, read_huggingface
 
     src = read_huggingface(directory)
-    cfg = _config(arch, src.etc_overrides(), overrides)
+    cfg = _config(arch, src.etc_overrides(relative_positions_only), overrides)
     state, report, _ = lift_huggingface_into_etc(src, cfg, seed=seed)
     # BERT and RoBERTa were pretrained without global tokens: none is named, so every special global token
     # is <s> (BERT's [CLS] row, a trained embedding; [unused0] never was), the lifting rule of
@@ -299,6 +301,37 @@ def lift_fairseq(path: Path, arch: Optional[str], overrides: Dict[str, Any], see
                                    "dict": str(dict_path) if dict_path is not None else None})
 
 
+#: what starts fresh in a model lifted with relative positions only, and what it then needs (the summary's note)
+RELATIVE_ONLY_NOTE = (
+    "relative positions only (paper appendix D): the source's absolute position table is discarded and the "
+    "lifted model reads inputs of any length; what it knows of word order must now come from the relative "
+    "position labels, whose vectors start fresh, as do the global token-type embeddings and the CPC head "
+    "(and the LM head's transform when the source has no MLM head): continue pretraining (MLM + CPC, "
+    "--task etc_pretraining --criterion cpc_mlm) before fine-tuning")
+
+
+def _refuse_absolute_position_flags(overrides: Dict[str, Any]) -> None:
+    """``--relative-positions-only`` with a flag that asks for an absolute position table: one line."""
+    asked = [flag for name, flag in (("use_absolute_positions", "--use-absolute-positions"),
+                                     ("index_position_embeddings", "--index-position-embeddings"))
+             if overrides.get(name)]
+    if asked:
+        raise LiftError(f"--relative-positions-only discards absolute positions, {asked[0]} asks for them: "
+                        "give one or the other")
+
+
+def _relative_positions_only(lifted: LiftedModel, source: Path) -> None:
+    """Check that ``lifted`` has no absolute position table and add :data:`RELATIVE_ONLY_NOTE` to its summary."""
+    from etc_fairseq.encoder.config import absolute_position_limit
+
+    if absolute_position_limit(lifted.etc_cfg) is not None:
+        raise LiftError(f"{source}: its weights include an absolute position table (use_absolute_positions="
+                        f"{lifted.etc_cfg.use_absolute_positions}, index_position_embeddings="
+                        f"{lifted.etc_cfg.index_position_embeddings}) that this kind of source cannot drop")
+    lifted.report_lines.append(f"note: {RELATIVE_ONLY_NOTE}")
+    lifted.provenance["relative_positions_only"] = True
+
+
 #: the released official checkpoint whose text must be pre-split by BERT's BasicTokenizer (its directory
 #: name says so; its etc_config.json is etc_large's)
 SPLIT_PUNCTUATION_NAME = "split_punctuation"
@@ -307,8 +340,14 @@ SPLIT_PUNCTUATION_NAME = "split_punctuation"
 def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Optional[Dict[str, Any]] = None,
                 seed: Optional[int] = 1, dict_path: Optional[PathLike] = None, drop_unknown: bool = False,
                 split_punctuation: Optional[bool] = None,
-                gpt2_files: Optional[Tuple[PathLike, PathLike]] = None) -> Tuple[str, LiftedModel]:
+                gpt2_files: Optional[Tuple[PathLike, PathLike]] = None,
+                relative_positions_only: bool = False) -> Tuple[str, LiftedModel]:
     """Detect and convert ``source`` (nothing written). Returns (one-line description, :class:`LiftedModel`).
+
+    ``relative_positions_only``: discard the source's absolute position embeddings (paper appendix D), so the
+    lifted model takes inputs of any length (:data:`RELATIVE_ONLY_NOTE` says what then starts fresh); the
+    flags asking for an absolute table are refused with it. A fairseq RoBERTa is lifted so by default; an
+    official ETC checkpoint has no absolute table unless its config sets one (then it is refused).
 
     ``gpt2_files``: GPT-2's ``(encoder.json, vocab.bpe)``, the tokenizer of a fairseq RoBERTa source
     (refused for the other kinds, which bring their own).
@@ -322,6 +361,10 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
     if gpt2_files is not None and kind != "fairseq-roberta":
         raise LiftError(f"{source}: --gpt2-encoder-json/--gpt2-vocab-bpe are for a fairseq RoBERTa checkpoint; "
                         "this source brings its own tokenizer")
+    if kind.startswith("huggingface-") and overrides.get("index_position_embeddings") == 0:
+        relative_positions_only = True  # a BERT's index table of 0 rows: the same request, spelled as a field
+    if relative_positions_only:
+        _refuse_absolute_position_flags(overrides)
     if kind == "official-etc":
         lifted = lift_official(source, arch, overrides, seed, drop_unknown)
         if split_punctuation is None:
@@ -330,10 +373,12 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
         raise LiftError(f"{source}: already an ETC model; etc-lift converts it between fairseq and Hugging Face "
                         "(etc_fairseq.hf.convert)")
     elif kind.startswith("huggingface-"):
-        lifted = lift_hf(source, arch, overrides, seed)
+        lifted = lift_hf(source, arch, overrides, seed, relative_positions_only)
     else:
         lifted = lift_fairseq(source, arch, overrides, seed, Path(dict_path) if dict_path else None, drop_unknown,
                               gpt2_files)
+    if relative_positions_only:
+        _relative_positions_only(lifted, source)
     if split_punctuation:
         if not lifted.tokenizer:
             raise LiftError(f"{source}: --split-punctuation needs the source's tokenizer, and this source has none "
