@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def lifted_official(tmp_path_factory) -> Path:
     """tests/fixtures/official/separate (written by the official TensorFlow code) lifted by etc-lift."""
-    from etc_fairseq.lift.intake import lift_source, write_lifted
+    from etc_fairseq.models.lifting import lift_source, write_lifted
 
     out = tmp_path_factory.mktemp("lifted_official") / "model.pt"
     _, lifted = lift_source(FIXTURES / "separate")

@@ -248,7 +248,7 @@ def finetuned(tmp_path, capsys):
     fixture lifted by etc-lift, a random 3-class head "topic" added, the task's data directory with
     input0/dict.txt and label/dict.txt)."""
     from etc_fairseq.checkpoint_io import load_checkpoint
-    from etc_fairseq.lift.fairseq_roberta import save_model_checkpoint
+    from etc_fairseq.models.lifting import save_model_checkpoint
 
     lifted = tmp_path / "lifted" / "model.pt"
     assert lift([FIXTURES / "separate", "--out", lifted, "-q"], capsys)[0] == 0

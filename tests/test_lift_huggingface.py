@@ -12,7 +12,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from etc_fairseq.lift import LiftError, build_etc_model  # noqa: E402
+from etc_fairseq.lift import LiftError  # noqa: E402
+from etc_fairseq.models.lifting import build_etc_model  # noqa: E402
 from etc_fairseq.lift.huggingface import (  # noqa: E402
     fairseq_dictionary,
     is_huggingface_dir,
@@ -75,7 +76,8 @@ def test_lifted_huggingface_model_computes_the_source_exactly(case, sharing, tmp
     src = read_huggingface(tmp_path)
     share = dict(shared_q=True, shared_kv=True, shared_out_proj=True) if sharing == "shared" else {}
     cfg = config_for_arch("etc_tiny", **src.etc_overrides(), local_radius=64, **share)
-    state, report, dictionary = lift_huggingface_into_etc(src, cfg)
+    dictionary = fairseq_dictionary(src.symbols)
+    state, report = lift_huggingface_into_etc(src, cfg, build_etc_model(cfg, dictionary, seed=1).state_dict())
     for k in state:
         if ".rel_emb." in k:
             state[k] = torch.zeros_like(state[k])
@@ -145,7 +147,8 @@ def test_relative_positions_only_discards_the_position_table_and_nothing_else(ma
     cfg = config_for_arch("etc_tiny", **src.etc_overrides(relative_positions_only=True), local_radius=128)
     assert cfg.index_position_embeddings == 0 and not cfg.use_absolute_positions
     assert absolute_position_limit(cfg) is None
-    state, report, dictionary = lift_huggingface_into_etc(src, cfg)
+    dictionary = fairseq_dictionary(src.symbols)
+    state, report = lift_huggingface_into_etc(src, cfg, build_etc_model(cfg, dictionary, seed=1).state_dict())
     assert not any("position" in k and "rel" not in k for k in state)
     dropped = [k for k, why in report.dropped.items() if "relative positions only" in why]
     assert dropped == (["embeddings.position_embeddings.weight"] if src.kind == "bert"

@@ -2,7 +2,7 @@
 
     etc-lift SOURCE --out DIR/model.pt [--arch ARCH] [--dict DATA/dict.txt] [model flags]
 
-SOURCE is detected (one line says which kind was found; :mod:`etc_fairseq.lift.intake`):
+SOURCE is detected (one line says which kind was found; :mod:`etc_fairseq.models.lifting`):
 
 - an official ETC TensorFlow checkpoint directory (``etc_config.json``): converted weight for weight;
 - a Hugging Face BERT or RoBERTa directory (``config.json`` + ``model.safetensors`` / ``pytorch_model.bin``);
@@ -223,7 +223,7 @@ def check_hf_arguments(args: argparse.Namespace) -> None:
 
 def read_source(args: argparse.Namespace, overrides: Dict[str, object], gpt2) -> Tuple[str, object]:
     """Detect and read SOURCE (nothing written): an etc-lift source lifted into ETC
-    (:func:`etc_fairseq.lift.intake.lift_source`), or an ETC model in the other format
+    (:func:`etc_fairseq.models.lifting.lift_source`), or an ETC model in the other format
     (:mod:`etc_fairseq.hf.convert`: a fairseq ``etc`` checkpoint for ``--format hf``, a Hugging Face ETC directory
     for ``--format fairseq``). Returns (one-line description, the ``LiftedModel``).
 
@@ -231,7 +231,7 @@ def read_source(args: argparse.Namespace, overrides: Dict[str, object], gpt2) ->
         LiftError: an ETC model already in the asked format, or options that do not apply to it.
     """
     from etc_fairseq.lift import LiftError
-    from etc_fairseq.lift.intake import ETC_KINDS, detect_source, lift_source
+    from etc_fairseq.models.lifting import ETC_KINDS, detect_source, lift_source
 
     kind, line = detect_source(args.source)
     if kind not in ETC_KINDS:
@@ -257,7 +257,7 @@ def read_source(args: argparse.Namespace, overrides: Dict[str, object], gpt2) ->
 
 def write_output(args: argparse.Namespace, lifted) -> List[Path]:
     """Write ``lifted`` in ``--format``: a fairseq checkpoint with its files, or a Hugging Face directory."""
-    from etc_fairseq.lift.intake import write_lifted
+    from etc_fairseq.models.lifting import write_lifted
 
     if args.format == "hf":
         from etc_fairseq.hf.convert import export_lifted, write_hf_directory

@@ -410,14 +410,14 @@ def lift_fairseq_etc(path: Path, dict_path: Optional[Path] = None):
     """A fairseq ``etc`` checkpoint (``etc-lift`` output, pre-trained or fine-tuned) read as an ``etc-lift``
     source: its state, stored model fields, dictionary (``dict_path``; else ``dict.txt`` next to it; else its
     task's data directory) and tokenizer (found as ``EtcModel.from_pretrained`` finds it). Returns a
-    :class:`~etc_fairseq.lift.intake.LiftedModel` with the extra fields :func:`export_to_hf` takes under
+    :class:`~etc_fairseq.models.lifting.LiftedModel` with the extra fields :func:`export_to_hf` takes under
     ``provenance``."""
     from etc_fairseq.checkpoint_io import plain_config
     from etc_fairseq.data.tokenizer_files import find_tokenizer
     from etc_fairseq.models.checkpoint_config import load_model_checkpoint
     from etc_fairseq.models.loading import resolve_data_dir
     from etc_fairseq.lift.fairseq_roberta import masked_lm_dictionary
-    from etc_fairseq.lift.intake import LiftedModel
+    from etc_fairseq.models.lifting import LiftedModel
 
     ckpt = load_model_checkpoint(path)
     cfg = plain_config(ckpt["cfg"])
@@ -484,7 +484,7 @@ def role_ids_of_pieces(description: Mapping[str, Any], symbols: Sequence[str]) -
 
 
 def export_lifted(lifted, head: Optional[str] = None, where: str = "SOURCE") -> HfExport:
-    """:func:`export_to_hf` of an ``etc-lift`` source (:func:`~etc_fairseq.lift.intake.lift_source`'s result, or
+    """:func:`export_to_hf` of an ``etc-lift`` source (:func:`~etc_fairseq.models.lifting.lift_source`'s result, or
     :func:`lift_fairseq_etc`'s); ``where`` names the source in errors."""
     from etc_fairseq.lift.fairseq_roberta import masked_lm_dictionary
 
@@ -506,15 +506,15 @@ def export_lifted(lifted, head: Optional[str] = None, where: str = "SOURCE") -> 
 # -------------------------------------------------------------------------------------------------------------
 def lift_huggingface_etc(directory: Path, arch: Optional[str], overrides: Mapping[str, Any], seed: Optional[int]):
     """An ETC Hugging Face directory -> a fairseq ``etc`` checkpoint's state (what
-    :func:`~etc_fairseq.lift.intake.write_lifted` writes): the encoder and the directory's head under its
+    :func:`~etc_fairseq.models.lifting.write_lifted` writes): the encoder and the directory's head under its
     fairseq name (``config.json``'s ``fairseq_head``, else :data:`DEFAULT_FAIRSEQ_HEADS`); an LM head and CPC
     head the directory lacks start fresh (seeded), as a lifted checkpoint's do."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from etc_fairseq.lift.fairseq_roberta import build_etc_model, masked_lm_dictionary
+    from etc_fairseq.lift.fairseq_roberta import masked_lm_dictionary
     from etc_fairseq.lift.huggingface import fairseq_dictionary
-    from etc_fairseq.lift.intake import LiftedModel
+    from etc_fairseq.models.lifting import LiftedModel, build_etc_model
     from etc_fairseq.models import config_for_arch
 
     from .configuration import EtcConfig

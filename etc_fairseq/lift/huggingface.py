@@ -35,11 +35,11 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Tuple, Union
 
 import torch
 
-from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint
+from etc_fairseq.checkpoint_io import load_checkpoint
 
 from .fairseq_roberta import DISCARDED_POSITIONS, LM_HEAD, SENTENCE_ENCODER, LiftError, RobertaConfig
 
@@ -343,14 +343,16 @@ def fairseq_dictionary(symbols: List[str]):
     return d
 
 
-def lift_huggingface_into_etc(source: HuggingFaceSource, etc_cfg, *, seed: Optional[int] = 1):
+def lift_huggingface_into_etc(source: HuggingFaceSource, etc_cfg, fresh_state: Mapping[str, torch.Tensor]):
     """Lift a :func:`read_huggingface` source into a complete ETC state dict for ``etc_cfg`` (which must
-    include :meth:`HuggingFaceSource.etc_overrides`). Returns (state dict, LiftReport, dictionary)."""
-    from .fairseq_roberta import lift_roberta_into_etc
+    include :meth:`HuggingFaceSource.etc_overrides``); ``fresh_state``: the target model's fresh state dict, its
+    token rows those of ``fairseq_dictionary(source.symbols)`` (see
+    :func:`~.fairseq_roberta.lift_roberta_into_etc`). Returns (state dict, LiftReport)."""
+    from .fairseq_roberta import check_dictionary, lift_roberta_into_etc
 
-    dictionary = fairseq_dictionary(source.symbols)
     name = f"Hugging Face {source.kind} {source.weights_file}"
-    state, report = lift_roberta_into_etc(source.state, source.roberta_cfg, etc_cfg, dictionary, seed=seed,
+    check_dictionary(source.state, fairseq_dictionary(source.symbols))
+    state, report = lift_roberta_into_etc(source.state, source.roberta_cfg, etc_cfg, fresh_state,
                                           roberta_name=name, allow_missing_lm_head=True)
 
     def put(key: str, value: torch.Tensor, src: str, group: str) -> None:
@@ -374,4 +376,4 @@ def lift_huggingface_into_etc(source: HuggingFaceSource, etc_cfg, *, seed: Optio
     elif "positions" in source.extra:
         report.dropped[source.position_key] = DISCARDED_POSITIONS
     report.dropped.update(source.dropped)
-    return state, report, dictionary
+    return state, report

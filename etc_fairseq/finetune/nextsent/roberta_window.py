@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from etc_fairseq.lift.fairseq_roberta import LiftError, load_roberta_state, save_model_checkpoint
+from etc_fairseq.lift.fairseq_roberta import LiftError, load_roberta_state
+from etc_fairseq.models.lifting import save_model_checkpoint
 
 from .roberta import ROBERTA_WINDOW
 

@@ -1,13 +1,14 @@
-"""``etc-lift``'s intake: recognise a source, turn it into an ETC fairseq checkpoint, write it with its
-vocabulary and tokenizer files.
+"""Lifting into the fairseq ``etc`` model (``etc-lift``'s intake): recognise a source, build the fresh ETC model
+its tensors go into (:func:`build_etc_model`), lift or convert them (:mod:`etc_fairseq.lift`,
+:mod:`etc_fairseq.official.convert`), and write the fairseq checkpoint with its vocabulary and tokenizer files.
 
 Sources (:func:`detect_source`):
 
 - ``official-etc``: a directory with ``etc_config.json`` (Google's released ETC, TensorFlow checkpoint),
   converted weight for weight by :mod:`etc_fairseq.official.convert`;
 - ``huggingface-bert`` / ``huggingface-roberta``: a directory with a Hugging Face ``config.json``
-  (:mod:`.huggingface`);
-- ``fairseq-roberta``: a checkpoint file (:mod:`.fairseq_roberta`); the only source without a config of its
+  (:mod:`etc_fairseq.lift.huggingface`);
+- ``fairseq-roberta``: a checkpoint file (:mod:`etc_fairseq.lift.fairseq_roberta`); the only source without a config of its
   own, so the only one that needs ``--arch``;
 - ``fairseq-etc`` (a fairseq ``etc`` checkpoint, for ``--format hf``) and ``huggingface-etc`` (a Hugging Face
   ETC directory, back to fairseq): :mod:`etc_fairseq.hf.convert`.
@@ -31,22 +32,26 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 
-from .fairseq_roberta import (
+from etc_fairseq.lift.fairseq_roberta import (
     SENTENCE_ENCODER,
     LiftError,
     LiftReport,
-    build_etc_model,
-    etc_config_dict,
+    check_dictionary,
+    lift_roberta_into_etc,
     load_roberta_state,
     masked_lm_dictionary,
-    lift_roberta_into_etc,
 )
+from etc_fairseq.lift.huggingface import fairseq_dictionary, write_fairseq_dict
+
+from .architectures import config_for_arch
+from .etc import EtcConfig, EtcModel
 
 PathLike = Union[str, os.PathLike]
 
@@ -67,7 +72,7 @@ def detect_source(path: PathLike) -> Tuple[str, str]:
     """
     from etc_fairseq.official.checkpoint import CONFIG_FILE
 
-    from .huggingface import HF_CONFIG, HF_WEIGHTS, is_huggingface_dir
+    from etc_fairseq.lift.huggingface import HF_CONFIG, HF_WEIGHTS, is_huggingface_dir
 
     p = Path(path)
     if p.is_dir():
@@ -125,8 +130,6 @@ class LiftedModel:
 
 
 def _config(arch: Optional[str], source_fields: Dict[str, Any], overrides: Dict[str, Any]):
-    from etc_fairseq.models import config_for_arch
-
     try:
         return config_for_arch(arch or DEFAULT_ARCH, **{**source_fields, **overrides})
     except ValueError as e:
@@ -138,7 +141,7 @@ def _official_vocabulary(directory: Path, conv):
     content) of a converted official checkpoint (WordPiece ``.txt`` or SentencePiece ``.model``)."""
     from etc_fairseq.official.convert import OFFICIAL_GLOBAL_TOKEN_IDS, OFFICIAL_VOCAB_FILES, sentencepiece_pieces
 
-    from .huggingface import fairseq_order
+    from etc_fairseq.lift.huggingface import fairseq_order
 
     vocab_file = conv.vocab_file
     if vocab_file is None:
@@ -166,8 +169,6 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
     ``drop_unknown``: variables outside the official model's scope are left out, each named in the report."""
     from etc_fairseq.encoder.io import config_to_dict
     from etc_fairseq.official.convert import OFFICIAL_FIXED_BLOCK_TOKEN_ID, convert_official_checkpoint
-
-    from .huggingface import fairseq_dictionary
 
     conv = convert_official_checkpoint(directory, drop_unknown=drop_unknown)
     enc_fields = config_to_dict(conv.encoder.cfg)
@@ -220,11 +221,12 @@ def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], see
             relative_positions_only: bool = False) -> LiftedModel:
     """A Hugging Face BERT/RoBERTa directory -> ETC fairseq state (see :mod:`.huggingface`);
     ``relative_positions_only``: the source's absolute position table is discarded."""
-    from .huggingface import lift_huggingface_into_etc, read_huggingface
+    from etc_fairseq.lift.huggingface import lift_huggingface_into_etc, read_huggingface
 
     src = read_huggingface(directory)
     cfg = _config(arch, src.etc_overrides(relative_positions_only), overrides)
-    state, report, _ = lift_huggingface_into_etc(src, cfg, seed=seed)
+    fresh = build_etc_model(cfg, fairseq_dictionary(src.symbols), seed).state_dict()
+    state, report = lift_huggingface_into_etc(src, cfg, fresh)
     # BERT and RoBERTa were pretrained without global tokens: none is named, so every special global token
     # is <s> (BERT's [CLS] row, a trained embedding; [unused0] never was), the lifting rule of
     # etc_fairseq.structure.global_tokens
@@ -283,9 +285,10 @@ def lift_fairseq(path: Path, arch: Optional[str], overrides: Dict[str, Any], see
     files = _gpt2_files(gpt2_files, dict_path)
     cfg = _config(arch, {}, overrides)
     state, roberta_cfg = load_roberta_state(path)
-    dictionary = masked_lm_dictionary(dict_path) if dict_path is not None else None
-    etc_state, report = lift_roberta_into_etc(state, roberta_cfg, cfg, dictionary, seed=seed,
-                                              drop_unknown=drop_unknown, roberta_name=f"RoBERTa checkpoint {path}")
+    dictionary = check_dictionary(state, masked_lm_dictionary(dict_path) if dict_path is not None else None)
+    fresh = build_etc_model(cfg, dictionary, seed).state_dict()
+    etc_state, report = lift_roberta_into_etc(state, roberta_cfg, cfg, fresh, drop_unknown=drop_unknown,
+                                              roberta_name=f"RoBERTa checkpoint {path}")
     lines = [report.summary()]
     if files:
         tokenizer = {"type": "gpt2_bpe", "encoder_json": files[0].name, "vocab_bpe": files[1].name,
@@ -399,8 +402,6 @@ def write_lifted(lifted: LiftedModel, out: PathLike, *, overwrite: bool = False,
                  encoder_dir: Optional[PathLike] = None) -> List[Path]:
     """Write the checkpoint, ``dict.txt``, tokenizer files and ``etc_tokenizer.json`` (see the module
     docstring); refuses to replace existing files unless ``overwrite``. Returns the paths written."""
-    from .fairseq_roberta import save_etc_checkpoint
-    from .huggingface import write_fairseq_dict
 
     out = Path(out)
     folder = out.parent
@@ -441,11 +442,8 @@ def _same_file(path: Path, lifted: LiftedModel) -> bool:
 
 def model_encoder_dir(lifted: LiftedModel, directory: PathLike) -> None:
     """Write the lifted encoder in the core's format (``model.safetensors`` + ``config.json``)."""
-    from etc_fairseq.lift import build_etc_model as _build
-    from etc_fairseq.lift.huggingface import fairseq_dictionary
-
     dictionary = fairseq_dictionary(lifted.symbols) if lifted.symbols else masked_lm_dictionary(lifted.dict_file)
-    model = _build(lifted.etc_cfg, dictionary)
+    model = build_etc_model(lifted.etc_cfg, dictionary)
     model.load_state_dict(lifted.state, strict=True)
     model.encoder.sentence_encoder.save_pretrained(directory)
 
@@ -455,5 +453,148 @@ def checkpoint_config(etc_cfg) -> Dict[str, Any]:
     return etc_config_dict(etc_cfg)
 
 
-__all__ = ["DEFAULT_ARCH", "SOURCE_KINDS", "TOKENIZER_DESCRIPTION", "LiftedModel", "detect_source", "is_etc_checkpoint",
-           "lift_source", "write_lifted", "LiftReport"]
+# -------------------------------------------------------------------------------------------------------
+# the fairseq model and its checkpoint file
+# -------------------------------------------------------------------------------------------------------
+
+
+def build_etc_model(etc_cfg, dictionary, seed: Optional[int] = None):
+    """Build an :class:`~etc_fairseq.models.etc.EtcModel` on CPU (fresh initialisation, deterministic
+    when ``seed`` is given, without touching the global RNG state)."""
+    import types
+
+    task = types.SimpleNamespace(source_dictionary=dictionary)
+    if seed is None:
+        return EtcModel.build_model(etc_cfg, task)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return EtcModel.build_model(etc_cfg, task)
+
+
+def etc_config_dict(etc_cfg) -> Dict[str, Any]:
+    """An EtcConfig as a plain dict (every field, plus ``_name`` = the architecture)."""
+    out: Dict[str, Any] = {}
+    for name in EtcConfig.__dataclass_fields__:
+        value = getattr(etc_cfg, name)
+        if hasattr(value, "value") and not isinstance(value, (int, float, str, bool)):
+            value = value.value  # enum -> str
+        out[name] = value
+    out["_name"] = getattr(etc_cfg, "_name", None) or "etc"
+    return out
+
+
+def save_etc_checkpoint(
+    path: PathLike,
+    etc_state: Mapping[str, torch.Tensor],
+    etc_cfg,
+    lifted_from: Optional[Dict[str, Any]] = None,
+) -> Path:
+    """Write an ETC checkpoint that ``fairseq-train --finetune-from-model`` (and
+    ``checkpoint_utils.load_checkpoint_to_cpu``) accepts, holding only plain data (loads with torch's
+    default ``weights_only=True``).
+
+    Args:
+        path: output file (parent directories are created).
+        etc_state: a complete ETC state dict (:func:`lift_roberta_into_etc`).
+        etc_cfg: the ETC config; stored as ``cfg.model`` (a plain dict with ``_name`` = the architecture).
+        lifted_from: plain-data provenance stored under ``extra_state.lifted_from`` (e.g. source path).
+    Returns:
+        the path written.
+    Raises:
+        LiftError: the location cannot be written (read-only, full); no temporary file is left.
+    """
+    return save_model_checkpoint(path, etc_state, etc_config_dict(etc_cfg), lifted_from, what="ETC checkpoint")
+
+
+def save_model_checkpoint(
+    path: PathLike,
+    state: Mapping[str, torch.Tensor],
+    model_cfg: Dict[str, Any],
+    lifted_from: Optional[Dict[str, Any]] = None,
+    what: str = "checkpoint",
+) -> Path:
+    """Write a checkpoint of one of etc-fairseq's models (``model_cfg``: its dataclass fields as a plain
+    dict with ``_name``) in the format :func:`save_etc_checkpoint` describes, atomically (``what`` names
+    it in the error)."""
+    path = Path(path)
+    checkpoint = {
+        "args": None,
+        # The task section makes the file loadable by EtcModel.from_pretrained (fairseq's hub builds the
+        # task from it, with data = the directory holding dict.txt); fairseq-train uses its own task.
+        "cfg": {"model": dict(model_cfg), "task": {"_name": "masked_lm", "data": "."}},
+        "model": OrderedDict(state),
+        "criterion": None,
+        "optimizer_history": [
+            {
+                "criterion_name": "lifted",
+                "optimizer_name": "lifted",
+                "lr_scheduler_state": {"best": None},
+                "num_updates": 0,
+            }
+        ],
+        "last_optimizer_state": None,
+        "task_state": {},
+        "extra_state": {
+            "train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2},
+            "lifted_from": dict(lifted_from or {}),
+        },
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(checkpoint, tmp)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # read-only or full location (torch reports write errors as RuntimeError)
+        detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1]
+        raise LiftError(f"{path}: cannot write the {what} ({detail}); nothing was written") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def lift_checkpoint(
+    roberta_path: PathLike,
+    arch: str,
+    out_path: PathLike,
+    dict_path: Optional[PathLike] = None,
+    overrides: Optional[Dict[str, Any]] = None,
+    *,
+    seed: Optional[int] = 1,
+    drop_unknown: bool = False,
+) -> Tuple[Path, LiftReport, Any]:
+    """File to file: load, lift, save (what ``etc-lift`` does).
+
+    Args:
+        roberta_path: fairseq RoBERTa checkpoint.
+        arch: an ETC architecture (``etc_base``, ``etc_large``, ...).
+        out_path: where to write the ETC checkpoint.
+        dict_path: the task's ``dict.txt`` to check the vocabulary against, or None.
+        overrides: EtcConfig fields overriding the architecture (as fairseq-train's model flags do).
+        seed: seed for the fresh tensors.
+        drop_unknown: see :func:`lift_roberta_into_etc`.
+    Returns:
+        (path written, :class:`LiftReport`, the EtcConfig used).
+    """
+    try:
+        etc_cfg = config_for_arch(arch, **(overrides or {}))
+    except ValueError as e:
+        raise LiftError(str(e)) from None
+    state, roberta_cfg = load_roberta_state(roberta_path)
+    dictionary = check_dictionary(state, masked_lm_dictionary(dict_path) if dict_path is not None else None)
+    fresh = build_etc_model(etc_cfg, dictionary, seed).state_dict()
+    etc_state, report = lift_roberta_into_etc(
+        state, roberta_cfg, etc_cfg, fresh, drop_unknown=drop_unknown,
+        roberta_name=f"RoBERTa checkpoint {roberta_path}",
+    )
+    written = save_etc_checkpoint(
+        out_path, etc_state, etc_cfg,
+        lifted_from={"roberta_checkpoint": str(roberta_path), "roberta_arch": roberta_cfg.arch,
+                     "dict": str(dict_path) if dict_path is not None else None, "seed": seed},
+    )
+    return written, report, etc_cfg
+
+
+__all__ = ["DEFAULT_ARCH", "SOURCE_KINDS", "TOKENIZER_DESCRIPTION", "LiftReport", "LiftedModel", "build_etc_model",
+           "detect_source", "etc_config_dict", "is_etc_checkpoint", "lift_checkpoint", "lift_source",
+           "save_etc_checkpoint", "save_model_checkpoint", "write_lifted"]
