@@ -22,8 +22,8 @@ skipped once the time budget (``--budget-s``) is spent:
                median after warm-up (the first flex call compiles), peak memory over the inputs, and TFLOP/s on
                the allowed pairs (forward 4 * head_dim flops per pair and head, backward 2.5x forward).
 ``model``      a whole training step in bf16 (autocast; forward, MLM loss, backward, AdamW step): ``etc_base``
-               (the core :class:`~etc_fairseq.encoder.EtcEncoder` with its defaults: 12 layers of 768, r = 84,
-               fixed-block global tokens, attention dropout 0) at 8,192 and 32,768 long tokens, HF
+               (the core :class:`~etc_fairseq.encoder.EtcEncoder`, ``EtcEncoderConfig.preset("etc_base")``: 12
+               layers of 768, r = 84, fixed-block global tokens; attention dropout 0) at 8,192 and 32,768 long tokens, HF
                ModernBERT-base (random init, its fastest attention available: flash_attention_2, else
                flex_attention, else sdpa) at the same lengths, BERT-base at 512 (batch 16); tokens per second.
 ``compile``    ``torch.compile(fullgraph=True)`` of an ``etc_base`` forward + loss (+ backward on CUDA) with the
@@ -460,8 +460,8 @@ QUICK_SIZES = dict(layers=2, width=64, ffn=128, heads=4, vocab=1000)
 
 
 def _etc_base(run: Run, quick: bool, **overrides):
-    """etc_base as the core builds it (EtcEncoderConfig's defaults: 12 layers of 768, r = 84, fixed blocks of 16)
-    with attention dropout 0, plus the tied LM head (RoBERTa's vocabulary); ``quick``: :data:`QUICK_SIZES`."""
+    """``EtcEncoderConfig.preset("etc_base")`` (12 layers of 768, r = 84, fixed blocks of 16) with attention
+    dropout 0, plus the tied LM head (RoBERTa's vocabulary); ``quick``: :data:`QUICK_SIZES`."""
     from etc_fairseq.encoder import EtcEncoder, EtcEncoderConfig, LMHead
 
     fields = dict(attention_dropout=0.0, **overrides)
@@ -471,7 +471,7 @@ def _etc_base(run: Run, quick: bool, **overrides):
         fields.update(encoder_layers=q["layers"], encoder_embed_dim=q["width"], encoder_ffn_embed_dim=q["ffn"],
                       encoder_attention_heads=q["heads"], local_radius=16)
         vocab = q["vocab"]
-    enc = EtcEncoder(EtcEncoderConfig(**fields), vocab, 1, 0).to(run.device)
+    enc = EtcEncoder(EtcEncoderConfig.preset("etc_base", **fields), vocab, 1, 0).to(run.device)
     head = LMHead(enc.cfg.encoder_embed_dim, enc.embed_tokens.weight, enc.cfg.activation_fn).to(run.device)
     return enc, head
 

@@ -1,5 +1,5 @@
 """``docs/structured.md`` runs as written: its ```python blocks in order in one namespace, then its ```bash block
-through bash (``set -e``), from a working directory laid out as the README's pretraining section leaves it
+through bash (``set -e``), from a working directory laid out as the pretraining section of docs/fairseq.md leaves it
 (``runs/etc_pretraining/{data,checkpoints}``, from the session fixtures on the real Wikipedia sample) with
 ``user_dir`` as in the repository root. Nothing is downloaded (the sample comes from the fixtures' cache)."""
 import json

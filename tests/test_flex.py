@@ -284,7 +284,8 @@ def test_compile_fullgraph_one_graph_per_shape():
     from torch._dynamo.utils import counters
 
     torch.manual_seed(0)
-    enc = EtcEncoder(EtcEncoderConfig(encoder_layers=2, dropout=0.0, attention_dropout=0.0), 1000, 1, 0)
+    enc = EtcEncoder(EtcEncoderConfig.preset("etc_base", encoder_layers=2, dropout=0.0, attention_dropout=0.0),
+                     1000, 1, 0)
     enc.backend = "flex"
     head = LMHead(768, enc.embed_tokens.weight, "gelu")
 

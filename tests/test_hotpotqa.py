@@ -17,12 +17,9 @@ USER_DIR = str(REPO / "user_dir")
 
 def _construct_module():
     """examples/hotpotqa/construct.py: CONSTRUCTED questions about real Wikipedia paragraphs."""
-    import importlib.util
+    from examples.hotpotqa import construct
 
-    spec = importlib.util.spec_from_file_location("hotpotqa_construct", REPO / "examples" / "hotpotqa" / "construct.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return construct
 
 
 def constructed_records(dump_path):

@@ -1,6 +1,6 @@
 """Checkpoints are data, not code: every fairseq load path of ours reads them weights-only; crafted pickles
 are refused before they run; truncated files are detected and the previous checkpoint stays usable; the
-checkpoint format version is upgraded or refused (etc_fairseq/fairseq_compat.py, EtcModel.upgrade_state_dict_named).
+checkpoint format version is upgraded or refused (etc_fairseq/fairseq_fixes/, EtcModel.upgrade_state_dict_named).
 
 Real data: the Wikipedia pre-training fixture (``pretrain_data``) and checkpoints written by a real
 ``fairseq-train`` run on it. The malicious checkpoints are CONSTRUCTED from those real checkpoints."""
@@ -77,18 +77,6 @@ def test_our_checkpoints_load_weights_only_with_no_allowlist(trained):
         assert isinstance(state["cfg"], dict) and state["model"]["encoder.version"].item() == 1
 
 
-def test_installed_fixes_wrap_fairseq():
-    import etc_fairseq.register  # noqa: F401
-    from fairseq import checkpoint_utils, models
-    from fairseq.distributed import utils as dist_utils
-    from fairseq.file_io import PathManager
-
-    for fn in (checkpoint_utils.load_checkpoint_to_cpu, PathManager.copy, dist_utils.call_main,
-               dist_utils._infer_torch_distributed_launch_init, models.DistributedFairseqModel,
-               dist_utils._broadcast_object_slow):
-        assert getattr(fn, "__etc_fairseq_wrapped__", False), fn
-
-
 def test_fairseq_validate_refuses_code_running_checkpoint(trained, pretrain_data, tmp_path):
     marker = tmp_path / "pwned"
     evil = evil_copy(trained / "checkpoint_last.pt", tmp_path / "evil.pt", marker, legacy=False)
@@ -151,7 +139,7 @@ def test_truncated_last_checkpoint_stops_resume_and_previous_one_resumes(trained
 
 def test_checkpoint_copy_is_atomic(tmp_path, monkeypatch):
     """checkpoint_last.pt is written by PathManager.copy: a failure mid-copy leaves the old file intact."""
-    import etc_fairseq.fairseq_compat  # noqa: F401
+    import etc_fairseq.register  # noqa: F401
     from fairseq.file_io import PathManager
 
     src, dst = tmp_path / "new.pt", tmp_path / "checkpoint_last.pt"
@@ -245,7 +233,7 @@ def test_non_checkpoint_files_are_reported_as_such(content, tmp_path):
 
 
 def test_hub_interface_refuses_code_running_checkpoint(trained, pretrain_data, tmp_path):
-    """EtcModel.from_pretrained (etc_fairseq/hub.py) on the CONSTRUCTED malicious checkpoint."""
+    """EtcModel.from_pretrained (etc_fairseq/models/loading.py) on the CONSTRUCTED malicious checkpoint."""
     from etc_fairseq.models import EtcModel
 
     marker = tmp_path / "pwned"
@@ -371,7 +359,8 @@ def test_config_gate_refuses_unknown_models_fields_and_types(trained, tmp_path, 
     line naming the file and the field; the untouched checkpoint passes the same gate."""
     from fairseq import checkpoint_utils
 
-    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_model_checkpoint
+    from etc_fairseq.errors import CheckpointLoadError
+    from etc_fairseq.models.checkpoint_config import load_model_checkpoint
 
     good = trained / "checkpoint_last.pt"
     load_model_checkpoint(good)
@@ -388,7 +377,8 @@ def test_config_gate_refuses_argparse_args(trained, tmp_path):
     needs argparse.Namespace, which only etc-lift's reader allows."""
     import argparse
 
-    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint, validate_checkpoint_config
+    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint
+    from etc_fairseq.models.checkpoint_config import validate_checkpoint_config
 
     state = torch.load(trained / "checkpoint_last.pt", weights_only=True)
     state["args"] = argparse.Namespace(arch="fconv", encoder_layers="__import__('os').system('true')")
@@ -491,7 +481,7 @@ def test_reset_option_starts_over_on_purpose(trained, pretrain_data, tmp_path):
 
 KILL_DURING_COPY = """
 import shutil, sys, time
-import etc_fairseq.fairseq_compat  # noqa: F401  (installs the atomic copy)
+import etc_fairseq.register  # noqa: F401  (installs the atomic copy)
 from fairseq.file_io import PathManager
 
 def slow(fsrc, fdst, length=0):
@@ -510,7 +500,7 @@ def test_sigkill_during_checkpoint_last_copy_leaves_a_temporary_that_the_next_sa
 
     from fairseq.file_io import PathManager
 
-    import etc_fairseq.fairseq_compat  # noqa: F401
+    import etc_fairseq.register  # noqa: F401
 
     src, dst = tmp_path / "checkpoint_1_2.pt", tmp_path / "checkpoint_last.pt"
     shutil.copy(trained / "checkpoint_1_2.pt", src)

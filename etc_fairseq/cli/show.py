@@ -252,24 +252,6 @@ def load_masked_lm_example(data: Path, split: str, index: int, tokens_per_sample
 # ---------------------------------------------------------------------------------------------------------
 # token text
 # ---------------------------------------------------------------------------------------------------------
-def find_gpt2_encoder_json(data: Path, kind: str) -> Optional[Path]:
-    """An ``encoder.json`` belonging to ``data``: the pretrain tokenizer files, else ``encoder.json`` or
-    ``gpt2/encoder.json`` in ``data`` or its parent."""
-    if kind == "pretrain":
-        try:
-            info = json.loads((data / "pretrain.json").read_text(encoding="utf-8"))
-            rel = (info.get("tokenizer_files") or {}).get("gpt2_encoder_json")
-            if rel and (data / rel).is_file():
-                return data / rel
-        except (OSError, json.JSONDecodeError, AttributeError):
-            pass
-    for d in (data, data.parent):
-        for p in (d / "encoder.json", d / "gpt2" / "encoder.json"):
-            if p.is_file():
-                return p
-    return None
-
-
 def token_texts(ids: Sequence[int], dictionary, gpt2_decoder: Optional[dict]) -> List[str]:
     """Dictionary symbols of ``ids``, GPT-2 ids decoded when ``gpt2_decoder`` is given."""
     from etc_fairseq.visualize import gpt2_token_texts
@@ -320,20 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def recorded_arch_settings(data: Path) -> Optional[Tuple[Path, dict]]:
-    """``(file, settings)`` that ``etc-prepare --arch`` recorded in ``prepare.json`` of DATA or its parent
-    (``pretrain`` / ``mlm`` data live in ``DIR/bin``), or None when neither records an architecture
-    (:func:`etc_fairseq.data.prepared.recorded_arch_settings`)."""
-    from etc_fairseq.data.prepared import recorded_arch_settings as recorded
-
-    return recorded(data)
-
-
 def _structure_settings(args) -> Tuple[int, int, int, str]:
     """(radius, max_distance, fixed_block_len, where they come from) from ``--arch``, else the data's recorded
     architecture, else ``etc_base``; explicit flags override."""
     import etc_fairseq.register  # noqa: F401  (registers the etc_* architectures)
     from etc_fairseq.models.architectures import config_for_arch
+
+    from etc_fairseq.data.prepared import recorded_arch_settings
 
     recorded = None if args.arch else recorded_arch_settings(args.data)
     if recorded is not None:
@@ -387,7 +362,9 @@ def run(args: argparse.Namespace) -> int:
 
     dictionary = load_dictionary(data / "dict.txt")
     dictionary.add_symbol("<mask>")  # as every task does
-    enc = args.gpt2_encoder_json or find_gpt2_encoder_json(data, kind)
+    from etc_fairseq.data.tokenizer_files import find_gpt2_encoder_json
+
+    enc = args.gpt2_encoder_json or find_gpt2_encoder_json(data)
     if args.gpt2_encoder_json is not None and not args.gpt2_encoder_json.is_file():
         raise FileNotFoundError(f"{args.gpt2_encoder_json}: no such file (given as --gpt2-encoder-json)")
     decoder = load_gpt2_decoder(enc) if enc is not None else None

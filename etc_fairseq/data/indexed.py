@@ -114,3 +114,61 @@ def load_data_dictionary(data: str, what: str):
     if not paths:
         raise ValueError(f"give the data directory: {what}")
     return load_dictionary(dictionary_path(paths[0]))
+
+
+_MMAP_MAGIC = b"MMIDIDX\x00\x00"
+_MMAP_HEADER = 9 + 8 + 1 + 8  # magic, version <Q, dtype code <B, number of items <Q
+
+
+def verify_indexed_dataset(prefix) -> int:
+    """Check that ``prefix.idx`` / ``prefix.bin`` form a complete fairseq mmap indexed dataset.
+
+    fairseq's ``MMapIndexedDataset`` trusts both files: a truncated ``.bin`` (a copy or a preparation run
+    that was cut short) only fails when a training batch reaches the missing items, deep inside numpy.
+    This reads the ``.idx`` header, checks the ``.idx`` size (header + int32 sizes + int64 pointers) and
+    that the ``.bin`` size equals the end of the last item. Nothing is loaded into memory.
+
+    Args:
+        prefix: the path without ``.idx`` / ``.bin``.
+    Returns:
+        the number of items.
+    Raises:
+        FileNotFoundError: a file is missing (the message names it).
+        InputFormatError: a file is truncated or not this format (the message names it and what was expected).
+    """
+    import struct
+
+    import numpy as np
+    from fairseq.data.indexed_dataset import _code_to_dtype
+
+    from etc_fairseq.errors import InputFormatError
+
+    idx, bin_ = Path(f"{prefix}.idx"), Path(f"{prefix}.bin")
+    for p in (idx, bin_):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p}: missing (prepared data incomplete; re-run etc-prepare)")
+    hint = "the prepared data is truncated or corrupt; re-run etc-prepare"
+    with open(idx, "rb") as f:
+        header = f.read(_MMAP_HEADER)
+        if len(header) < _MMAP_HEADER or header[:9] != _MMAP_MAGIC:
+            raise InputFormatError(f"{idx}: not a fairseq mmap index (bad or short header); {hint}")
+        (version,) = struct.unpack("<Q", header[9:17])
+        (code,) = struct.unpack("<B", header[17:18])
+        (n,) = struct.unpack("<Q", header[18:26])
+        if version != 1 or code not in _code_to_dtype:
+            raise InputFormatError(f"{idx}: unsupported index version {version} / dtype code {code}; {hint}")
+    expected_idx = _MMAP_HEADER + 12 * n
+    if idx.stat().st_size < expected_idx:
+        raise InputFormatError(f"{idx}: {idx.stat().st_size} bytes, the header announces {n} items ({expected_idx} bytes); {hint}")
+    itemsize = np.dtype(_code_to_dtype[code]).itemsize
+    expected_bin = 0
+    if n:
+        mm = np.memmap(idx, mode="r", dtype=np.uint8)
+        size = int(np.frombuffer(mm, dtype=np.int32, count=1, offset=_MMAP_HEADER + 4 * (n - 1))[0])
+        pointer = int(np.frombuffer(mm, dtype=np.int64, count=1, offset=_MMAP_HEADER + 4 * n + 8 * (n - 1))[0])
+        del mm
+        expected_bin = pointer + size * itemsize
+    actual = bin_.stat().st_size
+    if actual != expected_bin:
+        raise InputFormatError(f"{bin_}: {actual} bytes, its index {idx.name} needs {expected_bin} for {n} items; {hint}")
+    return n

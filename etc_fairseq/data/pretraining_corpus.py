@@ -140,7 +140,7 @@ class PretrainingCorpus:
         self.tokenizer = self.meta["tokenizer"]
         self.tokenizer_files = {k: (self.bin_dir / v).resolve() for k, v in self.meta.get("tokenizer_files", {}).items()}
         self.dictionary = dictionary if dictionary is not None else load_dictionary(dictionary_path(self.bin_dir))
-        from etc_fairseq.fairseq_compat import verify_indexed_dataset
+        from etc_fairseq.data.indexed import verify_indexed_dataset
 
         verify_indexed_dataset(self.bin_dir / split)  # truncated/corrupt .bin/.idx: a clear error now, not mid-epoch
         self._ds = load_split(self.bin_dir, split, self.dictionary)  # holds the mmap open (see load_split)

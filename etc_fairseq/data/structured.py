@@ -45,6 +45,8 @@ from fairseq.data.indexed_dataset import (
     index_file_path,
 )
 
+from etc_fairseq.data.batching import pad_stack
+
 PathLike = Union[str, Path]
 
 #: where a field goes in a collated batch
@@ -189,7 +191,7 @@ class FieldReader:
     """Random access to one stored field, keeping its dtype (fairseq's reader casts to int64)."""
 
     def __init__(self, prefix: PathLike, dtype: str, trailing_shape: Sequence[int]):
-        from etc_fairseq.fairseq_compat import verify_indexed_dataset
+        from etc_fairseq.data.indexed import verify_indexed_dataset
 
         prefix = str(prefix)
         for p in (index_file_path(prefix), data_file_path(prefix)):
@@ -402,11 +404,8 @@ class StructuredDataset(FairseqDataset):
                 n = self.own_lengths[name] if self.pad_to_fixed_length else max(max(len(a) for a in arrays), 1)
             else:
                 n = L if spec.length == "long" else G
-            trailing = arrays[0].shape[1:]
             dtype = torch.float32 if np.dtype(spec.dtype).kind == "f" else torch.long
-            out = torch.full((bsz, n) + tuple(trailing), self._pad_value(spec), dtype=dtype)
-            for i, a in enumerate(arrays):
-                out[i, : len(a)] = torch.from_numpy(np.array(a))
+            out = pad_stack(arrays, n, self._pad_value(spec), dtype)
             if spec.role == "src_tokens":
                 batch["net_input"]["src_tokens"] = out
             elif spec.role == "net_input":

@@ -17,6 +17,7 @@ onto them.
 # No ``from __future__ import annotations``: fairseq reads the field types at run time.
 import enum
 from dataclasses import dataclass, field, fields
+from typing import Any, Dict
 
 from etc_fairseq.structure.labels import DEFAULT_STRUCTURE_LABELS
 
@@ -204,6 +205,45 @@ class EtcEncoderConfig:
     def token_embedding_size(self) -> int:
         """Width of the token embedding table (``embedding_size`` or the model width)."""
         return self.embedding_size or self.encoder_embed_dim
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "EtcEncoderConfig":
+        """The named size of :data:`PRESETS` (``etc_base``, ``etc_tiny``, ...) with ``overrides`` applied.
+
+        Raises:
+            ValueError: an unknown preset or field name (the known ones listed).
+        """
+        if name not in PRESETS:
+            raise ValueError(f"unknown ETC preset {name!r}; known: {sorted(PRESETS)}")
+        unknown = set(overrides) - set(encoder_config_fields())
+        if unknown:
+            raise ValueError(f"unknown EtcEncoderConfig fields {sorted(unknown)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+
+_SEPARATE = dict(shared_q=False, shared_kv=False, shared_out_proj=False, shared_relative_embeddings=False,
+                 separate_ffn=False)
+_SHARED = dict(_SEPARATE, shared_q=True, shared_kv=True, shared_out_proj=True, shared_relative_embeddings=True)
+_BASE = dict(encoder_layers=12, encoder_embed_dim=768, encoder_ffn_embed_dim=3072, encoder_attention_heads=12,
+             local_radius=84, relative_pos_max_distance=12, max_positions=4096, max_global_positions=256)
+_LARGE = dict(_BASE, encoder_layers=24, encoder_embed_dim=1024, encoder_ffn_embed_dim=4096,
+              encoder_attention_heads=16, local_radius=169, relative_pos_max_distance=24)
+
+#: The named model sizes: the paper's (section 4.1, appendix E; "shared" is its ablation with every
+#: attention projection shared by both sides and all four pieces; the feed-forward block is shared in all)
+#: and ``etc_tiny`` for tests, demos and CPU runs. A preset lists the fields it sets; the rest keep
+#: :class:`EtcEncoderConfig`'s defaults. fairseq's ``--arch`` of the same name reads these
+#: (:mod:`etc_fairseq.models.architectures`). Parameter counts (tests/test_model.py): ``etc_base`` ~166M and
+#: ``etc_base_shared`` ~109M with a 30,522-token vocabulary, ``etc_large`` ~558M with RoBERTa's 50,265.
+PRESETS: Dict[str, Dict[str, Any]] = {
+    "etc_base": dict(_BASE, **_SEPARATE),
+    "etc_base_shared": dict(_BASE, **_SHARED),
+    "etc_large": dict(_LARGE, **_SEPARATE),
+    "etc_large_shared": dict(_LARGE, **_SHARED),
+    "etc_tiny": dict(_BASE, **_SEPARATE, encoder_layers=2, encoder_embed_dim=64, encoder_ffn_embed_dim=256,
+                     encoder_attention_heads=4, local_radius=16, relative_pos_max_distance=4,
+                     max_global_positions=64, fixed_block_len=16),
+}
 
 
 def encoder_config_fields():

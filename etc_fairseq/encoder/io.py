@@ -1,4 +1,6 @@
-"""Save and load an :class:`~etc_fairseq.encoder.model.EtcEncoder` without fairseq or pickle.
+"""The files of an :class:`~etc_fairseq.encoder.model.EtcEncoder` directory, without fairseq or pickle
+(:meth:`EtcEncoder.save_pretrained <etc_fairseq.encoder.model.EtcEncoder.save_pretrained>` /
+:meth:`~etc_fairseq.encoder.model.EtcEncoder.from_pretrained` use them).
 
 A model directory holds two files:
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 import enum
 import json
 import os
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Dict, Union
 
@@ -132,15 +134,19 @@ def read_config(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
     return meta
 
 
-def from_pretrained(directory: Union[str, os.PathLike], map_location: str = "cpu"):
-    """Build an :class:`~etc_fairseq.encoder.model.EtcEncoder` from a directory written by
-    :func:`save_pretrained` (weights read with ``safetensors``, no pickle)."""
+def load_weights(directory: Union[str, os.PathLike], expected: Dict[str, torch.Tensor],
+                 map_location: str = "cpu") -> Dict[str, torch.Tensor]:
+    """The tensors of ``directory``'s ``model.safetensors`` (read with ``safetensors``, no pickle), checked
+    against ``expected`` (the state dict of the encoder that ``config.json`` describes, e.g. built on the
+    meta device): the same names and shapes.
+
+    Raises:
+        CheckpointLoadError: a missing or unreadable file, missing or unexpected tensors, a shape that
+            differs from what ``config.json`` implies (one line naming the file and the tensor).
+    """
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from .model import EtcEncoder
-
-    meta = read_config(directory)
     weights = Path(directory) / WEIGHTS_NAME
     if not weights.is_file():
         raise CheckpointLoadError(f"{weights}: missing")
@@ -148,9 +154,6 @@ def from_pretrained(directory: Union[str, os.PathLike], map_location: str = "cpu
         state = load_file(str(weights), device=str(map_location))
     except (SafetensorError, OSError) as e:
         raise CheckpointLoadError(f"{weights}: unreadable safetensors file ({e})") from None
-    with torch.device("meta"):
-        encoder = EtcEncoder(meta["config"], meta["vocab_size"], meta["padding_idx"], meta["fixed_block_token_id"])
-    expected = encoder.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
@@ -163,5 +166,4 @@ def from_pretrained(directory: Union[str, os.PathLike], map_location: str = "cpu
                 f"{weights}: tensor {name!r} has shape {tuple(state[name].shape)}, config.json implies "
                 f"{tuple(t.shape)}"
             )
-    encoder.load_state_dict(state, assign=True)
-    return encoder.eval()
+    return state

@@ -55,6 +55,7 @@ from etc_fairseq.structure.labels import RelativeLabelVocab
 from ..tracing import static_graph
 from .config import EtcEncoderConfig, as_encoder_config
 from .embeddings import PaddingAwarePositions, init_bert_params
+from .io import load_weights, read_config, save_pretrained
 from .layer import EtcLayer, pad_tokens
 
 logger = logging.getLogger(__name__)
@@ -384,16 +385,21 @@ class EtcEncoder(nn.Module):
     # -- files --------------------------------------------------------------------------------------
     def save_pretrained(self, directory) -> None:
         """Write ``model.safetensors`` and ``config.json`` into ``directory`` (see :mod:`.io`)."""
-        from .io import save_pretrained
-
         save_pretrained(self, directory)
 
     @classmethod
     def from_pretrained(cls, directory, map_location: str = "cpu") -> "EtcEncoder":
-        """Load an encoder written by :meth:`save_pretrained` (see :mod:`.io`)."""
-        from .io import from_pretrained
+        """Load an encoder written by :meth:`save_pretrained`, in eval mode (see :mod:`.io`).
 
-        return from_pretrained(directory, map_location=map_location)
+        Raises:
+            CheckpointLoadError: a file is missing, unreadable, or does not match the other (one line).
+        """
+        meta = read_config(directory)
+        with torch.device("meta"):
+            encoder = cls(meta["config"], meta["vocab_size"], meta["padding_idx"], meta["fixed_block_token_id"])
+        state = load_weights(directory, encoder.state_dict(), map_location)
+        encoder.load_state_dict(state, assign=True)
+        return encoder.eval()
 
 
 def _cut(x: Optional[torch.Tensor], n: int) -> Optional[torch.Tensor]:

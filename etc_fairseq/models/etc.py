@@ -385,7 +385,7 @@ class EtcModel(FairseqEncoderModel):
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """Load a trained checkpoint from a local directory as an :class:`etc_fairseq.hub.EtcHubInterface`
         (encode text / documents, ``extract_features``, classification heads); see
-        :func:`etc_fairseq.hub.from_pretrained`."""
-        from etc_fairseq.hub import from_pretrained
+        :func:`etc_fairseq.models.loading.from_pretrained`."""
+        from etc_fairseq.models.loading import from_pretrained
 
         return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
