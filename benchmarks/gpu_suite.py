@@ -506,8 +506,6 @@ def _train_step(run: Run, model_fn: Callable, params, tokens, targets) -> Callab
 def _hf_model(run: Run, name: str, length: int, quick: bool):
     """(forward: tokens -> logits, parameters, attention used) of HF ModernBERT-base or BERT-base, random init
     from their configs (never downloaded)."""
-    import torch
-
     q = QUICK_SIZES
     small = dict(hidden_size=q["width"], intermediate_size=q["ffn"], num_attention_heads=q["heads"],
                  vocab_size=q["vocab"]) if quick else {}

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from etc_fairseq.attention import dense_global_local_attention, flex_global_local_attention
-from etc_fairseq.attention.flex import BLOCK_SIZE, attention_backend, flex_available, flex_plan_from_structure
+from etc_fairseq.attention.flex import BLOCK_SIZE, attention_backend, flex_available
 from etc_fairseq.encoder import EtcEncoder, EtcEncoderConfig, LMHead
 from etc_fairseq.structure.builders import dense_structure, segment_ids_from_lengths, structure_ids
 from etc_fairseq.structure.flex_plan import flex_plan

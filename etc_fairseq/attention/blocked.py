@@ -39,7 +39,7 @@ function, kept as a second exact reference and as a benchmark baseline.
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
