@@ -199,12 +199,13 @@ def _both(enc, *inputs, **kw):
 
 
 @pytest.mark.parametrize("L,G,cfg", [
-    (200, 9, {}), (256, 12, {"hard_g2l": True}), (140, 7, {"hard_l2g": True, "shared_kv": True}),
+    (200, 9, {}), (256, 12, {"hard_g2l": True}), (140, 7, {"hard_l2g": True, "shared_kv": True, "shared_q": True}),
     (90, 5, {"shared_kv_per_side": True, "pre_layer_norm": True, "local_radius": 130}),
 ])
 def test_encoder_flex_equals_blocked_on_random_structures(L, G, cfg):
     """Padding (left, right, inside), forests of global tokens, contexts, packed examples, links, per-token hard
-    g2l, the hard g2l/l2g switches, shared / per-side / per-piece key projections, radius beyond a block."""
+    g2l, the hard g2l/l2g switches, shared (one projection of the joint sequence) / per-side / per-piece
+    query and key projections, radius beyond a block."""
     enc = _encoder(L, **cfg)
     ref, got = _both(enc, *_encoder_inputs(L, 2, L, G))
     assert got.long_features.shape == ref.long_features.shape == (2, L, 32)
@@ -341,5 +342,6 @@ def test_compiled_forward_past_65536_long_tokens_equals_blocked():
         torch._dynamo.reset()
         got = torch.compile(enc, fullgraph=True, dynamic=False)(tokens, structure=structure)
     assert got.long_features.shape == (1, L, 16)
-    assert _maxdiff(got.long_features, ref.long_features) < 1e-4
-    assert _maxdiff(got.global_features, ref.global_features) < 1e-4
+    diffs = _maxdiff(got.long_features, ref.long_features), _maxdiff(got.global_features, ref.global_features)
+    print(f"max |compiled flex - blocked| at {L} long tokens: long {diffs[0]:.2e}, global {diffs[1]:.2e}")
+    assert max(diffs) < TOL

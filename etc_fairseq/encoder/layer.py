@@ -249,15 +249,30 @@ class EtcSelfAttention(nn.Module):
                              f"projections (split_kv={self.split_kv})")
         lengths = {"global": x_global.shape[1], "long": x_long.shape[1]}
         x = {"global": pad_tokens(x_global, lay.global_pad), "long": pad_tokens(x_long, lay.long_pad)}
-        q = self._project(self.q_proj, {s: x[s] for s in sides})
-        kv_inputs = {piece: x[token_side] for s in sides for piece, token_side in zip(KEY_PIECES[s], FLEX_SIDES)}
-        k = self._project(self.k_proj, kv_inputs)
-        v = self._project(self.v_proj, kv_inputs)
         key_sides = sides if lay.split_kv else sides[:1]  # one shared key set: any side's pieces
-        keys = torch.cat([k[piece] for s in key_sides for piece in KEY_PIECES[s]], dim=2)  # [B, H, keys, D]
-        values = torch.cat([v[piece] for s in key_sides for piece in KEY_PIECES[s]], dim=2)
+        pieces = [piece for s in key_sides for piece in KEY_PIECES[s]]
+        shared = {pick(proj, p) for proj in (self.k_proj, self.v_proj) for p in pieces}
+        x_joint = None
+        if len(shared) == 2 or (len(sides) == 2 and pick(self.q_proj, "global") is pick(self.q_proj, "long")):
+            # one projection reads both sides' tokens: project the joint sequence once, no output copies
+            x_joint = torch.cat([x["global"], x["long"]], dim=1)  # [B, S, dim]
+        if x_joint is not None and len(sides) == 2 and pick(self.q_proj, "global") is pick(self.q_proj, "long"):
+            queries = self._split_heads(pick(self.q_proj, "global")(x_joint))  # [B, H, S, D]
+            q = {"global": queries[:, :, :lay.global_pad], "long": queries[:, :, lay.global_pad:]}
+        else:
+            q = self._project(self.q_proj, {s: x[s] for s in sides})
+            queries = torch.cat([q[s] for s in sides], dim=2)
+        if len(shared) == 2:  # one key and one value projection for every piece
+            keys = self._split_heads(pick(self.k_proj, pieces[0])(x_joint))  # [B, H, S, D]
+            values = self._split_heads(pick(self.v_proj, pieces[0])(x_joint))
+        else:  # per side or per piece: the sides' key sets laid end to end
+            kv_inputs = {piece: x[token_side] for s in key_sides for piece, token_side in zip(KEY_PIECES[s], FLEX_SIDES)}
+            k = self._project(self.k_proj, kv_inputs)
+            v = self._project(self.v_proj, kv_inputs)
+            keys = torch.cat([k[piece] for piece in pieces], dim=2)  # [B, H, keys, D]
+            values = torch.cat([v[piece] for piece in pieces], dim=2)
         tables = [relative_table(q[s], *self._rel(s, q[s].dtype)) for s in sides]
-        out = flex_joint_attention(plan, torch.cat([q[s] for s in sides], dim=2), keys, values, tables, sides)
+        out = flex_joint_attention(plan, queries, keys, values, tables, sides)
         outs: Dict[str, torch.Tensor] = {}
         start = 0
         for s in sides:
