@@ -17,12 +17,14 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from etc_fairseq.errors import ExternalToolError
+
 from .documents import PathLike
 
 logger = logging.getLogger(__name__)
 
 
-class BinarizeError(RuntimeError):
+class BinarizeError(ExternalToolError):
     """fairseq preprocessing failed, or the destination is in the way."""
 
 

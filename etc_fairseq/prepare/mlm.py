@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from etc_fairseq.data.indexed import load_split
+from etc_fairseq.errors import OutputExistsError  # noqa: F401  (raised here; importable from here)
 
 from .atomic import atomic_directory
 from .binarize import binarize
@@ -34,10 +35,6 @@ from .spm import EncodeStats, copy_model, encode_document_file, load_spm, train_
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid")
-
-
-class OutputExistsError(FileExistsError):
-    """The output directory already holds a preparation run."""
 
 
 @dataclass
