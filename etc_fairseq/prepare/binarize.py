@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from etc_fairseq.errors import ExternalToolError
+from etc_fairseq.errors import ExternalToolError, MissingFileError
 
 from .documents import PathLike
 
@@ -116,7 +116,7 @@ def binarize(
     destdir = Path(destdir)
     for name, value in (("train", trainpref), ("valid", validpref), ("test", testpref), ("dictionary", srcdict)):
         if value is not None and not Path(value).is_file():
-            raise FileNotFoundError(f"{value}: no such {name} file for fairseq preprocessing")
+            raise MissingFileError(f"{value}: no such {name} file for fairseq preprocessing")
     if trainpref is None and srcdict is None:
         raise BinarizeError("binarize needs a train file to build the dictionary from, or an existing srcdict")
     if srcdict is not None:

@@ -28,6 +28,8 @@ import zipfile
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
 
+from etc_fairseq.errors import MissingFileError
+
 from .documents import InputFormatError, PathLike, open_text
 from .sample_data import SampleDataError, default_cache_dir, sha256_file
 from .spm import WORD_START, EncodeStats, wrap_pieces
@@ -118,11 +120,11 @@ def load_gpt2_bpe(encoder_json: PathLike, vocab_bpe: PathLike):
     Returns:
         a ``fairseq.data.encoders.gpt2_bpe_utils.Encoder`` (``encode(text) -> list[int]``).
     Raises:
-        FileNotFoundError: a file is missing; InputFormatError: ``encoder.json`` is not a JSON object.
+        MissingFileError: a file is missing; InputFormatError: ``encoder.json`` is not a JSON object.
     """
     for name, p in (("--gpt2-encoder-json", encoder_json), ("--gpt2-vocab-bpe", vocab_bpe)):
         if not Path(p).is_file():
-            raise FileNotFoundError(f"{p}: no such GPT-2 BPE file (given as {name})")
+            raise MissingFileError(f"{p}: no such GPT-2 BPE file (given as {name})")
     from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
 
     try:

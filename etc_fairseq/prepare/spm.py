@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-from etc_fairseq.errors import ExternalToolError
+from etc_fairseq.errors import ExternalToolError, MissingFileError
 
 from .documents import PathLike, open_text
 
@@ -160,7 +160,7 @@ def load_spm(model: PathLike):
     """
     model = Path(model)
     if not model.is_file():
-        raise FileNotFoundError(f"{model}: no such sentencepiece model file")
+        raise MissingFileError(f"{model}: no such sentencepiece model file")
     sp = _spm().SentencePieceProcessor()
     try:
         sp.load(str(model))
