@@ -17,7 +17,7 @@ from fairseq import utils
 from fairseq.tasks import register_task
 
 from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
-from etc_fairseq.errors import InputFormatError
+from etc_fairseq.errors import InputFormatError, MissingFileError
 from etc_fairseq.finetune.common.convert import SUMMARY_FILE
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 from etc_fairseq.finetune.structured.decode import HEADS
@@ -38,7 +38,7 @@ def read_label_info(data: str) -> dict:
     (the first of ``data``'s paths), checked; InputFormatError naming the file otherwise."""
     path = Path(utils.split_paths(data)[0]) / SUMMARY_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing (the etc_structured task reads the directory written by "
+        raise MissingFileError(f"{path}: missing (the etc_structured task reads the directory written by "
                                 "`etc-prepare structured`)")
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
