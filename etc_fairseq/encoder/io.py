@@ -26,7 +26,7 @@ from typing import Any, Dict, Union
 
 import torch
 
-from etc_fairseq.errors import CheckpointLoadError
+from etc_fairseq.errors import CheckpointLoadError, ConfigError
 
 from .config import EtcEncoderConfig, encoder_config_fields
 
@@ -75,7 +75,7 @@ def save_pretrained(encoder, directory: Union[str, os.PathLike]) -> None:
     from safetensors.torch import save_file
 
     if tuple(encoder.final_outputs) != ("long", "global"):
-        raise ValueError(f"this encoder computes only the {'/'.join(encoder.final_outputs)} features in its last "
+        raise ConfigError(f"this encoder computes only the {'/'.join(encoder.final_outputs)} features in its last "
                          "layer (built for a fine-tuning task); save_pretrained writes complete encoders only")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
