@@ -306,7 +306,7 @@ def parse_json(text: str, where: str, what: Optional[str] = None) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         at = f"line {e.lineno}, column {e.colno}" if "\n" in text.strip() else f"column {e.colno}"
-        raise InputFormatError(f"{where}: not valid JSON ({e.msg} at {at}{expected})") from None
+        raise InputFormatError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at {at}{expected})") from None
     except RecursionError:
         raise InputFormatError(f"{where}: JSON nested too deeply (arrays/objects inside each other beyond what "
                                f"Python's JSON reader follows, about {sys.getrecursionlimit()} levels{expected})") from None

@@ -87,7 +87,7 @@ def iterate_outputs(
 
     from etc_fairseq.progress import progress
 
-    task.load_dataset(split)
+    task.load_dataset(split, predicting=True)
     ds = task.dataset(split)
     n = len(ds)
     t0 = time.monotonic()

@@ -64,7 +64,6 @@ the metrics; ``etc-predict`` still predicts it).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -395,21 +394,14 @@ def read_records(
         InputFormatError: a missing or unreadable file, a line that is not JSON, a bad record (the message
             names the file, line, record id and field), or a file without records.
     """
-    from etc_fairseq.guards import UniqueIds, iter_input_lines
+    from etc_fairseq.guards import UniqueIds, iter_json_lines
     from etc_fairseq.progress import progress
 
     path = Path(path)
     out: List[StructuredRecord] = []
     ids = UniqueIds("id")
-    lines = iter_input_lines(path, "a JSONL file of structured records")
-    for lineno, line in progress(lines, desc=f"reading {path.name}", unit="line"):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputFormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+    lines = iter_json_lines(path, "a JSONL file of structured records")
+    for where, obj in progress(lines, desc=f"reading {path.name}", unit="line"):
         rec = record_from_json(obj, where, type_map, label_level, check_types)
         ids.add(rec.id, where)
         out.append(rec)
