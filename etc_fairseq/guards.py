@@ -400,3 +400,35 @@ def one_line_error(e: BaseException) -> str:
         if isinstance(e, KeyError) and e.args:
             text = str(e.args[0])
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def command_name(default: str = "fairseq") -> str:
+    """The command the user ran, for ``PROG: error: ...``: ``fairseq-train`` for the console script and for
+    ``python -m fairseq_cli.train`` (``sys.argv[0]`` is then ``.../fairseq_cli/train.py``)."""
+    import sys
+
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is None:
+        return default
+    if argv0.suffix == ".py" and argv0.parent.name == "fairseq_cli":
+        return "fairseq-" + argv0.stem.replace("_", "-")
+    return argv0.name or default
+
+
+#: set to 1 to see the traceback of user errors in ``fairseq-train`` / ``fairseq-validate`` with the plugin
+#: (the ``etc-*`` commands take ``--debug``)
+DEBUG_VARIABLE = "ETC_FAIRSEQ_DEBUG"
+
+
+def exit_if_user_error(e: BaseException, prog: str) -> None:
+    """For a user error (:func:`etc_fairseq.errors.is_user_error`): print it as ``PROG: error: MESSAGE`` on
+    stderr and exit with status 1, as every command does. Returns for anything else (a bug: the caller
+    re-raises it, keeping its traceback), and when ``ETC_FAIRSEQ_DEBUG=1`` asks for tracebacks."""
+    import sys
+
+    from etc_fairseq.errors import is_user_error
+
+    if not is_user_error(e) or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+        return
+    print(f"{prog}: error: {one_line_error(e)}", file=sys.stderr, flush=True)
+    raise SystemExit(1) from None

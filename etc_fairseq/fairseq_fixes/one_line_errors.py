@@ -13,23 +13,10 @@ This covers one process, and ``torchrun`` (``--distributed-no-spawn``), where ea
 here; processes fairseq spawns itself report through ``torch.multiprocessing``.
 """
 import functools
-import os
-import sys
 
-from etc_fairseq.errors import is_user_error
+from etc_fairseq.guards import command_name, exit_if_user_error
 
 from .patching import Patch
-
-#: set to 1 to get the traceback of a user error too
-DEBUG_VARIABLE = "ETC_FAIRSEQ_DEBUG"
-
-
-def command_name(main) -> str:
-    """``fairseq-train`` for ``fairseq_cli.train.main`` (the command a user typed), else the program name."""
-    module = getattr(main, "__module__", "") or ""
-    if module.startswith("fairseq_cli."):
-        return "fairseq-" + module.split(".", 1)[1].replace("_", "-")
-    return os.path.basename(sys.argv[0]) or "fairseq"
 
 
 def _wrap(original):
@@ -38,12 +25,8 @@ def _wrap(original):
         try:
             return original(cfg, main, **kwargs)
         except Exception as e:  # noqa: BLE001 -- re-raised unless it is a user error
-            if not is_user_error(e) or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
-                raise
-            from etc_fairseq.guards import one_line_error
-
-            print(f"{command_name(main)}: error: {one_line_error(e)}", file=sys.stderr, flush=True)
-            raise SystemExit(1) from None
+            exit_if_user_error(e, command_name())
+            raise
 
     return call_main
 

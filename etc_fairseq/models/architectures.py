@@ -79,8 +79,29 @@ def _etc_model_architecture(args):
     fields_from_finetune_checkpoint(args)
 
 
+#: ``--arch`` name -> the function filling ``args`` (what :func:`config_for_arch` calls)
+ARCHITECTURES = {"etc": _etc_model_architecture}
+
+
+def _on_the_command_line(architecture):
+    """``architecture`` as fairseq's option parsing calls it (``parse_args_and_arch``, before ``main`` runs): a
+    user error (a ``--finetune-from-model`` / ``--restore-file`` checkpoint the safe loader refuses) is one
+    line ``PROG: error: ...`` and exit status 1, as argparse reports a bad flag, instead of a traceback."""
+    @functools.wraps(architecture)
+    def on_the_command_line(args):
+        from etc_fairseq.guards import command_name, exit_if_user_error
+
+        try:
+            architecture(args)
+        except Exception as e:  # noqa: BLE001 -- re-raised unless it is a user error
+            exit_if_user_error(e, command_name())
+            raise
+
+    return on_the_command_line
+
+
 # fairseq registers a no-op architecture under the model's own name; ours reads the fine-tuning checkpoint
-ARCH_CONFIG_REGISTRY["etc"] = _etc_model_architecture
+ARCH_CONFIG_REGISTRY["etc"] = _on_the_command_line(_etc_model_architecture)
 
 
 def _preset_architecture(name: str):
@@ -98,7 +119,8 @@ def _preset_architecture(name: str):
 
 
 for _name in PRESETS:
-    register_model_architecture("etc", _name)(_preset_architecture(_name))
+    ARCHITECTURES[_name] = _preset_architecture(_name)
+    register_model_architecture("etc", _name)(_on_the_command_line(ARCHITECTURES[_name]))
 
 
 def config_for_arch(arch: str, **overrides):
@@ -107,7 +129,7 @@ def config_for_arch(arch: str, **overrides):
     benchmarks and lifting, which build models outside fairseq's command line)."""
     import argparse
 
-    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
 
     from etc_fairseq.models.etc import EtcConfig
 
@@ -118,7 +140,7 @@ def config_for_arch(arch: str, **overrides):
     if unknown:
         raise ConfigError(f"unknown EtcConfig fields {sorted(unknown)}")
     args = argparse.Namespace(**overrides)
-    ARCH_CONFIG_REGISTRY[arch](args)
+    ARCHITECTURES[arch](args)
     cfg = EtcConfig.from_namespace(args)
     cfg._name = arch
     return cfg

@@ -201,6 +201,14 @@ class EtcModel(FairseqEncoderModel):
 
     @classmethod
     def build_model(cls, cfg: EtcConfig, task):
+        """The model for ``task``, after checking that this machine can hold what ``cfg`` describes
+        (:func:`~etc_fairseq.encoder.size.check_fits_in_memory`: ``--encoder-layers 100000`` is refused at
+        once, naming the flags, instead of being built for minutes or failing in the allocator)."""
+        from etc_fairseq.encoder.config import validate_encoder_config
+        from etc_fairseq.encoder.size import check_fits_in_memory
+
+        validate_encoder_config(cfg)
+        check_fits_in_memory(cfg, len(task.source_dictionary), "the model (--arch and the model flags)")
         heads = bool(getattr(task, "PRETRAINING_HEADS", True))
         return cls(cfg, EtcFairseqEncoder(cfg, task.source_dictionary, lm_head=heads), cpc_head=heads)
 
