@@ -432,9 +432,9 @@ def _checkpoint_case(name: str, command: str, ci: bool) -> Case:
         elif command == "etc-predict":
             call = lambda: _cli(command, ["structured", "--path", ckpt, "--data", data, "--split", "valid",  # noqa: E731
                                           "--output", where / "pred.json"])
-        elif command == "fairseq-train --restore-file":
+        elif command.startswith("fairseq-train"):  # --restore-file, --finetune-from-model
             call = lambda: _cli("fairseq-train", [data, *structured_task(), "--arch", "etc_tiny", *TRAIN_FLAGS,  # noqa: E731
-                                                  "--restore-file", ckpt, "--max-update", "3",
+                                                  command.split()[1], ckpt, "--max-update", "3",
                                                   "--save-dir", where / "save"])
         else:  # the hub
             call = lambda: _hub(lambda: _from_pretrained(where, data))  # noqa: E731
@@ -733,10 +733,12 @@ def _train_flags_case(name: str, ci: bool) -> Case:
 def _cases() -> List[Case]:
     cases: List[Case] = []
     ci_checkpoint = {"layers-100000", "nan-weight", "wrong-shape", "no-optimizer-history"}
-    for command in ("fairseq-validate", "etc-predict", "hub", "fairseq-train --restore-file"):
+    for command in ("fairseq-validate", "etc-predict", "hub", "fairseq-train --restore-file",
+                    "fairseq-train --finetune-from-model"):
         for name in CHECKPOINTS:
-            ci = command != "fairseq-train --restore-file" and name in ci_checkpoint and command == "fairseq-validate"
-            cases.append(_checkpoint_case(name, command, ci or (command == "hub" and name == "nan-weight")))
+            ci = (command == "fairseq-validate" and name in ci_checkpoint) or (command, name) in (
+                ("hub", "nan-weight"), ("fairseq-train --finetune-from-model", "layers-100000"))
+            cases.append(_checkpoint_case(name, command, ci))
     cases += [_payload_case("fairseq-validate", True), _payload_case("hub", False)]
     cases += [_good_checkpoint_case(c, c == "fairseq-validate") for c in ("fairseq-validate", "etc-predict", "hub")]
     for name in PREPARED:
