@@ -17,6 +17,7 @@ architecture flags are the run's.
 
 import functools
 import logging
+from pathlib import Path
 
 from fairseq.models import ARCH_CONFIG_REGISTRY, register_model_architecture
 from fairseq.utils import safe_getattr, safe_hasattr
@@ -60,9 +61,9 @@ def fields_from_finetune_checkpoint(args, path=None) -> None:
     ``args.finetune_from_model``, else an explicit ``args.restore_file``; see the module docstring); nothing
     without a path. ``fairseq-hydra-train``'s ``checkpoint.finetune_from_model`` reaches it through
     :func:`etc_fairseq.fairseq_fixes.yaml_architecture.apply_yaml_architecture`."""
-    restore = safe_getattr(args, "restore_file", None)
+    restore = safe_getattr(args, "restore_file", None)  # a missing one is refused when training starts
     path = path or safe_getattr(args, "finetune_from_model", None) or (
-        restore if restore and restore != DEFAULT_RESTORE_FILE else None)
+        restore if restore and restore != DEFAULT_RESTORE_FILE and Path(restore).is_file() else None)
     if not path:
         return
     filled = []
