@@ -745,10 +745,10 @@ def _cases() -> List[Case]:
         cases.append(_prepared_case(name, "fairseq-validate", True))
         # predictions on data whose answers were cut are still wanted: a good input for etc-predict
         cases.append(_prepared_case(name, "etc-predict", False, good=name == "every answer cut"))
-    cases += [_prepare_case(name, name != "good records") for name in RECORD_FILES]
-    cases += [_evaluate_case(name, name in ("gold nested 100,000 deep", "span gold without answers"))
+    cases += [_prepare_case(name, True) for name in RECORD_FILES]
+    cases += [_evaluate_case(name, name in ("gold nested 100,000 deep", "span gold without answers", "correct predictions"))
               for name in EVALUATIONS]
-    cases += [_hub_case(name, name in ("float token ids", "an id beyond the dictionary")) for name in HUB_INPUTS]
+    cases += [_hub_case(name, name in ("float token ids", "an id beyond the dictionary", "good ids")) for name in HUB_INPUTS]
     cases += [_train_flags_case(name, name == "--encoder-layers 100000") for name in TRAIN_FLAGS_CASES]
     return cases
 

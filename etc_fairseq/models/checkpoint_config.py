@@ -188,13 +188,15 @@ def _check_declared_size(values: SimpleNamespace, weights: Mapping[str, torch.Te
         raise CheckpointLoadError(str(e)) from None
 
 
+#: Version of our checkpoint format, stored as the ``encoder.version`` buffer (:data:`FORMAT_VERSION_KEY`).
+#: Bump it when parameter names or meanings change, and teach
+#: :meth:`etc_fairseq.models.etc.EtcModel.upgrade_state_dict_named` the step.
+ETC_FORMAT_VERSION = 1
 #: the state-dict key of the checkpoint format version (the ``version`` buffer of the fairseq encoder)
 FORMAT_VERSION_KEY = "encoder.version"
 
 
 def _check_format_version(weights: Mapping[str, torch.Tensor], path: Path) -> None:
-    from .etc import ETC_FORMAT_VERSION
-
     version = weights.get(FORMAT_VERSION_KEY)
     if version is None:
         return

@@ -31,11 +31,10 @@ from etc_fairseq.encoder.model import label_vocab_from_config  # noqa: F401  (re
 from etc_fairseq.errors import CheckpointLoadError, ConfigError
 from etc_fairseq.structure.global_tokens import GlobalTokenType, special_global_token_id
 
+from .checkpoint_config import ETC_FORMAT_VERSION  # noqa: F401  (defined with the checks of the format)
+
 logger = logging.getLogger(__name__)
 
-#: Version of our checkpoint format, stored as the ``encoder.version`` buffer. Bump it when parameter
-#: names or meanings change, and teach :meth:`EtcModel.upgrade_state_dict_named` the step.
-ETC_FORMAT_VERSION = 1
 
 #: Upgrade steps: ``FORMAT_UPGRADES[v](state_dict, prefix)`` turns a version-``v`` state dict (keys under
 #: ``prefix``) into version ``v + 1`` in place. Empty while version 1 is the only format;
