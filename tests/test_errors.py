@@ -189,3 +189,29 @@ def test_model_values_that_cannot_work_are_refused_naming_the_field(field, value
 
     with pytest.raises(ConfigError, match=message):
         EtcEncoderConfig.preset("etc_tiny", **{field: value})
+
+
+def test_a_core_model_directory_declaring_more_than_it_holds_or_nan_weights_is_refused(tmp_path):
+    """EtcEncoder.from_pretrained: config.json's sizes against the tensors model.safetensors holds (read from its
+    header, before anything is built: 100,000 layers are refused at once), and finite weights."""
+    import math
+
+    from safetensors.torch import load_file, save_file
+
+    from etc_fairseq.encoder import EtcEncoder, EtcEncoderConfig
+
+    EtcEncoder(EtcEncoderConfig.preset("etc_tiny"), 100, 1, 0).save_pretrained(tmp_path)
+    assert EtcEncoder.from_pretrained(tmp_path).cfg.encoder_layers == 2
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(dict(config, config=dict(config["config"], encoder_layers=100_000))))
+    with pytest.raises(CheckpointLoadError, match=r"config\.json: encoder_layers=100000, .* declare at least "
+                                                  r"4,915,206,400 parameters, but model\.safetensors holds 177,536"):
+        EtcEncoder.from_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    state = load_file(str(tmp_path / "model.safetensors"))
+    name = sorted(state)[0]
+    state[name] = state[name].clone()
+    state[name].view(-1)[0] = math.nan
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(CheckpointLoadError, match=rf"model\.safetensors: tensor '{name}' holds NaN or infinite"):
+        EtcEncoder.from_pretrained(tmp_path)
