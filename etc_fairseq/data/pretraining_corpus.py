@@ -65,12 +65,7 @@ def word_start_mask(dictionary, tokenizer_kind: str, gpt2_encoder_json: Optional
     if tokenizer_kind == "gpt2":
         if gpt2_encoder_json is None:
             raise ValueError("word_start_mask for gpt2 needs gpt2_encoder_json (GPT-2's encoder.json)")
-        from etc_fairseq.guards import load_json_file
-
-        encoder = load_json_file(gpt2_encoder_json, "GPT-2's encoder.json")
-        if not isinstance(encoder, dict) or not all(isinstance(i, int) for i in encoder.values()):
-            raise InputFormatError(f"{gpt2_encoder_json}: expected GPT-2's encoder.json, a JSON object {{token: id}}")
-        decoder = {int(i): tok for tok, i in encoder.items()}
+        decoder = load_gpt2_decoder(gpt2_encoder_json)
     n = len(dictionary)
     mask = np.ones(n, dtype=bool)
     for i in range(dictionary.nspecial, n):
@@ -89,6 +84,17 @@ def word_start_mask(dictionary, tokenizer_kind: str, gpt2_encoder_json: Optional
             if sym.isdigit() and int(sym) in decoder:
                 mask[i] = decoder[int(sym)].startswith(GPT2_SPACE)
     return mask
+
+
+def load_gpt2_decoder(encoder_json: PathLike) -> Dict[int, str]:
+    """GPT-2 id -> token string (in GPT-2's byte-to-unicode alphabet, where "Ġ" is a space), from GPT-2's
+    ``encoder.json`` (InputFormatError naming the file when it is not a JSON object ``{token: id}``)."""
+    from etc_fairseq.guards import load_json_file
+
+    encoder = load_json_file(encoder_json, "GPT-2's encoder.json")
+    if not isinstance(encoder, dict) or not all(isinstance(i, int) for i in encoder.values()):
+        raise InputFormatError(f"{encoder_json}: expected GPT-2's encoder.json, a JSON object {{token: id}}")
+    return {int(i): tok for tok, i in encoder.items()}
 
 
 def sentence_word_starts(tokens: Sequence[int], mask: np.ndarray) -> np.ndarray:

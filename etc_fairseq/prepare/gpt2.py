@@ -28,6 +28,7 @@ import zipfile
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
 
+from etc_fairseq.data.pretraining_corpus import load_gpt2_decoder
 from etc_fairseq.errors import MissingFileError
 
 from .documents import InputFormatError, PathLike, open_text
@@ -131,19 +132,6 @@ def load_gpt2_bpe(encoder_json: PathLike, vocab_bpe: PathLike):
         return get_encoder(str(encoder_json), str(vocab_bpe))
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as e:
         raise InputFormatError(f"{encoder_json} / {vocab_bpe}: not GPT-2 BPE files ({e})") from None
-
-
-def load_gpt2_decoder(encoder_json: PathLike) -> dict:
-    """GPT-2 id -> token string (in GPT-2's byte-to-unicode alphabet, where "Ġ" is a space).
-
-    Args:
-        encoder_json: GPT-2's ``encoder.json``.
-    Returns:
-        a dict ``{id: token}``.
-    """
-    with open(encoder_json, "r", encoding="utf-8") as f:
-        encoder = json.load(f)
-    return {int(i): tok for tok, i in encoder.items()}
 
 
 def wrap_tokens(tokens: Sequence, word_starts: Sequence[bool], max_len: int) -> List[list]:
