@@ -76,8 +76,8 @@ def report_user_errors(prog: str, debug: bool, body: Callable[[], int]) -> int:
         return 1
 
 
-#: user-error classes defined outside :mod:`etc_fairseq.errors` that do not derive from EtcError yet
-#: (module, class name); each is raised only for a bad input file or flag
+#: (module, class name) of the user-error classes that are not :class:`~etc_fairseq.errors.EtcError`
+#: subclasses: the tokenizer's and etc-lift's, each raised only for a bad input file or flag
 _OTHER_USER_ERRORS = (("etc_fairseq.tokenization", "TokenizerFileError"), ("etc_fairseq.lift.fairseq_roberta", "LiftError"))
 
 
