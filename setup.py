@@ -8,6 +8,8 @@
   Python >= 3.11, ``fairseq==0.12.2`` below); docs/installing.md.
 - ``prepare``: ``etc-prepare`` (sentencepiece, the Wikipedia markup parser, the sentence splitter, progress bars)
 - ``show``: ``etc-show`` pictures and training curves (matplotlib)
+- ``hf``: ``etc_fairseq.hf``, ETC as Hugging Face ``transformers`` classes (AutoModel, the Trainer, pipelines);
+  docs/huggingface.md
 - ``bench``: the benchmarks' peers (Hugging Face Longformer, BigBird, ModernBERT layers)
 - ``test``: the test suite
 """
@@ -37,8 +39,11 @@ EXTRAS = {
         "tqdm",
     ],
     "show": ["matplotlib>=3.5"],
+    # transformers 5.24: the version etc_fairseq.hf is tested with; accelerate: transformers.Trainer
+    "hf": ["transformers>=5.24", "accelerate>=1.1"],
     "bench": ["transformers"],
-    "test": ["pytest>=7", "hypothesis>=6", "transformers", "import-linter>=2.1"],  # transformers: random HF models
+    # transformers: random HF models, and etc_fairseq.hf's tests (with accelerate, for the Trainer)
+    "test": ["pytest>=7", "hypothesis>=6", "transformers>=5.24", "accelerate>=1.1", "import-linter>=2.1"],
 }
 EXTRAS["all"] = sorted({dep for deps in EXTRAS.values() for dep in deps})
 

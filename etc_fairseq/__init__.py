@@ -9,14 +9,16 @@ only from its own layer or lower ones, and no package has an import cycle):
 - the plain-PyTorch core, no fairseq: ``attention`` (the global-local attention kernels and the dense
   reference) -> ``structure`` (structure ids -> masks and relative labels) -> ``encoder`` (the ETC encoder,
   its layer, heads, presets, safetensors files)
-- ``data`` (batches, packing, masking, the on-disk formats), ``official`` (Google's released ETC), ``prepare``
-  (``etc-prepare``: raw files -> binarized data)
+- ``data`` (batches, packing, masking, the on-disk formats), ``official`` (Google's released ETC, converted
+  weight for weight), ``prepare`` (``etc-prepare``: raw files -> binarized data), ``lift`` (fairseq RoBERTa and
+  Hugging Face BERT/RoBERTa tensors -> ETC's)
 - the fairseq adapter: ``pretraining`` (task and criterion) -> ``hub`` (the Python interface) -> ``models``
-  (the ``etc`` model, architectures, checkpoint config gate, loading) -> ``lift`` (fairseq RoBERTa, Hugging Face
-  BERT/RoBERTa and Google's ETC -> ETC checkpoints) -> ``fairseq_fixes`` -> ``register`` (what ``--user-dir``
-  imports)
+  (the ``etc`` model, architectures, checkpoint config gate, loading, ``etc-lift``'s intake and checkpoint
+  writer) -> ``fairseq_fixes`` -> ``register`` (what ``--user-dir`` imports)
 - ``finetune``: one package per dataset (schema, convert, task, criterion, decode, metrics) and ``common``
-- ``visualize`` and ``cli`` (the ``etc-*`` commands)
+- ``visualize``, ``hf`` (the Hugging Face ``transformers`` adapter over the same core: the only importer of
+  ``transformers``; it runs without fairseq, which only its ``etc-lift`` conversions use) and ``cli`` (the
+  ``etc-*`` commands)
 """
 
 __version__ = "0.1.0"

@@ -370,7 +370,8 @@ def test_etc_lift_on_a_full_disk_leaves_nothing_behind(tmp_path, monkeypatch):
 
     import torch
 
-    from etc_fairseq.lift import LiftError, save_etc_checkpoint
+    from etc_fairseq.lift import LiftError
+    from etc_fairseq.models.lifting import save_etc_checkpoint
     from etc_fairseq.models import config_for_arch
 
     def full_disk(obj, f, *args, **kwargs):

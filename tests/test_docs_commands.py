@@ -100,6 +100,7 @@ PAGES: Dict[str, PageRun] = {
 #: pages whose every command block another test runs, in order (that test names the page)
 PAGES_RUN_BY: Dict[str, str] = {
     "docs/structured.md": "tests/test_docs_structured.py",
+    "docs/huggingface.md": "tests/test_docs_huggingface.py",
 }
 
 

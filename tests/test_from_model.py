@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def lifted_official(tmp_path_factory) -> Path:
     """tests/fixtures/official/separate (written by the official TensorFlow code) lifted by etc-lift."""
-    from etc_fairseq.lift.intake import lift_source, write_lifted
+    from etc_fairseq.models.lifting import lift_source, write_lifted
 
     out = tmp_path_factory.mktemp("lifted_official") / "model.pt"
     _, lifted = lift_source(FIXTURES / "separate")
@@ -84,7 +84,7 @@ def test_prepare_hotpotqa_from_model_uses_pretrained_sentence_token(lifted_offic
     assert info["tokenizer"] == "wordpiece" and info["from_model"] == str(lifted_official)
     # the source model's structure settings, for etc-show (no --arch needed)
     from etc_fairseq.checkpoint_io import load_checkpoint
-    from etc_fairseq.cli.show import recorded_arch_settings
+    from etc_fairseq.data.prepared import recorded_arch_settings
 
     stored = load_checkpoint(lifted_official / "model.pt")["cfg"]["model"]
     assert stored["local_radius"] == 3  # the official fixture's, not an architecture default
@@ -364,7 +364,7 @@ def test_prepare_pretrain_from_model_wordpiece(lifted_official, wiki_dump, tmp_p
     assert main(["pretrain", "--input", str(wiki_dump), "--out", str(out), "--from-model", str(lifted_official),
                  "--max-docs", "4", "--valid-docs", "1", "--max-sentence-pieces", "40"]) == 0
     bin_dir = out / "bin"
-    from etc_fairseq.cli.show import recorded_arch_settings
+    from etc_fairseq.data.prepared import recorded_arch_settings
 
     assert recorded_arch_settings(bin_dir)[1]["local_radius"] == 3  # out/prepare.json: the source model's
     meta = json.loads((bin_dir / "pretrain.json").read_text())

@@ -225,3 +225,46 @@ def test_finetune_and_validate_through_fairseq(converted, pretrain_data, wiki_du
     assert lost > 0  # the records are longer than the window: some answers must lie beyond it
     assert float(m.group(3)) == pytest.approx(100.0 * lost / len(ds), abs=0.01)
     assert float(m.group(1)) <= 100.0 - float(m.group(3)) + 1e-6
+
+
+def test_huggingface_bert_converts_to_the_same_function(tmp_path):
+    """A Hugging Face BERT directory -> roberta_window (the "source model itself" arm of
+    examples/lifted_minilm): BERT's positions and token type 0 folded into fairseq's offset position table, so
+    the model's features over the first ``max_position_embeddings`` tokens are BERT's own."""
+    transformers = pytest.importorskip("transformers")
+    from etc_fairseq.finetune.nextsent.roberta import RobertaWindowConfig, RobertaWindowModel
+    from etc_fairseq.lift.huggingface import fairseq_dictionary, read_huggingface
+    from etc_fairseq.finetune.nextsent.roberta_window import main as convert_main
+
+    vocab, window = 40, 16
+    cfg = transformers.BertConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=window, type_vocab_size=2,
+                                  layer_norm_eps=1e-5)  # fairseq's LayerNorm epsilon: the functions are then equal
+    torch.manual_seed(0)
+    bert = transformers.BertModel(cfg).eval()
+    with torch.no_grad():  # non-trivial token types, LayerNorms and biases (HF initialises them to 1 / 0)
+        for name, p in bert.named_parameters():
+            if "LayerNorm" in name or name.endswith("bias") or "token_type" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+    bert.save_pretrained(tmp_path / "bert")
+    words = ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(vocab - 6)]
+    (tmp_path / "bert" / "vocab.txt").write_text("\n".join(words) + "\n")
+    out = tmp_path / "window.pt"
+    assert convert_main([str(tmp_path / "bert"), "--out", str(out)]) == 0
+    ckpt = load_checkpoint(out)
+    model_cfg = ckpt["cfg"]["model"]
+    assert model_cfg["max_positions"] == window and model_cfg["encoder_layers"] == 2
+    src = read_huggingface(tmp_path / "bert")
+    model = RobertaWindowModel.build_model(
+        RobertaWindowConfig(**{k: v for k, v in model_cfg.items() if k != "_name"}, dropout=0.0, attention_dropout=0.0),
+        SimpleNamespace(source_dictionary=fairseq_dictionary(src.symbols)))
+    missing, unexpected = model.load_state_dict(ckpt["model"], strict=False)
+    assert not unexpected and all(k.startswith("task_heads.") or "version" in k for k in missing)
+    model.eval()
+    hf_ids = torch.randint(6, vocab, (2, window + 5), generator=torch.Generator().manual_seed(1))
+    hf_ids[:, 0] = 3  # [CLS]
+    with torch.no_grad():
+        features, _ = model(src.fairseq_ids[hf_ids])
+        reference = bert(input_ids=hf_ids[:, :window]).last_hidden_state
+    assert features.shape == reference.shape == (2, window, 16)
+    assert (features - reference).abs().max().item() < 1e-5

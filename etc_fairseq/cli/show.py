@@ -303,20 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def recorded_arch_settings(data: Path) -> Optional[Tuple[Path, dict]]:
-    """``(file, settings)`` that ``etc-prepare --arch`` recorded in ``prepare.json`` of DATA or its parent
-    (``pretrain`` / ``mlm`` data live in ``DIR/bin``), or None when neither records an architecture
-    (:func:`etc_fairseq.data.prepared.recorded_arch_settings`)."""
-    from etc_fairseq.data.prepared import recorded_arch_settings as recorded
-
-    return recorded(data)
-
-
 def _structure_settings(args) -> Tuple[int, int, int, str]:
     """(radius, max_distance, fixed_block_len, where they come from) from ``--arch``, else the data's recorded
     architecture, else ``etc_base``; explicit flags override."""
     import etc_fairseq.register  # noqa: F401  (registers the etc_* architectures)
     from etc_fairseq.models.architectures import config_for_arch
+
+    from etc_fairseq.data.prepared import recorded_arch_settings
 
     recorded = None if args.arch else recorded_arch_settings(args.data)
     if recorded is not None:

@@ -64,22 +64,22 @@ def read_summary(path: PathLike) -> Optional[dict]:
     return info
 
 
-def summary_path(data: PathLike) -> Optional[Path]:
-    """The :data:`SUMMARY_FILE` describing prepared directory ``data``: ``data/prepare.json``, or for the
-    ``bin/`` of ``etc-prepare pretrain`` / ``mlm`` (where fairseq reads) ``data/../prepare.json``; None if
-    neither exists."""
+def _summary_candidates(data: PathLike) -> Tuple[Path, ...]:
+    """Where the :data:`SUMMARY_FILE` describing prepared directory ``data`` can be: ``data/prepare.json``, and
+    for the ``bin/`` of ``etc-prepare pretrain`` / ``mlm`` (where fairseq reads) ``data/../prepare.json``."""
     data = Path(data)
-    for path in (data / SUMMARY_FILE, data.parent / SUMMARY_FILE):
-        if path.is_file():
-            return path
-    return None
+    return (data / SUMMARY_FILE,) + ((data.parent / SUMMARY_FILE,) if data.name == "bin" else ())
+
+
+def summary_path(data: PathLike) -> Optional[Path]:
+    """The :data:`SUMMARY_FILE` describing prepared directory ``data`` (:func:`_summary_candidates`), or None."""
+    return next((p for p in _summary_candidates(data) if p.is_file()), None)
 
 
 def recorded_arch_settings(data: PathLike) -> Optional[Tuple[Path, dict]]:
     """``(file, {"arch"?, **ARCH_FIELDS})`` that ``etc-prepare --arch`` (or ``--from-model``) recorded for
     ``data`` (see :func:`summary_path`), or None when nothing records an architecture."""
-    data = Path(data)
-    for path in (data / SUMMARY_FILE, data.parent / SUMMARY_FILE):
+    for path in _summary_candidates(data):
         try:
             info = read_summary(path)
         except InputFormatError:
@@ -192,6 +192,19 @@ def check_arch(model: Mapping[str, object], recorded: Mapping[str, object], sour
         f"{source}: the data was prepared for {f'--arch {arch}: ' if arch else ''}{wanted}, but the model has "
         f"{have}: pass {named}, or prepare the data again with the model's --arch"
     )
+
+
+def check_model_fits_data(model_cfg, data: str) -> None:
+    """Refuse a built model whose structure settings differ from those recorded for any directory of ``data``
+    (fairseq's ``:``-separated data paths; :func:`check_arch`): the one check of the pretraining and the
+    fine-tuning tasks. A model config without those fields (a non-ETC baseline) is not compared."""
+    from fairseq import utils
+
+    values = {f: getattr(model_cfg, f, None) for f in ARCH_FIELDS}
+    for part in utils.split_paths(str(data)):
+        recorded = recorded_arch_settings(part)
+        if recorded is not None:
+            check_arch(values, recorded[1], recorded[0])
 
 
 def set_task_field(cfg, name: str, value) -> None:

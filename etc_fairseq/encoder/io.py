@@ -21,7 +21,7 @@ import enum
 import json
 import math
 import os
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Dict, Union
 

@@ -13,7 +13,10 @@ fairseq one. What Hugging Face models have beyond fairseq RoBERTa:
   long and global segment id 0, BERT's default token type);
 - BERT's absolute positions (row = index) -> ``index_position_embeddings`` (the long table is BERT's; the
   global table starts as a copy of it); RoBERTa's (row = position + padding_idx + 1) -> fairseq's
-  ``use_absolute_positions`` table;
+  ``use_absolute_positions`` table. With ``relative_positions_only`` (``etc-lift --relative-positions-only``,
+  the paper's appendix D) they are discarded instead: the lifted model has no absolute position table, reads
+  inputs of any length through its relative position labels, and needs continued pretraining, since those
+  labels' vectors start fresh;
 - ``LayerNorm`` epsilon -> ``layer_norm_eps``; ``hidden_act`` ``gelu`` (erf) / ``gelu_new`` (tanh) / ``relu``;
 - the pooler and BERT's next-sentence head are dropped (reported); a model without an MLM head keeps ETC's
   own LM-head initialisation (reported).
@@ -32,13 +35,13 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Tuple, Union
 
 import torch
 
-from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint
+from etc_fairseq.checkpoint_io import load_checkpoint
 
-from .fairseq_roberta import LM_HEAD, SENTENCE_ENCODER, LiftError, RobertaConfig
+from .fairseq_roberta import DISCARDED_POSITIONS, LM_HEAD, SENTENCE_ENCODER, LiftError, RobertaConfig
 
 PathLike = Union[str, os.PathLike]
 
@@ -79,7 +82,8 @@ class HuggingFaceSource:
     roberta_cfg: the sizes for :func:`lift_roberta_into_etc`; symbols: the fairseq dictionary's symbols in
     id order; fairseq_ids: int64 [source vocab] source id -> fairseq id; extra: tensors ETC takes beyond
     fairseq RoBERTa (``token_type``, ``positions``); dropped: source key -> why it is not lifted;
-    tokenizer_files: the source's tokenizer files.
+    tokenizer_files: the source's tokenizer files; position_key: the source's key of its absolute position
+    table.
     """
 
     directory: Path
@@ -93,9 +97,11 @@ class HuggingFaceSource:
     extra: Dict[str, torch.Tensor] = field(default_factory=dict)
     dropped: Dict[str, str] = field(default_factory=dict)
     tokenizer_files: List[Path] = field(default_factory=list)
+    position_key: str = "embeddings.position_embeddings.weight"  # the source's name of its position table
 
-    def etc_overrides(self) -> Dict[str, Any]:
-        """EtcConfig fields the source's config determines (sizes, activation, epsilon, positions, segments)."""
+    def etc_overrides(self, relative_positions_only: bool = False) -> Dict[str, Any]:
+        """EtcConfig fields the source's config determines (sizes, activation, epsilon, positions, segments).
+        ``relative_positions_only``: no absolute position table (the source's is discarded)."""
         c = self.config
         out: Dict[str, Any] = dict(
             encoder_layers=c["num_hidden_layers"], encoder_embed_dim=c["hidden_size"],
@@ -107,7 +113,9 @@ class HuggingFaceSource:
         )
         if "token_type" in self.extra:
             out.update(segment_vocab_size=self.extra["token_type"].shape[0], long_segment_id=0, global_segment_id=0)
-        if self.kind == "bert":
+        if relative_positions_only:
+            out.update(index_position_embeddings=0, use_absolute_positions=False)
+        elif self.kind == "bert":
             out["index_position_embeddings"] = self.extra["positions"].shape[0]
             out["max_global_positions"] = self.extra["positions"].shape[0]
         else:
@@ -306,7 +314,7 @@ def read_huggingface(directory: PathLike) -> HuggingFaceSource:
         no_scale_embedding=True, max_positions=positions.shape[0], arch=f"huggingface-{kind}",
     )
     return HuggingFaceSource(directory, kind, config, weights_file, state, roberta_cfg, symbols, fairseq_ids,
-                             extra, dropped, tokenizer_files)
+                             extra, dropped, tokenizer_files, names["embeddings.position_embeddings.weight"])
 
 
 def write_fairseq_dict(symbols: List[str], path: PathLike) -> Path:
@@ -335,14 +343,16 @@ def fairseq_dictionary(symbols: List[str]):
     return d
 
 
-def lift_huggingface_into_etc(source: HuggingFaceSource, etc_cfg, *, seed: Optional[int] = 1):
+def lift_huggingface_into_etc(source: HuggingFaceSource, etc_cfg, fresh_state: Mapping[str, torch.Tensor]):
     """Lift a :func:`read_huggingface` source into a complete ETC state dict for ``etc_cfg`` (which must
-    include :meth:`HuggingFaceSource.etc_overrides`). Returns (state dict, LiftReport, dictionary)."""
-    from .fairseq_roberta import lift_roberta_into_etc
+    include :meth:`HuggingFaceSource.etc_overrides``); ``fresh_state``: the target model's fresh state dict, its
+    token rows those of ``fairseq_dictionary(source.symbols)`` (see
+    :func:`~.fairseq_roberta.lift_roberta_into_etc`). Returns (state dict, LiftReport)."""
+    from .fairseq_roberta import check_dictionary, lift_roberta_into_etc
 
-    dictionary = fairseq_dictionary(source.symbols)
     name = f"Hugging Face {source.kind} {source.weights_file}"
-    state, report = lift_roberta_into_etc(source.state, source.roberta_cfg, etc_cfg, dictionary, seed=seed,
+    check_dictionary(source.state, fairseq_dictionary(source.symbols))
+    state, report = lift_roberta_into_etc(source.state, source.roberta_cfg, etc_cfg, fresh_state,
                                           roberta_name=name, allow_missing_lm_head=True)
 
     def put(key: str, value: torch.Tensor, src: str, group: str) -> None:
@@ -358,10 +368,12 @@ def lift_huggingface_into_etc(source: HuggingFaceSource, etc_cfg, *, seed: Optio
     if "token_type" in source.extra:
         put(SENTENCE_ENCODER + "embed_segments.weight", source.extra["token_type"],
             "embeddings.token_type_embeddings.weight", "segment embeddings")
-    if "positions" in source.extra:
+    if "positions" in source.extra and etc_cfg.index_position_embeddings:
         for side in ("long", "global"):
             put(f"{SENTENCE_ENCODER}embed_{side}_index_positions.weight", source.extra["positions"],
                 "embeddings.position_embeddings.weight", "position embeddings")
         report.notes.append("the global position table starts as a copy of the source's (long) position table")
+    elif "positions" in source.extra:
+        report.dropped[source.position_key] = DISCARDED_POSITIONS
     report.dropped.update(source.dropped)
-    return state, report, dictionary
+    return state, report

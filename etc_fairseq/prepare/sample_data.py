@@ -78,28 +78,44 @@ def _is_valid(path: Path) -> bool:
     return path.is_file() and path.stat().st_size == SAMPLE_SIZE and sha256_file(path) == SAMPLE_SHA256
 
 
-def _pip_download(dest: Path, timeout: float) -> Path:
-    """Download the gensim distribution into ``dest`` with pip; returns the downloaded file."""
+def pip_download(requirement: str, dest: Path, timeout: float, what: str) -> Path:
+    """Download one distribution (``NAME==VERSION``, no dependencies) into the empty directory ``dest`` with
+    this interpreter's pip, the wheel of the pinned platform (:data:`_PIP_PLATFORM_ARGS`; a pure-Python wheel
+    matches it too); returns the downloaded file. ``what``: what is read out of it, for the messages.
+
+    Raises:
+        SampleDataError: pip failed or timed out (the message says the package index must be reachable).
+    """
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d", str(dest)]
-    cmd += _PIP_PLATFORM_ARGS + [f"gensim=={GENSIM_VERSION}"]
-    logger.info("fetching the Wikipedia sample: %s", " ".join(cmd))
+    cmd += _PIP_PLATFORM_ARGS + [requirement]
+    logger.info("fetching %s: %s", what, " ".join(cmd))
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise SampleDataError(
-            f"pip download of gensim=={GENSIM_VERSION} did not finish within {timeout:.0f} s; "
+            f"pip download of {requirement} did not finish within {timeout:.0f} s; "
             "check access to the package index (PyPI or PIP_INDEX_URL)"
         ) from None
-    files = sorted(p for p in dest.iterdir() if p.name.startswith("gensim-"))
+    files = sorted(dest.iterdir())
     if proc.returncode != 0 or not files:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
         raise SampleDataError(
-            f"could not download gensim=={GENSIM_VERSION} with pip (exit code {proc.returncode}). The Wikipedia "
-            "sample is read out of that package, so the package index (PyPI, or the one PIP_INDEX_URL names) "
-            "must be reachable; alternatively pass a local dump or text file with --input.\n"
+            f"could not download {requirement} with pip (exit code {proc.returncode}). {what[:1].upper()}{what[1:]} is read out of "
+            "that package, so the package index (PyPI, or the one PIP_INDEX_URL names) must be reachable.\n"
             f"pip said:\n{tail}"
         )
     return files[0]
+
+
+def _pip_download(dest: Path, timeout: float) -> Path:
+    """Download the gensim distribution into ``dest`` with pip; returns the downloaded file."""
+    try:
+        return pip_download(f"gensim=={GENSIM_VERSION}", dest, timeout, "the Wikipedia sample")
+    except SampleDataError as e:
+        if "did not finish" in str(e):
+            raise
+        raise SampleDataError(str(e).replace("reachable.", "reachable; alternatively pass a local dump or text "
+                                             "file with --input.", 1)) from None
 
 
 def _extract_member(archive: Path, out: Path) -> None:

@@ -100,14 +100,9 @@ class EtcPretrainingTask(FairseqTask):
         """As fairseq's; then the model is held against the structure settings ``etc-prepare pretrain --arch``
         (or ``--from-model``) recorded in ``OUT/prepare.json`` next to ``OUT/bin``: refused naming the flags
         when its radius, relative-position clipping or fixed block length differ
-        (:func:`etc_fairseq.data.prepared.check_arch`)."""
+        (:func:`etc_fairseq.data.prepared.check_model_fits_data`)."""
         model = super().build_model(cfg, from_checkpoint)
-        model_cfg = getattr(model, "cfg", None)
-        for part in utils.split_paths(self.cfg.data):
-            recorded = prepared.recorded_arch_settings(part)
-            if recorded is not None:
-                values = {f: getattr(model_cfg, f, None) for f in prepared.ARCH_FIELDS}
-                prepared.check_arch(values, recorded[1], recorded[0])
+        prepared.check_model_fits_data(getattr(model, "cfg", None), self.cfg.data)
         return model
 
     def max_positions(self):

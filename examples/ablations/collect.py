@@ -138,16 +138,24 @@ def finetune_arm(run_dir: Path, arm: str, seeds: Sequence[str]) -> dict:
 
 
 def mlm_arm(paths: Dict[str, Path], label: str) -> dict:
-    """Held-out MLM loss (bits) and accuracy of one pretraining arm, per seed."""
+    """Held-out MLM loss (bits) and accuracy of one pretraining arm, per seed (and CPC accuracy and
+    candidates per batch, where every seed's log has them)."""
     per_seed = {}
     for s, path in paths.items():
         last = read_valid(path)[-1]
         if "mlm_loss" not in last:
             raise CollectError(f"{path}: the validation line has no mlm_loss (not an etc_pretraining log?)")
         per_seed[s] = {"mlm_loss": last["mlm_loss"], "mlm_accuracy": last.get("mlm_accuracy", float("nan"))}
-    return {"label": label, "seeds": per_seed,
-            "mlm_loss": summary([x["mlm_loss"] for x in per_seed.values()]),
-            "mlm_accuracy": summary([x["mlm_accuracy"] for x in per_seed.values()])}
+        for key in ("cpc_accuracy", "cpc_candidates"):  # CPC too, where the run had it
+            if key in last:
+                per_seed[s][key] = last[key]
+    out = {"label": label, "seeds": per_seed,
+           "mlm_loss": summary([x["mlm_loss"] for x in per_seed.values()]),
+           "mlm_accuracy": summary([x["mlm_accuracy"] for x in per_seed.values()])}
+    for key in ("cpc_accuracy", "cpc_candidates"):
+        if all(key in x for x in per_seed.values()):
+            out[key] = summary([x[key] for x in per_seed.values()])
+    return out
 
 
 def nextsent_meta(run_dir: Path, long_len: int) -> dict:

@@ -10,7 +10,6 @@ subclasses :class:`EtcStructuredTaskConfig`.
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 from fairseq import utils
@@ -83,11 +82,7 @@ class EtcStructuredTask(FairseqTask):
         longer than a loaded checkpoint's lengths (run at the prepared lengths when the model can, else
         refused naming the flag; :func:`etc_fairseq.data.prepared.lengths_for_model`)."""
         model_cfg = getattr(model, "cfg", None)
-        for part in utils.split_paths(self.cfg.data):
-            recorded = prepared.recorded_arch_settings(part)
-            if recorded is not None and recorded[0].parent == Path(part):
-                values = {f: getattr(model_cfg, f, None) for f in prepared.ARCH_FIELDS}
-                prepared.check_arch(values, recorded[1], recorded[0])
+        prepared.check_model_fits_data(model_cfg, self.cfg.data)
         if self.longer_lengths:
             trained = {name: getattr(self.cfg, name) for name in self.longer_lengths}
             longer = prepared.lengths_for_model(

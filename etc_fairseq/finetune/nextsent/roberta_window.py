@@ -1,4 +1,4 @@
-"""A pre-trained fairseq RoBERTa checkpoint -> a ``roberta_window`` checkpoint
+"""A pre-trained fairseq RoBERTa checkpoint or Hugging Face BERT directory -> a ``roberta_window`` checkpoint
 (:mod:`.roberta`), for ``fairseq-train --finetune-from-model``.
 
 ``fairseq-train --arch roberta_*`` saves its config as an argparse Namespace, which etc-fairseq's checkpoint
@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from etc_fairseq.lift.fairseq_roberta import LiftError, load_roberta_state, save_model_checkpoint
+from etc_fairseq.lift.fairseq_roberta import LiftError, load_roberta_state
+from etc_fairseq.models.lifting import save_model_checkpoint
 
 from .roberta import ROBERTA_WINDOW
 
@@ -71,6 +72,44 @@ def convert(roberta_path: Path, out: Path) -> Tuple[Path, Dict[str, Any]]:
     return path, cfg
 
 
+def convert_huggingface(directory: Path, out: Path) -> Tuple[Path, Dict[str, Any]]:
+    """A Hugging Face BERT directory -> a ``roberta_window`` checkpoint computing the same function (the
+    source model itself, absolute positions and all, reading the first ``max_position_embeddings`` tokens).
+
+    The tensors are :func:`etc_fairseq.lift.huggingface.read_huggingface`'s (fairseq RoBERTa names, token rows
+    in the order of the ``dict.txt`` etc-lift writes for the same directory). BERT adds position ``i``'s row
+    and token type 0's row to every token; fairseq's learned positions give token ``i`` row ``i + pad + 1``
+    (pad = 1) and have no token types, so the table written is ``[0, 0, positions + token_type[0]]``, float
+    [max_position_embeddings + 2, D]. fairseq's LayerNorm epsilon (1e-5) replaces BERT's (1e-12 for most
+    models): a difference far below the features' scale. Returns (path written, the model config).
+
+    Raises:
+        LiftError: not a BERT directory (RoBERTa directories: lift them with etc-lift), or unreadable.
+    """
+    import torch
+
+    from etc_fairseq.lift.fairseq_roberta import RobertaConfig
+    from etc_fairseq.lift.huggingface import read_huggingface
+
+    src = read_huggingface(directory)
+    if src.kind != "bert":
+        raise LiftError(f"{directory}: a Hugging Face {src.kind} directory; this conversion reads BERT's "
+                        "index-based positions and token types (a fairseq RoBERTa checkpoint converts as it is)")
+    positions = src.extra["positions"]
+    if "token_type" in src.extra:
+        positions = positions + src.extra["token_type"][0]
+    table = torch.cat([positions.new_zeros(2, positions.shape[1]), positions])  # rows 0 and pad (1) unused
+    kept = {k: v.contiguous() for k, v in src.state.items() if k.startswith(ENCODER_PREFIX)}
+    kept[ENCODER_PREFIX + "embed_positions.weight"] = table
+    c = src.roberta_cfg
+    cfg = roberta_window_config(RobertaConfig(c.encoder_layers, c.encoder_embed_dim, c.encoder_attention_heads,
+                                              c.encoder_ffn_embed_dim, c.activation_fn, positions.shape[0]),
+                                table.shape[0])
+    path = save_model_checkpoint(out, kept, cfg, {"source": str(directory), "kind": "Hugging Face bert"},
+                                 what="roberta_window checkpoint")
+    return path, cfg
+
+
 def model_flags(cfg: Dict[str, Any]) -> str:
     """The fairseq-train model flags that build the model of a converted checkpoint's config."""
     flags = [f"--arch {ROBERTA_WINDOW}"]
@@ -86,7 +125,8 @@ def main(argv=None) -> int:
         description="Turn a fairseq RoBERTa checkpoint into a roberta_window checkpoint (same tensors, "
         "dataclass config) for fairseq-train --arch roberta_window --finetune-from-model; or (--flags) print "
         "the fairseq-train model flags of a converted checkpoint.")
-    p.add_argument("source", type=Path, nargs="?", help="a fairseq RoBERTa checkpoint (fairseq-train --arch roberta_*)")
+    p.add_argument("source", type=Path, nargs="?", help="a fairseq RoBERTa checkpoint (fairseq-train --arch roberta_*), "
+                   "or a Hugging Face BERT directory (its token rows follow the dict.txt etc-lift writes for it)")
     p.add_argument("--out", type=Path, help="the roberta_window checkpoint to write")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     p.add_argument("--flags", type=Path, metavar="CKPT", help="print the model flags of a converted checkpoint")
@@ -117,8 +157,13 @@ def main(argv=None) -> int:
     if a.out.resolve() == a.source.resolve():
         print(f"error: --out {a.out} is the source checkpoint", file=sys.stderr)
         return 1
+    from etc_fairseq.lift.huggingface import is_huggingface_dir
+
     try:
-        path, cfg = convert(a.source, a.out)
+        if is_huggingface_dir(a.source):
+            path, cfg = convert_huggingface(a.source, a.out)
+        else:
+            path, cfg = convert(a.source, a.out)
     except (LiftError, CheckpointLoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -1,14 +1,17 @@
-"""``etc-lift``'s intake: recognise a source, turn it into an ETC fairseq checkpoint, write it with its
-vocabulary and tokenizer files.
+"""Lifting into the fairseq ``etc`` model (``etc-lift``'s intake): recognise a source, build the fresh ETC model
+its tensors go into (:func:`build_etc_model`), lift or convert them (:mod:`etc_fairseq.lift`,
+:mod:`etc_fairseq.official.convert`), and write the fairseq checkpoint with its vocabulary and tokenizer files.
 
 Sources (:func:`detect_source`):
 
 - ``official-etc``: a directory with ``etc_config.json`` (Google's released ETC, TensorFlow checkpoint),
   converted weight for weight by :mod:`etc_fairseq.official.convert`;
 - ``huggingface-bert`` / ``huggingface-roberta``: a directory with a Hugging Face ``config.json``
-  (:mod:`.huggingface`);
-- ``fairseq-roberta``: a checkpoint file (:mod:`.fairseq_roberta`); the only source without a config of its
-  own, so the only one that needs ``--arch``.
+  (:mod:`etc_fairseq.lift.huggingface`);
+- ``fairseq-roberta``: a checkpoint file (:mod:`etc_fairseq.lift.fairseq_roberta`); the only source without a config of its
+  own, so the only one that needs ``--arch``;
+- ``fairseq-etc`` (a fairseq ``etc`` checkpoint, for ``--format hf``) and ``huggingface-etc`` (a Hugging Face
+  ETC directory, back to fairseq): :mod:`etc_fairseq.hf.convert`.
 
 Output, all computed in memory before anything is written (a failure writes nothing):
 
@@ -29,26 +32,33 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 
-from .fairseq_roberta import (
+from etc_fairseq.lift.fairseq_roberta import (
     SENTENCE_ENCODER,
     LiftError,
     LiftReport,
-    build_etc_model,
-    etc_config_dict,
+    check_dictionary,
+    lift_roberta_into_etc,
     load_roberta_state,
     masked_lm_dictionary,
-    lift_roberta_into_etc,
 )
+from etc_fairseq.lift.huggingface import fairseq_dictionary, write_fairseq_dict
+
+from .architectures import config_for_arch
+from .etc import EtcConfig, EtcModel
 
 PathLike = Union[str, os.PathLike]
 
-SOURCE_KINDS = ("official-etc", "huggingface-bert", "huggingface-roberta", "fairseq-roberta")
+SOURCE_KINDS = ("official-etc", "huggingface-bert", "huggingface-roberta", "fairseq-roberta", "fairseq-etc",
+                "huggingface-etc")
+#: sources that are ETC models already: converted between the two formats by :mod:`etc_fairseq.hf.convert`
+ETC_KINDS = ("fairseq-etc", "huggingface-etc")
 TOKENIZER_DESCRIPTION = "etc_tokenizer.json"
 #: The architecture whose defaults fill the fields a source's own config does not determine.
 DEFAULT_ARCH = "etc_base"
@@ -62,7 +72,7 @@ def detect_source(path: PathLike) -> Tuple[str, str]:
     """
     from etc_fairseq.official.checkpoint import CONFIG_FILE
 
-    from .huggingface import HF_CONFIG, HF_WEIGHTS, is_huggingface_dir
+    from etc_fairseq.lift.huggingface import HF_CONFIG, HF_WEIGHTS, is_huggingface_dir
 
     p = Path(path)
     if p.is_dir():
@@ -84,8 +94,24 @@ def detect_source(path: PathLike) -> Tuple[str, str]:
                 f"{p}: a Hugging Face weights file; pass its directory ({p.parent}), where etc-lift reads "
                 f"{HF_CONFIG} and the tokenizer files beside it"
             )
+        if is_etc_checkpoint(p):
+            return "fairseq-etc", f"{p} is a fairseq ETC checkpoint"
         return "fairseq-roberta", f"{p} is a fairseq checkpoint file (read as fairseq RoBERTa)"
     raise LiftError(f"{p}: no such file or directory")
+
+
+def is_etc_checkpoint(path: PathLike) -> bool:
+    """A checkpoint file whose config names an ETC model (``cfg.model._name`` ``etc`` or ``etc_*``): trained
+    or written by etc-lift, the source ``etc-lift --format hf`` exports."""
+    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint, plain_config
+
+    try:
+        cfg = plain_config(load_checkpoint(path, mmap=True).get("cfg"))
+    except (CheckpointLoadError, OSError, RuntimeError, ValueError):
+        return False
+    model = plain_config(cfg.get("model")) if isinstance(cfg, dict) else None
+    name = model.get("_name") if isinstance(model, dict) else None
+    return isinstance(name, str) and (name == "etc" or name.startswith("etc_"))
 
 
 @dataclass
@@ -104,8 +130,6 @@ class LiftedModel:
 
 
 def _config(arch: Optional[str], source_fields: Dict[str, Any], overrides: Dict[str, Any]):
-    from etc_fairseq.models import config_for_arch
-
     try:
         return config_for_arch(arch or DEFAULT_ARCH, **{**source_fields, **overrides})
     except ValueError as e:
@@ -117,7 +141,7 @@ def _official_vocabulary(directory: Path, conv):
     content) of a converted official checkpoint (WordPiece ``.txt`` or SentencePiece ``.model``)."""
     from etc_fairseq.official.convert import OFFICIAL_GLOBAL_TOKEN_IDS, OFFICIAL_VOCAB_FILES, sentencepiece_pieces
 
-    from .huggingface import fairseq_order
+    from etc_fairseq.lift.huggingface import fairseq_order
 
     vocab_file = conv.vocab_file
     if vocab_file is None:
@@ -145,8 +169,6 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
     ``drop_unknown``: variables outside the official model's scope are left out, each named in the report."""
     from etc_fairseq.encoder.io import config_to_dict
     from etc_fairseq.official.convert import OFFICIAL_FIXED_BLOCK_TOKEN_ID, convert_official_checkpoint
-
-    from .huggingface import fairseq_dictionary
 
     conv = convert_official_checkpoint(directory, drop_unknown=drop_unknown)
     enc_fields = config_to_dict(conv.encoder.cfg)
@@ -195,13 +217,16 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
                                                         "dropped_variables": list(conv.dropped)})
 
 
-def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int]) -> LiftedModel:
-    """A Hugging Face BERT/RoBERTa directory -> ETC fairseq state (see :mod:`.huggingface`)."""
-    from .huggingface import lift_huggingface_into_etc, read_huggingface
+def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int],
+            relative_positions_only: bool = False) -> LiftedModel:
+    """A Hugging Face BERT/RoBERTa directory -> ETC fairseq state (see :mod:`.huggingface`);
+    ``relative_positions_only``: the source's absolute position table is discarded."""
+    from etc_fairseq.lift.huggingface import lift_huggingface_into_etc, read_huggingface
 
     src = read_huggingface(directory)
-    cfg = _config(arch, src.etc_overrides(), overrides)
-    state, report, _ = lift_huggingface_into_etc(src, cfg, seed=seed)
+    cfg = _config(arch, src.etc_overrides(relative_positions_only), overrides)
+    fresh = build_etc_model(cfg, fairseq_dictionary(src.symbols), seed).state_dict()
+    state, report = lift_huggingface_into_etc(src, cfg, fresh)
     # BERT and RoBERTa were pretrained without global tokens: none is named, so every special global token
     # is <s> (BERT's [CLS] row, a trained embedding; [unused0] never was), the lifting rule of
     # etc_fairseq.structure.global_tokens
@@ -260,9 +285,10 @@ def lift_fairseq(path: Path, arch: Optional[str], overrides: Dict[str, Any], see
     files = _gpt2_files(gpt2_files, dict_path)
     cfg = _config(arch, {}, overrides)
     state, roberta_cfg = load_roberta_state(path)
-    dictionary = masked_lm_dictionary(dict_path) if dict_path is not None else None
-    etc_state, report = lift_roberta_into_etc(state, roberta_cfg, cfg, dictionary, seed=seed,
-                                              drop_unknown=drop_unknown, roberta_name=f"RoBERTa checkpoint {path}")
+    dictionary = check_dictionary(state, masked_lm_dictionary(dict_path) if dict_path is not None else None)
+    fresh = build_etc_model(cfg, dictionary, seed).state_dict()
+    etc_state, report = lift_roberta_into_etc(state, roberta_cfg, cfg, fresh, drop_unknown=drop_unknown,
+                                              roberta_name=f"RoBERTa checkpoint {path}")
     lines = [report.summary()]
     if files:
         tokenizer = {"type": "gpt2_bpe", "encoder_json": files[0].name, "vocab_bpe": files[1].name,
@@ -278,6 +304,37 @@ def lift_fairseq(path: Path, arch: Optional[str], overrides: Dict[str, Any], see
                                    "dict": str(dict_path) if dict_path is not None else None})
 
 
+#: what starts fresh in a model lifted with relative positions only, and what it then needs (the summary's note)
+RELATIVE_ONLY_NOTE = (
+    "relative positions only (paper appendix D): the source's absolute position table is discarded and the "
+    "lifted model reads inputs of any length; what it knows of word order must now come from the relative "
+    "position labels, whose vectors start fresh, as do the global token-type embeddings and the CPC head "
+    "(and the LM head's transform when the source has no MLM head): continue pretraining (MLM + CPC, "
+    "--task etc_pretraining --criterion cpc_mlm) before fine-tuning")
+
+
+def _refuse_absolute_position_flags(overrides: Dict[str, Any]) -> None:
+    """``--relative-positions-only`` with a flag that asks for an absolute position table: one line."""
+    asked = [flag for name, flag in (("use_absolute_positions", "--use-absolute-positions"),
+                                     ("index_position_embeddings", "--index-position-embeddings"))
+             if overrides.get(name)]
+    if asked:
+        raise LiftError(f"--relative-positions-only discards absolute positions, {asked[0]} asks for them: "
+                        "give one or the other")
+
+
+def _relative_positions_only(lifted: LiftedModel, source: Path) -> None:
+    """Check that ``lifted`` has no absolute position table and add :data:`RELATIVE_ONLY_NOTE` to its summary."""
+    from etc_fairseq.encoder.config import absolute_position_limit
+
+    if absolute_position_limit(lifted.etc_cfg) is not None:
+        raise LiftError(f"{source}: its weights include an absolute position table (use_absolute_positions="
+                        f"{lifted.etc_cfg.use_absolute_positions}, index_position_embeddings="
+                        f"{lifted.etc_cfg.index_position_embeddings}) that this kind of source cannot drop")
+    lifted.report_lines.append(f"note: {RELATIVE_ONLY_NOTE}")
+    lifted.provenance["relative_positions_only"] = True
+
+
 #: the released official checkpoint whose text must be pre-split by BERT's BasicTokenizer (its directory
 #: name says so; its etc_config.json is etc_large's)
 SPLIT_PUNCTUATION_NAME = "split_punctuation"
@@ -286,8 +343,14 @@ SPLIT_PUNCTUATION_NAME = "split_punctuation"
 def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Optional[Dict[str, Any]] = None,
                 seed: Optional[int] = 1, dict_path: Optional[PathLike] = None, drop_unknown: bool = False,
                 split_punctuation: Optional[bool] = None,
-                gpt2_files: Optional[Tuple[PathLike, PathLike]] = None) -> Tuple[str, LiftedModel]:
+                gpt2_files: Optional[Tuple[PathLike, PathLike]] = None,
+                relative_positions_only: bool = False) -> Tuple[str, LiftedModel]:
     """Detect and convert ``source`` (nothing written). Returns (one-line description, :class:`LiftedModel`).
+
+    ``relative_positions_only``: discard the source's absolute position embeddings (paper appendix D), so the
+    lifted model takes inputs of any length (:data:`RELATIVE_ONLY_NOTE` says what then starts fresh); the
+    flags asking for an absolute table are refused with it. A fairseq RoBERTa is lifted so by default; an
+    official ETC checkpoint has no absolute table unless its config sets one (then it is refused).
 
     ``gpt2_files``: GPT-2's ``(encoder.json, vocab.bpe)``, the tokenizer of a fairseq RoBERTa source
     (refused for the other kinds, which bring their own).
@@ -301,15 +364,24 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
     if gpt2_files is not None and kind != "fairseq-roberta":
         raise LiftError(f"{source}: --gpt2-encoder-json/--gpt2-vocab-bpe are for a fairseq RoBERTa checkpoint; "
                         "this source brings its own tokenizer")
+    if kind.startswith("huggingface-") and overrides.get("index_position_embeddings") == 0:
+        relative_positions_only = True  # a BERT's index table of 0 rows: the same request, spelled as a field
+    if relative_positions_only:
+        _refuse_absolute_position_flags(overrides)
     if kind == "official-etc":
         lifted = lift_official(source, arch, overrides, seed, drop_unknown)
         if split_punctuation is None:
             split_punctuation = SPLIT_PUNCTUATION_NAME in source.resolve().name
+    elif kind in ETC_KINDS:
+        raise LiftError(f"{source}: already an ETC model; etc-lift converts it between fairseq and Hugging Face "
+                        "(etc_fairseq.hf.convert)")
     elif kind.startswith("huggingface-"):
-        lifted = lift_hf(source, arch, overrides, seed)
+        lifted = lift_hf(source, arch, overrides, seed, relative_positions_only)
     else:
         lifted = lift_fairseq(source, arch, overrides, seed, Path(dict_path) if dict_path else None, drop_unknown,
                               gpt2_files)
+    if relative_positions_only:
+        _relative_positions_only(lifted, source)
     if split_punctuation:
         if not lifted.tokenizer:
             raise LiftError(f"{source}: --split-punctuation needs the source's tokenizer, and this source has none "
@@ -330,8 +402,6 @@ def write_lifted(lifted: LiftedModel, out: PathLike, *, overwrite: bool = False,
                  encoder_dir: Optional[PathLike] = None) -> List[Path]:
     """Write the checkpoint, ``dict.txt``, tokenizer files and ``etc_tokenizer.json`` (see the module
     docstring); refuses to replace existing files unless ``overwrite``. Returns the paths written."""
-    from .fairseq_roberta import save_etc_checkpoint
-    from .huggingface import write_fairseq_dict
 
     out = Path(out)
     folder = out.parent
@@ -372,11 +442,8 @@ def _same_file(path: Path, lifted: LiftedModel) -> bool:
 
 def model_encoder_dir(lifted: LiftedModel, directory: PathLike) -> None:
     """Write the lifted encoder in the core's format (``model.safetensors`` + ``config.json``)."""
-    from etc_fairseq.lift import build_etc_model as _build
-    from etc_fairseq.lift.huggingface import fairseq_dictionary
-
     dictionary = fairseq_dictionary(lifted.symbols) if lifted.symbols else masked_lm_dictionary(lifted.dict_file)
-    model = _build(lifted.etc_cfg, dictionary)
+    model = build_etc_model(lifted.etc_cfg, dictionary)
     model.load_state_dict(lifted.state, strict=True)
     model.encoder.sentence_encoder.save_pretrained(directory)
 
@@ -386,5 +453,148 @@ def checkpoint_config(etc_cfg) -> Dict[str, Any]:
     return etc_config_dict(etc_cfg)
 
 
-__all__ = ["DEFAULT_ARCH", "SOURCE_KINDS", "TOKENIZER_DESCRIPTION", "LiftedModel", "detect_source",
-           "lift_source", "write_lifted", "LiftReport"]
+# -------------------------------------------------------------------------------------------------------
+# the fairseq model and its checkpoint file
+# -------------------------------------------------------------------------------------------------------
+
+
+def build_etc_model(etc_cfg, dictionary, seed: Optional[int] = None):
+    """Build an :class:`~etc_fairseq.models.etc.EtcModel` on CPU (fresh initialisation, deterministic
+    when ``seed`` is given, without touching the global RNG state)."""
+    import types
+
+    task = types.SimpleNamespace(source_dictionary=dictionary)
+    if seed is None:
+        return EtcModel.build_model(etc_cfg, task)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return EtcModel.build_model(etc_cfg, task)
+
+
+def etc_config_dict(etc_cfg) -> Dict[str, Any]:
+    """An EtcConfig as a plain dict (every field, plus ``_name`` = the architecture)."""
+    out: Dict[str, Any] = {}
+    for name in EtcConfig.__dataclass_fields__:
+        value = getattr(etc_cfg, name)
+        if hasattr(value, "value") and not isinstance(value, (int, float, str, bool)):
+            value = value.value  # enum -> str
+        out[name] = value
+    out["_name"] = getattr(etc_cfg, "_name", None) or "etc"
+    return out
+
+
+def save_etc_checkpoint(
+    path: PathLike,
+    etc_state: Mapping[str, torch.Tensor],
+    etc_cfg,
+    lifted_from: Optional[Dict[str, Any]] = None,
+) -> Path:
+    """Write an ETC checkpoint that ``fairseq-train --finetune-from-model`` (and
+    ``checkpoint_utils.load_checkpoint_to_cpu``) accepts, holding only plain data (loads with torch's
+    default ``weights_only=True``).
+
+    Args:
+        path: output file (parent directories are created).
+        etc_state: a complete ETC state dict (:func:`lift_roberta_into_etc`).
+        etc_cfg: the ETC config; stored as ``cfg.model`` (a plain dict with ``_name`` = the architecture).
+        lifted_from: plain-data provenance stored under ``extra_state.lifted_from`` (e.g. source path).
+    Returns:
+        the path written.
+    Raises:
+        LiftError: the location cannot be written (read-only, full); no temporary file is left.
+    """
+    return save_model_checkpoint(path, etc_state, etc_config_dict(etc_cfg), lifted_from, what="ETC checkpoint")
+
+
+def save_model_checkpoint(
+    path: PathLike,
+    state: Mapping[str, torch.Tensor],
+    model_cfg: Dict[str, Any],
+    lifted_from: Optional[Dict[str, Any]] = None,
+    what: str = "checkpoint",
+) -> Path:
+    """Write a checkpoint of one of etc-fairseq's models (``model_cfg``: its dataclass fields as a plain
+    dict with ``_name``) in the format :func:`save_etc_checkpoint` describes, atomically (``what`` names
+    it in the error)."""
+    path = Path(path)
+    checkpoint = {
+        "args": None,
+        # The task section makes the file loadable by EtcModel.from_pretrained (fairseq's hub builds the
+        # task from it, with data = the directory holding dict.txt); fairseq-train uses its own task.
+        "cfg": {"model": dict(model_cfg), "task": {"_name": "masked_lm", "data": "."}},
+        "model": OrderedDict(state),
+        "criterion": None,
+        "optimizer_history": [
+            {
+                "criterion_name": "lifted",
+                "optimizer_name": "lifted",
+                "lr_scheduler_state": {"best": None},
+                "num_updates": 0,
+            }
+        ],
+        "last_optimizer_state": None,
+        "task_state": {},
+        "extra_state": {
+            "train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2},
+            "lifted_from": dict(lifted_from or {}),
+        },
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(checkpoint, tmp)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # read-only or full location (torch reports write errors as RuntimeError)
+        detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1]
+        raise LiftError(f"{path}: cannot write the {what} ({detail}); nothing was written") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def lift_checkpoint(
+    roberta_path: PathLike,
+    arch: str,
+    out_path: PathLike,
+    dict_path: Optional[PathLike] = None,
+    overrides: Optional[Dict[str, Any]] = None,
+    *,
+    seed: Optional[int] = 1,
+    drop_unknown: bool = False,
+) -> Tuple[Path, LiftReport, Any]:
+    """File to file: load, lift, save (what ``etc-lift`` does).
+
+    Args:
+        roberta_path: fairseq RoBERTa checkpoint.
+        arch: an ETC architecture (``etc_base``, ``etc_large``, ...).
+        out_path: where to write the ETC checkpoint.
+        dict_path: the task's ``dict.txt`` to check the vocabulary against, or None.
+        overrides: EtcConfig fields overriding the architecture (as fairseq-train's model flags do).
+        seed: seed for the fresh tensors.
+        drop_unknown: see :func:`lift_roberta_into_etc`.
+    Returns:
+        (path written, :class:`LiftReport`, the EtcConfig used).
+    """
+    try:
+        etc_cfg = config_for_arch(arch, **(overrides or {}))
+    except ValueError as e:
+        raise LiftError(str(e)) from None
+    state, roberta_cfg = load_roberta_state(roberta_path)
+    dictionary = check_dictionary(state, masked_lm_dictionary(dict_path) if dict_path is not None else None)
+    fresh = build_etc_model(etc_cfg, dictionary, seed).state_dict()
+    etc_state, report = lift_roberta_into_etc(
+        state, roberta_cfg, etc_cfg, fresh, drop_unknown=drop_unknown,
+        roberta_name=f"RoBERTa checkpoint {roberta_path}",
+    )
+    written = save_etc_checkpoint(
+        out_path, etc_state, etc_cfg,
+        lifted_from={"roberta_checkpoint": str(roberta_path), "roberta_arch": roberta_cfg.arch,
+                     "dict": str(dict_path) if dict_path is not None else None, "seed": seed},
+    )
+    return written, report, etc_cfg
+
+
+__all__ = ["DEFAULT_ARCH", "SOURCE_KINDS", "TOKENIZER_DESCRIPTION", "LiftReport", "LiftedModel", "build_etc_model",
+           "detect_source", "etc_config_dict", "is_etc_checkpoint", "lift_checkpoint", "lift_source",
+           "save_etc_checkpoint", "save_model_checkpoint", "write_lifted"]

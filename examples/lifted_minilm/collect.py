@@ -1,0 +1,240 @@
+"""Collect examples/lifted_minilm/run.sh's logs into one JSON, one PNG and the README's Markdown table.
+
+Reuses examples/ablations/collect.py for every log it reads (one definition of a fine-tuning arm's seeds,
+mean, sample standard deviation and learning curve; of a held-out MLM/CPC validation), under RUN_DIR:
+
+  mlm/<model>-<seed>.log          fairseq-validate --task etc_pretraining (seeds: the masking)
+  nextsent/ft/<arm>-<seed>.log    fairseq-train --task etc_nextsent (nextsent/data-structure-<LONG>/valid.meta.json:
+                                  the word-overlap and random baselines of the same held-out records)
+  wikihop/ft/<arm>-<seed>.log     fairseq-train --task etc_wikihop (wikihop/raw/dev.json: chance and the
+                                  word-overlap baseline, computed here)
+  classify/ft/<arm>-<seed>.log    fairseq-train --task etc_structured (classify/floor-*.json: the floors)
+
+A section whose logs are all missing is left out (a partial run collects what it has); a log missing from a
+section that has others, or without a validation line, is one error line naming the file.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+
+
+def _ablations_collect():
+    spec = importlib.util.spec_from_file_location("ablations_collect", HERE.parent / "ablations" / "collect.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+abl = _ablations_collect()
+CollectError = abl.CollectError
+
+MLM_MODELS = {
+    "continued": "lifted MiniLM, pretraining continued (MLM + CPC)",
+    "lifted": "lifted MiniLM, not continued",
+    "etc_tiny": "etc_tiny from scratch, same data and updates",
+}
+ARMS = {
+    "etc": "ETC (lifted + continued), sentence global tokens, long {long}",
+    "etc512": "the same, first 512 long tokens",
+    "local": "the same, local attention only (one CLS global token), long {long}",
+    "bert512": "the source model as released (full attention, absolute positions), first 512 tokens",
+    "continued": "ETC (lifted + continued), CLS global token",
+    "lifted": "ETC (lifted, not continued), CLS global token",
+}
+_WORDS = re.compile(r"[a-z0-9]+")
+
+
+def wikihop_overlap(dev: Sequence[dict]) -> Dict[str, float]:
+    """Chance and a word-overlap baseline on WikiHop-format records (accuracy %, ties broken uniformly at
+    random in expectation): a candidate scores the largest number of query words (the relation left out)
+    that one support mentioning it (the candidate's string, as whole words) shares with the query."""
+    correct = chance = 0.0
+    for r in dev:
+        query = set(_WORDS.findall(r["query"].split(" ", 1)[-1].lower()))
+        supports = [" " + " ".join(_WORDS.findall(s.lower())) + " " for s in r["supports"]]
+        scores = []
+        for c in r["candidates"]:
+            needle = " " + " ".join(_WORDS.findall(c.lower())) + " "
+            scores.append(max([len(query & set(s.split())) for s in supports if needle.strip() and needle in s],
+                              default=0))
+        best = [c for c, s in zip(r["candidates"], scores) if s == max(scores)]
+        correct += (r["answer"] in best) / len(best)
+        chance += 1 / len(r["candidates"])
+    n = max(len(dev), 1)
+    return {"records": len(dev), "overlap_accuracy": 100 * correct / n, "random_accuracy": 100 * chance / n}
+
+
+def _seeds_present(folder: Path, arm: str, seeds: Sequence[str]) -> bool:
+    return any((folder / "ft" / f"{arm}-{s}.log").is_file() for s in seeds)
+
+
+def _finetune(run_dir: Path, task: str, arms: Sequence[str], seeds: Sequence[str], long_len: int) -> Dict[str, dict]:
+    out = {}
+    for a in arms:
+        if _seeds_present(run_dir / task, a, seeds):
+            out[a] = dict(abl.finetune_arm(run_dir / task, a, seeds), label=ARMS[a].format(long=long_len))
+    return out
+
+
+def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
+    res: dict = {"run_dir": str(run_dir), "seeds": list(seeds), "long": long_len, "sections": {}}
+    mlm = {m: abl.mlm_arm({s: run_dir / "mlm" / f"{m}-{s}.log" for s in seeds}, label)
+           for m, label in MLM_MODELS.items() if any((run_dir / "mlm" / f"{m}-{s}.log").is_file() for s in seeds)}
+    if mlm:
+        res["sections"]["mlm"] = {"metric": "held-out MLM loss (bits) / accuracy (%), CPC accuracy (%); "
+                                            "seeds: the masking", "arms": mlm}
+    arms = _finetune(run_dir, "nextsent", ["etc", "etc512", "local", "bert512"], seeds, long_len)
+    if arms:
+        res["sections"]["nextsent"] = {
+            "metric": "held-out nextsent accuracy / MRR (%)", "arms": arms,
+            "baseline": abl.nextsent_meta(run_dir / "nextsent", long_len),
+            "similarity": {p.stem[len("similarity-"):]: json.loads(p.read_text())
+                           for p in sorted((run_dir / "nextsent").glob("similarity-*.json"))}}
+    arms = _finetune(run_dir, "wikihop", ["etc", "etc512"], seeds, long_len)
+    if arms:
+        dev = json.loads((run_dir / "wikihop" / "raw" / "dev.json").read_text(encoding="utf-8"))
+        res["sections"]["wikihop"] = {"metric": "dev accuracy (%)", "arms": arms, "baseline": wikihop_overlap(dev)}
+    arms = _finetune(run_dir, "classify", ["continued", "lifted"], seeds, long_len)
+    if arms:
+        floors = {p.stem[len("floor-"):]: json.loads(p.read_text()) for p in sorted((run_dir / "classify").glob("floor-*.json"))}
+        res["sections"]["classify"] = {"metric": "held-out polarity accuracy (%), REAL labels", "arms": arms,
+                                       "floors": floors}
+    return res
+
+
+def markdown(res: dict) -> str:
+    rows = ["| task | arm | metric | mean +- std | per seed | updates |", "|---|---|---|---|---|---|"]
+    for name, sec in res["sections"].items():
+        for arm_name, arm in sec["arms"].items():
+            seeds = arm["seeds"].values()
+            if name == "mlm":
+                cell = (f"{arm['mlm_loss']['mean']:.2f} +- {arm['mlm_loss']['std']:.2f} bits / "
+                        f"{arm['mlm_accuracy']['mean']:.1f} +- {arm['mlm_accuracy']['std']:.1f} %")
+                per = " ".join(f"{x['mlm_accuracy']:.1f}" for x in seeds)
+                if "cpc_accuracy" in arm:
+                    cell += f"; CPC {arm['cpc_accuracy']['mean']:.1f} +- {arm['cpc_accuracy']['std']:.1f} %"
+                    per += " / CPC " + " ".join(f"{x['cpc_accuracy']:.1f}" for x in seeds)
+                rows.append(f"| {name} | {arm_name}: {arm['label']} | held-out MLM loss / acc.; CPC acc. | {cell} | {per} | |")
+                continue
+            cell = f"{arm['accuracy']['mean']:.2f} +- {arm['accuracy']['std']:.2f}"
+            per = " ".join(f"{x['accuracy']:.2f}" for x in seeds)
+            if "mrr" in arm:
+                cell += f" / {arm['mrr']['mean']:.1f} +- {arm['mrr']['std']:.1f}"
+                per += " / " + " ".join(f"{x['mrr']:.1f}" for x in seeds)
+            if arm["lost"]["mean"] > 0:
+                cell += f" (lost {arm['lost']['mean']:.1f} %)"
+            rows.append(f"| {name} | {arm_name}: {arm['label']} | {sec['metric']} | {cell} | {per} | "
+                        f"{', '.join(map(str, arm['updates']))} |")
+        b = sec.get("baseline")
+        if b and name == "nextsent":
+            rows.append(f"| {name} | baselines: word overlap / random | accuracy % / MRR % | {b['overlap_accuracy']:.1f} / "
+                        f"{b['overlap_mrr']:.1f} ; {b['random_accuracy']:.1f} / {b['random_mrr']:.1f} | | |")
+        elif b:
+            rows.append(f"| {name} | baselines: word overlap / random | accuracy % | {b['overlap_accuracy']:.1f} ; "
+                        f"{b['random_accuracy']:.1f} | | |")
+        for model, sim in sec.get("similarity", {}).items():
+            rows.append(f"| {name} | zero-shot: the sentence most similar to the question ({model}'s frozen "
+                        f"mean-pooled embeddings) | accuracy % | {sim['answer_accuracy']:.1f} | | |")
+        for floor_name, f in sec.get("floors", {}).items():
+            rows.append(f"| {name} | floor: logistic regression on {floor_name}'s frozen mean-pooled features | "
+                        f"accuracy % | {f['accuracy']:.2f} (majority class {f['majority_class']:.1f}) | | |")
+    return "\n".join(rows) + "\n"
+
+
+def plot(res: dict, png: Path) -> None:
+    """One panel per section: bars (mean, error bar min..max over seeds, dots = seeds) with the baselines;
+    the fine-tuning sections also get their held-out learning curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = []
+    for name, sec in res["sections"].items():
+        panels.append((name, "bars"))
+        if name != "mlm":
+            panels.append((name, "curves"))
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.4 * max(len(panels), 1), 4.0), squeeze=False)
+    for ax, (name, kind) in zip(axes.flat, panels):
+        sec = res["sections"][name]
+        arms = sec["arms"]
+        key = "mlm_accuracy" if name == "mlm" else "accuracy"
+        if kind == "curves":
+            for arm_name, arm in arms.items():
+                u = [p["updates"] for p in arm["curve"]]
+                line, = ax.plot(u, [p["accuracy"]["mean"] for p in arm["curve"]], marker=".", label=arm_name)
+                ax.fill_between(u, [p["accuracy"]["min"] for p in arm["curve"]], [p["accuracy"]["max"] for p in arm["curve"]],
+                                color=line.get_color(), alpha=0.15)
+            ax.set_xlabel("fine-tuning updates")
+        else:
+            labels = list(arms)
+            means = [arms[k][key]["mean"] for k in labels]
+            lo = [arms[k][key]["mean"] - arms[k][key]["min"] for k in labels]
+            hi = [arms[k][key]["max"] - arms[k][key]["mean"] for k in labels]
+            ax.bar(range(len(labels)), means, yerr=[lo, hi], capsize=3, color="C0", alpha=0.7)
+            for i, k in enumerate(labels):
+                vals = [s[key] for s in arms[k]["seeds"].values()]
+                ax.plot([i] * len(vals), vals, "k.", ms=4)
+            if name == "mlm" and all("cpc_accuracy" in arms[k] for k in labels):
+                ax.bar([i + 0.3 for i in range(len(labels))], [arms[k]["cpc_accuracy"]["mean"] for k in labels],
+                       width=0.3, color="C1", alpha=0.7, label="CPC accuracy %")
+                cand = [arms[k]["cpc_candidates"]["mean"] for k in labels if "cpc_candidates" in arms[k]]
+                if cand:
+                    ax.axhline(100 / (sum(cand) / len(cand)), color="C1", ls=":", lw=1, label="CPC chance")
+            ax.set_xticks(range(len(labels)))
+            ax.set_xticklabels(labels, fontsize=7, rotation=20)
+        b = sec.get("baseline")
+        if b:
+            ax.axhline(b["overlap_accuracy"], color="k", ls="--", lw=1, label="word overlap")
+            ax.axhline(b["random_accuracy"], color="k", ls=":", lw=1, label="random")
+        for i, (model, sim) in enumerate(sec.get("similarity", {}).items()):
+            ax.axhline(sim["answer_accuracy"], color=f"C{i + 4}", ls="-.", lw=1, label=f"zero-shot similarity: {model}")
+        for i, (floor_name, f) in enumerate(sec.get("floors", {}).items()):
+            ax.axhline(f["accuracy"], color=f"C{i + 2}", ls="--", lw=1, label=f"floor: LR on {floor_name}")
+        ax.set_ylabel("held-out MLM accuracy %" if name == "mlm" else "held-out accuracy %")
+        ax.set_title(f"{name} ({kind})", fontsize=9)
+        ax.legend(fontsize=6)
+    fig.suptitle(f"lifted all-MiniLM-L6-v2 in ETC, seeds {' '.join(res['seeds'])}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--seeds", nargs="+", default=["1", "2", "3"])
+    p.add_argument("--long", type=int, default=2048, help="the long length of the etc and local arms")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--png", type=Path, default=None)
+    p.add_argument("--markdown", type=Path, default=None)
+    a = p.parse_args(argv)
+    try:
+        res = collect(a.run_dir, a.seeds, a.long)
+    except CollectError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    if not res["sections"]:
+        print(f"error: {a.run_dir}: no logs of any section yet", file=sys.stderr)
+        return 1
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    if a.png is not None:
+        plot(res, a.png)
+    text = markdown(res)
+    if a.markdown is not None:
+        a.markdown.write_text(text, encoding="utf-8")
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

