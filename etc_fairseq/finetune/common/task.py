@@ -10,6 +10,7 @@ subclasses :class:`EtcStructuredTaskConfig`.
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 from fairseq import utils
