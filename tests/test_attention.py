@@ -771,15 +771,14 @@ def test_implementation_switch_gives_the_same_results(monkeypatch):
 
 def test_check_local_radius():
     """One rule for the radius, used by every validator: a whole number >= 0, never a bool."""
-    from etc_fairseq.attention.common import (check_local_radius, validate_global_local_inputs,
-                                              validate_long_query_inputs)
+    from etc_fairseq.attention.common import GlobalLocalStructure, check_local_radius, validate_long_query_inputs
 
     assert check_local_radius(3) == 3 and check_local_radius(0) == 0 and check_local_radius(2.0) == 2
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match=r"local_radius: expected an int >= 0, got"):
             check_local_radius(bad)
-    # both validators check the radius before anything else (the tensors here are never looked at)
+    # both validators that take a radius check it before anything else (the tensors are never looked at)
     with pytest.raises(ValueError, match="local_radius"):
         validate_long_query_inputs(*[None] * 5, -1, *[None] * 5)
     with pytest.raises(ValueError, match="local_radius"):
-        validate_global_local_inputs(*[None] * 6, 1.5, *[None] * 10)
+        GlobalLocalStructure(None, None, None, None, 1.5).validate()

@@ -7,7 +7,8 @@ logits go through one :func:`~etc_fairseq.attention.common.masked_joint_softmax`
 keeps the probabilities (``O(long_len * (3(r+1) + global_len))`` floats per head) for backward.
 
 The production kernel (:mod:`.blocked`) computes the same function chunk by chunk and recomputes
-the probabilities in backward; ``benchmarks/kernel_efficiency.py`` times both side by side and the
+the probabilities in backward; inputs are trusted (validated once by the public entries of
+:mod:`.global_local`); ``benchmarks/kernel_efficiency.py`` times both side by side and the
 tests check both against the dense reference.  :func:`band_to_blocked` / :func:`blocked_to_band`
 (the 3-block skew) live here because only this kernel uses that layout.
 """
@@ -27,8 +28,6 @@ from .common import (
     gather_relative_logits,
     masked_joint_softmax,
     relative_scores,
-    validate_global_query_inputs,
-    validate_long_query_inputs,
 )
 
 __all__ = [
@@ -145,9 +144,6 @@ def autograd_long_query_attention(
         float ``[batch, heads, long_len, head_dim]``; rows with no allowed key are 0.
     """
     r = int(local_radius)
-    validate_long_query_inputs(
-        long_q, l2l_k, l2l_v, l2g_k, l2g_v, r, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb, rel_bias
-    )
     batch, heads, long_len, head_dim = long_q.shape
     global_len = l2g_k.shape[2]
 
@@ -250,9 +246,6 @@ def autograd_global_query_attention(
     Returns:
         float ``[batch, heads, global_len, head_dim]``; rows with no allowed key are 0.
     """
-    validate_global_query_inputs(
-        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb, rel_bias
-    )
     batch, heads, global_len, head_dim = global_q.shape
 
     scale = 1.0 / math.sqrt(head_dim)

@@ -29,6 +29,9 @@ ACTIVATIONS = ("relu", "gelu", "gelu_accurate", "tanh", "linear", "swish")
 
 CLASSIFICATION_HEAD_INPUTS = ("long_cls", "global_cls")
 
+#: The attention kernels a model may be told to use (``attention_backend``).
+ATTENTION_BACKENDS = ("auto", "flex", "blocked")
+
 
 class _Choice(str, enum.Enum):
     """A string choice: equal to, printed and formatted as its string (as fairseq's ChoiceEnum)."""
@@ -49,6 +52,7 @@ def choice_type(name: str, choices) -> type:
 
 ActivationName = choice_type("ActivationName", ACTIVATIONS)
 ClassificationHeadInput = choice_type("ClassificationHeadInput", CLASSIFICATION_HEAD_INPUTS)
+AttentionBackendName = choice_type("AttentionBackendName", ATTENTION_BACKENDS)
 
 @dataclass
 class EtcEncoderConfig:
@@ -176,6 +180,12 @@ class EtcEncoderConfig:
                   "global; position = index in the sequence, padding included: official "
                   "max_absolute_position_embeddings); 0 = none"},
     )
+    attention_backend: AttentionBackendName = field(
+        default="auto",
+        metadata={"help": "the attention kernel: auto = FlexAttention on CUDA, the blocked kernel elsewhere; "
+                  "flex; blocked. FlexAttention has no attention dropout: attention_dropout is not applied on "
+                  "its path (measured not to hurt: docs/gpu.md); blocked applies it on CUDA too"},
+    )
     checkpoint_activations: bool = field(
         default=False, metadata={"help": "recompute layer activations in backward to save memory"}
     )
@@ -280,9 +290,11 @@ def validate_encoder_config(cfg) -> None:
         v = value(name)
         if v is not None and v not in ACTIVATIONS:
             raise ConfigError(f"{name}={v!r}: expected one of {list(ACTIVATIONS)}")
-    v = value("classification_head_input")
-    if v is not None and v not in CLASSIFICATION_HEAD_INPUTS:
-        raise ConfigError(f"classification_head_input={v!r}: expected one of {list(CLASSIFICATION_HEAD_INPUTS)}")
+    for name, choices in (("classification_head_input", CLASSIFICATION_HEAD_INPUTS),
+                          ("attention_backend", ATTENTION_BACKENDS)):
+        v = value(name)
+        if v is not None and v not in choices:
+            raise ConfigError(f"{name}={v!r}: expected one of {list(choices)}")
     for name in ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
                  "max_positions", "max_global_positions", "fixed_block_len"):
         v = value(name)

@@ -20,10 +20,17 @@ Inputs of :meth:`EtcEncoder.forward` (all optional except ``long_tokens``):
 
 With no global tokens given, the encoder builds fixed-block global tokens itself: one global token
 (id ``fixed_block_token_id``) per ``fixed_block_len`` long tokens (the paper's "fixed blocks").
+
+The attention (:attr:`EtcEncoder.backend`): with FlexAttention, :meth:`EtcEncoder.forward` builds ONE
+:class:`~etc_fairseq.attention.flex.FlexPlan` per batch from the compact structure ids (no dense mask), pads
+the hidden states once to the plan's block-aligned lengths, shares the plan with every layer and cuts the
+outputs back; with the blocked kernel it builds the dense masks and labels once. Either way the inputs are
+validated once here and the layers trust them.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -32,12 +39,16 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from etc_fairseq.attention import GlobalLocalStructure
+from etc_fairseq.attention.flex import FlexPlan, attention_backend, flex_plan_from_structure
 from etc_fairseq.structure.builders import (
     REQUIRED_STRUCTURE_LABELS,
     STRUCTURE_KEYS,
-    build_structure,
+    StructureIds,
+    dense_structure,
     fixed_block_ids,
+    structure_ids,
 )
+from etc_fairseq.structure.flex_plan import flex_plan
 from etc_fairseq.structure.global_tokens import NUM_GLOBAL_TOKEN_TYPES, GlobalTokenType
 from etc_fairseq.structure.labels import RelativeLabelVocab
 
@@ -45,7 +56,9 @@ from ..tracing import static_graph
 from .config import EtcEncoderConfig, as_encoder_config
 from .embeddings import PaddingAwarePositions, init_bert_params
 from .io import load_weights, read_config, save_pretrained
-from .layer import EtcLayer
+from .layer import EtcLayer, pad_tokens
+
+logger = logging.getLogger(__name__)
 
 
 def label_vocab_from_config(cfg) -> RelativeLabelVocab:
@@ -90,7 +103,7 @@ class EtcEncoderOutput:
     global_padding_mask: torch.Tensor
     global_tokens: torch.Tensor
     global_types: torch.Tensor
-    structure: GlobalLocalStructure
+    structure: Union[GlobalLocalStructure, FlexPlan]
     inner_states: List[Tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
 
@@ -136,6 +149,10 @@ class EtcEncoder(nn.Module):
         )
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(EtcLayer(cfg, self.num_relative_rows) for _ in range(cfg.encoder_layers))
+        #: The attention (default ``cfg.attention_backend``): "auto" (FlexAttention on CUDA, the blocked
+        #: kernel elsewhere), or any ``impl`` of :func:`etc_fairseq.attention.global_local_attention` ("flex",
+        #: "blocked", "dense", ...). FlexAttention applies no attention dropout.
+        self.backend = str(cfg.attention_backend)
         if self.embed_tokens.weight.device.type != "meta":  # meta: shapes only (parameter counting)
             self.apply(init_bert_params)
 
@@ -153,6 +170,18 @@ class EtcEncoder(nn.Module):
         structure: dict of compact int64 ids, a built GlobalLocalStructure, or None.
         Returns (global_tokens, global_types, GlobalLocalStructure).
         """
+        global_tokens, global_types, s = self.structure_inputs(long_tokens, global_tokens, global_types, structure)
+        return global_tokens, global_types, s if isinstance(s, GlobalLocalStructure) else dense_structure(s)
+
+    def structure_inputs(
+        self,
+        long_tokens: torch.Tensor,
+        global_tokens: Optional[torch.Tensor] = None,
+        global_types: Optional[torch.Tensor] = None,
+        structure: Optional[Union[Dict[str, torch.Tensor], GlobalLocalStructure]] = None,
+    ) -> Tuple[torch.Tensor, torch.Tensor, Union[StructureIds, GlobalLocalStructure]]:
+        """:meth:`prepare_inputs` up to the validated structure: the compact ids
+        (:class:`~etc_fairseq.structure.builders.StructureIds`), or the given built structure, validated."""
         cfg = self.cfg
         pad = self.padding_idx
         if long_tokens.dim() != 2:
@@ -190,7 +219,7 @@ class EtcEncoder(nn.Module):
                 )
             global_padding_mask = global_tokens.eq(pad)
         if built is None:
-            built = build_structure(
+            return global_tokens, global_types, structure_ids(
                 long_padding_mask=long_padding_mask,
                 global_padding_mask=global_padding_mask,
                 vocab=self.label_vocab,
@@ -199,11 +228,12 @@ class EtcEncoder(nn.Module):
                 hard_l2g=cfg.hard_l2g,
                 **ids,
             )
-        elif (built.long_len, built.global_len) != (long_tokens.size(1), global_tokens.size(1)):
+        if (built.long_len, built.global_len) != (long_tokens.size(1), global_tokens.size(1)):
             raise ValueError(
                 f"structure is for long_len={built.long_len}, global_len={built.global_len}; the input has "
                 f"{long_tokens.size(1)} and {global_tokens.size(1)}"
             )
+        built.validate(long_tokens.size(0), long_tokens.size(1), global_tokens.size(1))
         return global_tokens, global_types, built
 
     def embed(
@@ -275,20 +305,42 @@ class EtcEncoder(nn.Module):
         self.layers[-1].keep_outputs(sides)
 
     # -- forward ------------------------------------------------------------------------------------
+    def attention_impl(self, device: torch.device) -> str:
+        """What :attr:`backend` means for a batch on ``device`` in the current mode ("flex", "blocked", ...)."""
+        impl = attention_backend(device) if self.backend == "auto" else self.backend
+        p = self.cfg.attention_dropout if self.training else 0.0
+        if impl == "flex" and p > 0.0 and not static_graph():
+            _log_once(f"attention_dropout={p} is not applied: FlexAttention has no attention dropout (training "
+                      "without it was measured not to hurt, docs/gpu.md); attention_backend=blocked applies it")
+        return impl
+
+    def attention_structure(
+        self, structure: Union[StructureIds, GlobalLocalStructure], impl: str
+    ) -> Union[GlobalLocalStructure, FlexPlan]:
+        """What the layers read for ``impl``: a :class:`~etc_fairseq.attention.flex.FlexPlan` for "flex"
+        (from the compact ids: no dense mask), else the built masks and labels."""
+        if impl == "flex":
+            split_kv = self.layers[0].self_attn.split_kv if len(self.layers) else True
+            if isinstance(structure, StructureIds):
+                return flex_plan(structure, split_kv)
+            return flex_plan_from_structure(structure, split_kv)
+        return structure if isinstance(structure, GlobalLocalStructure) else dense_structure(structure)
+
     def run_layers(
-        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: GlobalLocalStructure,
-        return_all_hiddens: bool = False,
+        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: Union[GlobalLocalStructure, FlexPlan],
+        return_all_hiddens: bool = False, impl: Optional[str] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor, List[Tuple[torch.Tensor, torch.Tensor]]]:
         """The layer stack on embedded inputs: float [batch, long_len, dim] and [batch, global_len, dim]
-        -> the same shapes, plus every layer's (long, global) input when ``return_all_hiddens``."""
+        -> the same shapes, plus every layer's (long, global) input when ``return_all_hiddens``.
+        ``structure`` / ``impl``: see :meth:`etc_fairseq.encoder.layer.EtcSelfAttention.forward`."""
         inner_states = [(x_long, x_global)] if return_all_hiddens else []
         for layer in self.layers:
             if self.cfg.checkpoint_activations and self.training and torch.is_grad_enabled():
                 # Non-reentrant checkpointing restores the RNG state, so dropout masks (and therefore
                 # outputs and gradients) are identical to the non-checkpointed run.
-                x_long, x_global = checkpoint(layer, x_long, x_global, structure, use_reentrant=False)
+                x_long, x_global = checkpoint(layer, x_long, x_global, structure, impl, use_reentrant=False)
             else:
-                x_long, x_global = layer(x_long, x_global, structure)
+                x_long, x_global = layer(x_long, x_global, structure, impl)
             if return_all_hiddens:
                 inner_states.append((x_long, x_global))
         return x_long, x_global, inner_states
@@ -307,20 +359,27 @@ class EtcEncoder(nn.Module):
         return_all_hiddens: bool = False,
     ) -> EtcEncoderOutput:
         """See the module docstring for the inputs; returns an :class:`EtcEncoderOutput`."""
-        global_tokens, global_types, built = self.prepare_inputs(long_tokens, global_tokens, global_types, structure)
+        impl = self.attention_impl(long_tokens.device)
+        global_tokens, global_types, ids = self.structure_inputs(long_tokens, global_tokens, global_types, structure)
+        attention = self.attention_structure(ids, impl)
         x_long, x_global = self.embed(
             long_tokens, global_tokens, global_types, long_extra, global_extra, segment_ids, global_segment_ids
         )
-        x_long, x_global, inner_states = self.run_layers(x_long, x_global, built, return_all_hiddens)
+        L, G = x_long.shape[1], x_global.shape[1]
+        if isinstance(attention, FlexPlan):  # once for every layer: the plan's block-aligned lengths
+            x_long = pad_tokens(x_long, attention.layout.long_pad)
+            x_global = pad_tokens(x_global, attention.layout.global_pad)
+        x_long, x_global, inner_states = self.run_layers(x_long, x_global, attention, return_all_hiddens, impl)
+        cut = [(_cut(a, L), _cut(b, G)) for a, b in inner_states]
         return EtcEncoderOutput(
-            long_features=x_long,
-            global_features=x_global,
+            long_features=_cut(x_long, L),
+            global_features=_cut(x_global, G),
             long_padding_mask=long_tokens.eq(self.padding_idx),
             global_padding_mask=global_tokens.eq(self.padding_idx),
             global_tokens=global_tokens,
             global_types=global_types,
-            structure=built,
-            inner_states=inner_states,
+            structure=attention,
+            inner_states=cut,
         )
 
     # -- files --------------------------------------------------------------------------------------
@@ -341,6 +400,21 @@ class EtcEncoder(nn.Module):
         state = load_weights(directory, encoder.state_dict(), map_location)
         encoder.load_state_dict(state, assign=True)
         return encoder.eval()
+
+
+def _cut(x: Optional[torch.Tensor], n: int) -> Optional[torch.Tensor]:
+    """float [batch, len, dim] -> its first ``n`` tokens (None stays None)."""
+    return x if x is None or x.shape[1] == n else x[:, :n]
+
+
+_logged = set()
+
+
+def _log_once(message: str) -> None:
+    """Log ``message`` once per process (a per-batch condition)."""
+    if message not in _logged:
+        _logged.add(message)
+        logger.warning(message)
 
 
 def _check_global_types(global_types: torch.Tensor, rows: int) -> None:

@@ -30,8 +30,8 @@ Inputs (every tensor int64; ``B`` batch, ``L`` long length, ``G`` global length)
 :class:`etc_fairseq.hf.EtcProcessor` makes all of them from documents.
 
 ``attn_implementation`` (``from_pretrained(..., attn_implementation=...)`` or ``set_attn_implementation``) picks
-the attention kernel: ``"auto"`` (default: FlexAttention on CUDA without attention dropout, else the blocked
-kernel), ``"blocked"``, ``"flex"`` (also ``"flex_attention"``), ``"dense"`` (the O(L^2) reference; also
+the attention kernel: ``"auto"`` (default: FlexAttention on CUDA, which applies no attention dropout, else
+the blocked kernel), ``"blocked"``, ``"flex"`` (also ``"flex_attention"``), ``"dense"`` (the O(L^2) reference; also
 ``"eager"``) or ``"autograd"`` (:data:`ATTN_IMPLEMENTATIONS`). Attention probabilities are never materialised
 by the production kernels, so ``output_attentions`` is refused.
 
@@ -87,7 +87,7 @@ __all__ = [
     "EtcQuestionAnsweringModelOutput",
 ]
 
-#: ``attn_implementation`` -> the encoder layers' attention backend (``EtcSelfAttention.backend``): the
+#: ``attn_implementation`` -> the encoder's attention backend (``EtcEncoder.backend``): the
 #: kernels of :mod:`etc_fairseq.attention` by their own names, "auto", and Hugging Face's names for the same
 #: kinds of kernel ("eager": the plain reference; "flex_attention": FlexAttention)
 ATTN_IMPLEMENTATIONS: Dict[str, str] = {
@@ -309,9 +309,7 @@ class EtcModel(EtcPreTrainedModel):
                      global_context=global_context, long_example=long_example, global_example=global_example,
                      long_links=long_links, global_hard_g2l=global_hard_g2l)  # the keys of STRUCTURE_KEYS
         structure = {k: v for k, v in given.items() if v is not None}
-        backend = ATTN_IMPLEMENTATIONS[self.config._attn_implementation or "auto"]
-        for layer in self.encoder.layers:
-            layer.self_attn.backend = backend
+        self.encoder.backend = ATTN_IMPLEMENTATIONS[self.config._attn_implementation or "auto"]
         out = self.encoder(
             self._masked("input_ids", input_ids, attention_mask),
             self._masked("global_input_ids", global_input_ids, global_attention_mask),

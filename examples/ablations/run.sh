@@ -40,7 +40,8 @@
 # --same-article 1] (etc-prepare nextsent's record shape), UPDATES [400] (fine-tuning), VALID_EVERY [100], LR [2e-3],
 # BATCH [8], LONG [1024], EXTRA_LENGTHS [512 2048] (the length ablation), STRUCTURE_ARMS [flat noglobals
 # roberta512] (the structure ablation's arms besides structure; empty: structure alone), PRE_UPDATES [540], LIFT_UPDATES [150],
-# VOCAB [4000], LAYERS [2] (layers of every model: etc_tiny's and the RoBERTa's; etc_tiny's widths are kept), JOBS [1] (fine-tuning and pretraining runs of the ablations at once: with JOBS > 1 set
+# VOCAB [4000], LAYERS [2] (layers of every model: etc_tiny's and the RoBERTa's; etc_tiny's widths are kept),
+# ETC_FLAGS [] (extra model flags of every ETC pretraining and fine-tuning, e.g. "--attention-dropout 0"), JOBS [1] (fine-tuning and pretraining runs of the ablations at once: with JOBS > 1 set
 # OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
@@ -98,7 +99,7 @@ PRE=$RUN_DIR/pre
 PRE_OPTIM=(--optimizer adam --adam-betas '(0.9,0.98)' --weight-decay 0.01 --clip-norm 1.0
            --lr-scheduler inverse_sqrt --warmup-updates 50 --disable-validation --no-epoch-checkpoints
            --log-format simple --log-interval 50 --num-workers 0 --cpu)
-ETC_ARCH=(--arch etc_tiny --encoder-layers "$LAYERS")
+ETC_ARCH=(--arch etc_tiny --encoder-layers "$LAYERS" ${ETC_FLAGS:-})
 PRE_ETC=(--user-dir user_dir --task etc_pretraining --criterion cpc_mlm "${ETC_ARCH[@]}"
          --max-long-len 512 --max-global-len 64 --batch-size 8 --required-batch-size-multiple 1)
 TINY_ROBERTA=(--encoder-layers "$LAYERS" --encoder-embed-dim 64 --encoder-ffn-embed-dim 256 --encoder-attention-heads 4)
