@@ -65,6 +65,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from etc_fairseq.data.batching import EtcInput, collate_inputs, structured_input
+from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
 
 logger = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ class EtcHubInterface(nn.Module):
     # -- encoding ---------------------------------------------------------------------------------------
     def _need_tokenizer(self):
         if self.tokenizer is None:
-            raise ValueError(
+            raise ConfigError(
                 "no tokenizer found for this checkpoint (looked at: " + "; ".join(self._tokenizer_search)
                 + "); pass spm_model= or gpt2_encoder_json= and gpt2_vocab_bpe= to from_pretrained, "
                 "or give token ids"
@@ -177,15 +178,15 @@ class EtcHubInterface(nn.Module):
         limit = self.max_length if max_length is None else int(max_length)
         extra = 2 if add_special_tokens else 0
         if truncation and limit is None:
-            raise ValueError("truncation=True needs max_length= (this model has no length limit of its own)")
+            raise ConfigError("truncation=True needs max_length= (this model has no length limit of its own)")
         if limit is not None and len(ids) + extra > limit:
             if not truncation:
-                raise ValueError(
+                raise InputFormatError(
                     f"text encodes to {len(ids) + extra} tokens, more than max_length={limit}; pass "
                     "truncation=True to cut it (a warning gives the count), or a larger max_length="
                 )
             if limit < extra + 1:
-                raise ValueError(f"max_length={limit} leaves no room for any token")
+                raise ConfigError(f"max_length={limit} leaves no room for any token")
             logger.warning("truncated a text of %d tokens to max_length=%d (%d cut)",
                            len(ids) + extra, limit, len(ids) + extra - limit)
             ids = ids[: limit - extra]
@@ -198,11 +199,11 @@ class EtcHubInterface(nn.Module):
         if isinstance(doc, str):
             raise TypeError(f"document {d} is a string; give its sentences as a list of strings")
         if len(doc) == 0:
-            raise ValueError(f"document {d} has no sentences")
+            raise InputFormatError(f"document {d} has no sentences")
         for i, text in enumerate(doc):
             pieces = self.encode_sentence(text)
             if not pieces:
-                raise ValueError(f"document {d}, sentence {i}: {text!r} encodes to no tokens")
+                raise InputFormatError(f"document {d}, sentence {i}: {text!r} encodes to no tokens")
             sents.extend(pieces)
         return sents
 
@@ -229,7 +230,7 @@ class EtcHubInterface(nn.Module):
             :func:`~etc_fairseq.data.batching.collate_inputs`); give it to :meth:`extract_features` / :meth:`predict` as it is.
         """
         if isinstance(documents, str) or len(documents) == 0:
-            raise ValueError("encode_documents takes a non-empty list of documents (each a list of sentences)")
+            raise InputFormatError("encode_documents takes a non-empty list of documents (each a list of sentences)")
         items = []
         for d, doc in enumerate(documents):
             cls_id = self._global_id(GlobalTokenType.CLS) if cls else None
@@ -266,11 +267,11 @@ class EtcHubInterface(nn.Module):
         """
         mask = "<mask>"
         if masked_input.count(mask) != 1:
-            raise ValueError(f"fill_mask needs exactly one {mask} in the input, got {masked_input.count(mask)}")
+            raise InputFormatError(f"fill_mask needs exactly one {mask} in the input, got {masked_input.count(mask)}")
         tok = self._need_tokenizer()
         mask_id = self.dictionary.index(mask)
         if mask_id == self.dictionary.unk():
-            raise ValueError(f"this model's dictionary has no {mask} symbol (not trained with masking)")
+            raise ConfigError(f"this model's dictionary has no {mask} symbol (not trained with masking)")
         left, right = masked_input.split(mask)
         ids = self._symbols_to_ids(tok.encode(left.rstrip())) if left.strip() else []
         pos = len(ids)
@@ -309,13 +310,16 @@ class EtcHubInterface(nn.Module):
 
         ``inputs``: int64 [long_len] or [batch, long_len] token ids (plain; the model adds fixed-block
         global tokens), an :data:`EtcInput`, a list of 1-D token tensors or of :data:`EtcInput`, or an
-        already batched ``net_input`` dict (2-D ``src_tokens``).
+        already batched ``net_input`` dict (2-D ``src_tokens``). Token ids must be integers of this model's
+        dictionary and global token types those of :class:`GlobalTokenType`
+        (:class:`~etc_fairseq.errors.InputFormatError` naming the input otherwise: a float tensor, or an id
+        the embedding tables have no row for).
         """
         if torch.is_tensor(inputs):
             if inputs.dim() == 1:
                 inputs = inputs.unsqueeze(0)
             if inputs.dim() != 2:
-                raise ValueError(f"token ids must be int64 [long_len] or [batch, long_len], got {tuple(inputs.shape)}")
+                raise InputFormatError(f"token ids must be int64 [long_len] or [batch, long_len], got {tuple(inputs.shape)}")
             net = {"src_tokens": inputs}
         elif isinstance(inputs, dict):
             if inputs["src_tokens"].dim() == 2:
@@ -323,13 +327,18 @@ class EtcHubInterface(nn.Module):
             else:
                 net = collate_inputs([inputs], self.dictionary.pad())
         elif isinstance(inputs, (list, tuple)):
-            items = [x if isinstance(x, dict) else {"src_tokens": torch.as_tensor(x, dtype=torch.long)} for x in inputs]
+            items = [x if isinstance(x, dict) else {"src_tokens": _integer_ids(torch.as_tensor(x), f"inputs[{i}]")}
+                     for i, x in enumerate(inputs)]
             net = collate_inputs(items, self.dictionary.pad())
         else:
             raise TypeError(f"cannot use {type(inputs).__name__} as model input")
+        for key, high in (("src_tokens", len(self.dictionary)), ("global_tokens", len(self.dictionary)),
+                          ("global_types", len(GlobalTokenType))):
+            if net.get(key) is not None:
+                _check_ids(_integer_ids(net[key], key), key, high)
         n, limit = net["src_tokens"].size(1), self.model.max_positions()
         if limit is not None and n > limit:
-            raise ValueError(
+            raise InputFormatError(
                 f"long input of {n} tokens exceeds {limit}, the size of this model's absolute position "
                 "table (max_positions / index_position_embeddings); encode(..., truncation=True) cuts it"
             )
@@ -386,3 +395,22 @@ def _to_device(x, device):
     if isinstance(x, dict):
         return {k: _to_device(v, device) for k, v in x.items()}
     return x
+
+
+def _integer_ids(t: torch.Tensor, what: str) -> torch.Tensor:
+    """``t`` itself when it holds integers (ids); an InputFormatError naming ``what`` for floats or bools,
+    which an embedding would refuse deep inside the model (or a cast would round silently)."""
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise InputFormatError(f"{what}: expected integer token ids (int64), got a {t.dtype} tensor")
+    return t.long() if t.dtype != torch.long else t
+
+
+def _check_ids(t: torch.Tensor, what: str, high: int) -> None:
+    """Refuse an id outside ``[0, high)`` (an embedding table of ``high`` rows), naming the first one."""
+    if t.numel() == 0:
+        return
+    bad = (t < 0) | (t >= high)
+    if bool(bad.any()):
+        first = tuple(int(i) for i in bad.nonzero()[0].tolist())
+        raise InputFormatError(f"{what}: id {int(t[first])} at position {list(first)} is outside this model's "
+                               f"range 0..{high - 1}")

@@ -288,10 +288,10 @@ def test_structured_side_file_errors_name_the_line(structured):
     lines = side.read_text().splitlines()
     lines[3] = lines[3][:-3]
     side.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ValueError, match=r"valid\.side\.jsonl: line 4: not valid JSON"):
+    with pytest.raises(ValueError, match=r"valid\.side\.jsonl:4: not valid JSON"):
         read_side(data, "valid")
     side.write_bytes(b'{"id": "doc0"}\n{"id": "caf\xe9"}\n')
-    with pytest.raises(ValueError, match=r"valid\.side\.jsonl: line 2: not UTF-8"):
+    with pytest.raises(ValueError, match=r"valid\.side\.jsonl:2: not UTF-8"):
         read_side(data, "valid")
 
 

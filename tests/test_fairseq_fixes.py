@@ -28,8 +28,8 @@ TARGETS = {
     "checkpoint_broadcast": [("fairseq.distributed.utils", "_broadcast_object_slow")],
     "unused_parameters": [("fairseq.models", "DistributedFairseqModel")],
     "yaml_architecture": [("fairseq.dataclass.initialize", "add_defaults")],
-    "cpu_distributed": [("fairseq.distributed.utils", "call_main"),
-                        ("fairseq.distributed.utils", "_infer_torch_distributed_launch_init"),
+    "one_line_errors": [("fairseq.distributed.utils", "call_main")],
+    "cpu_distributed": [("fairseq.distributed.utils", "_infer_torch_distributed_launch_init"),
                         ("fairseq.distributed.utils", "all_gather_list")],
 }
 

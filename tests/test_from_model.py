@@ -291,6 +291,35 @@ def test_finetune_from_model_takes_the_stored_model_fields(lifted_official, tmp_
     assert plain.model.encoder_embed_dim != 32
 
 
+def test_restore_file_into_a_new_save_dir_builds_the_model_the_checkpoint_holds(lifted_official, tmp_path):
+    """A run fine-tuned from a model of its own sizes (the lifted official fixture: width 32, factorized
+    embeddings) continues with ``--restore-file RUN/checkpoint_last.pt --save-dir NEW`` and the same command
+    line: the model fields come from the restored checkpoint, as they did from --finetune-from-model (fairseq
+    reads them only for that option, built an etc_tiny model and stopped with "please ensure that the
+    architectures match")."""
+    from etc_fairseq.cli.prepare import main
+
+    record = {"_id": "c1", "question": "Was it the cat ?", "answer": "yes", "type": "comparison",  # CONSTRUCTED
+              "supporting_facts": [["Cat", 0]],
+              "context": [["Cat", ["The cat was on the mat .", "It is a cat ."]], ["Dog", ["The dog was in it ."]]]}
+    (tmp_path / "train.json").write_text(json.dumps([dict(record, _id=f"c{i}") for i in range(4)]))
+    data = tmp_path / "prepared"
+    assert main(["hotpotqa", "--train", str(tmp_path / "train.json"), "--valid", str(tmp_path / "train.json"),
+                 "--out", str(data), "--from-model", str(lifted_official)]) == 0
+    common = [str(data), "--user-dir", str(REPO / "user_dir"), "--task", "etc_hotpotqa", "--criterion", "etc_hotpotqa",
+              "--arch", "etc_tiny", "--optimizer", "adam", "--lr", "1e-4", "--batch-size", "2", "--cpu",
+              "--required-batch-size-multiple", "1", "--num-workers", "0", "--no-epoch-checkpoints",
+              "--disable-validation"]
+    first = run_python(["-m", "fairseq_cli.train", *common, "--finetune-from-model", str(lifted_official / "model.pt"),
+                        "--max-update", "1", "--save-dir", str(tmp_path / "run")], cwd=REPO, timeout=600)
+    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+    restored = run_python(["-m", "fairseq_cli.train", *common, "--restore-file", str(tmp_path / "run" / "checkpoint_last.pt"),
+                           "--max-update", "2", "--save-dir", str(tmp_path / "new")], cwd=REPO, timeout=600)
+    log = restored.stdout + restored.stderr
+    assert restored.returncode == 0, log[-3000:]
+    assert "checkpoint_last.pt (epoch 1 @ 1 updates)" in log and "num_updates 2" in log, log[-3000:]
+
+
 def test_finetune_from_model_switch_turned_off_with_its_no_flag(lifted_official, tmp_path):
     """A switch the checkpoint has on (hard g2l, relative bias) stays on unless --no-FLAG turns it off."""
     from fairseq import options

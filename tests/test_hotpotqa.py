@@ -674,5 +674,5 @@ def test_side_records_random_access_pickling_and_bad_line(prepared, tmp_path):
     bad = tmp_path / "valid.side.jsonl"
     shutil.copyfile(prepared / "valid.side.jsonl", bad)
     bad.write_text("\n".join(lines[:2] + ['{"id": "broken"'] + lines[3:]) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"valid.side.jsonl: line 3: not valid JSON"):
+    with pytest.raises(ValueError, match=r"valid.side.jsonl:3: not valid JSON"):
         SideRecords(bad)[2]

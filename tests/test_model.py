@@ -9,6 +9,7 @@ import torch
 from fairseq.data import Dictionary
 
 from etc_fairseq.encoder.config import PRESETS, EtcEncoderConfig, as_encoder_config
+from etc_fairseq.errors import CheckpointLoadError
 from etc_fairseq.models import ETC_FORMAT_VERSION, EtcModel, config_for_arch
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 
@@ -228,7 +229,7 @@ def test_upgrade_state_dict_checks_format_version_and_heads():
     assert state["encoder.version"].item() == ETC_FORMAT_VERSION
     newer = dict(state)
     newer["encoder.version"] = torch.tensor([ETC_FORMAT_VERSION + 1.0])
-    with pytest.raises(RuntimeError, match="newer than this installation"):
+    with pytest.raises(CheckpointLoadError, match="newer than this installation"):
         model.upgrade_state_dict_named(newer, "")
     # A head stored in the checkpoint but absent from the model is dropped unless asked for.
     donor = build("etc_tiny")

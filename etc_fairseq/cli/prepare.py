@@ -27,6 +27,7 @@ from typing import List, Optional, Sequence
 from etc_fairseq.cli.common import build_parser as _build_parser, run_cli
 from etc_fairseq.commands import Subcommand, dataset_subcommands
 from etc_fairseq.data.prepared import ARCH_FIELDS  # the settings --arch records (etc-show draws with them)
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.guards import fraction, non_negative_int, positive_int
 
 logger = logging.getLogger("etc_fairseq.cli.prepare")
@@ -367,7 +368,7 @@ def arch_settings(name: str) -> dict:
 
     known = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if a.startswith("etc"))
     if name not in known:
-        raise ValueError(f"--arch {name!r}: not an ETC architecture; expected one of {known}")
+        raise ConfigError(f"--arch {name!r}: not an ETC architecture; expected one of {known}")
     cfg = config_for_arch(name)
     return {"arch": name, **{f: int(getattr(cfg, f)) for f in ARCH_FIELDS}}
 

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from etc_fairseq.data.packing import Piece, example_structure_ids
+from etc_fairseq.errors import InputFormatError
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 
 #: One encoded input without a batch dimension: ``src_tokens`` int64 [long_len], and for structured input
@@ -35,20 +36,20 @@ def structured_input(documents: Sequence[Sequence[Sequence[int]]], global_id: in
         With ``cls_id``, L and G count the CLS too (position 0 on each side; ``long_segment`` 0 there, the
         sentences' indices shifted by one).
     Raises:
-        ValueError: no documents, an empty document or an empty sentence (named by index), or ``cls_id``
+        InputFormatError: no documents, an empty document or an empty sentence (named by index), or ``cls_id``
             with several documents.
     """
     if len(documents) == 0:
-        raise ValueError("structured input needs at least one document")
+        raise InputFormatError("structured input needs at least one document")
     if cls_id is not None and len(documents) != 1:
-        raise ValueError("a CLS token is for one document per example; pack several without it")
+        raise InputFormatError("a CLS token is for one document per example; pack several without it")
     lengths: List[List[int]] = []
     for d, doc in enumerate(documents):
         if len(doc) == 0:
-            raise ValueError(f"document {d} has no sentences")
+            raise InputFormatError(f"document {d} has no sentences")
         for s, sent in enumerate(doc):
             if len(sent) == 0:
-                raise ValueError(f"document {d}, sentence {s}: no tokens")
+                raise InputFormatError(f"document {d}, sentence {s}: no tokens")
         lengths.append([len(sent) for sent in doc])
     example = [Piece(d, 0, len(doc)) for d, doc in enumerate(documents)]  # every document is one piece
     ids = example_structure_ids(example, lengths)
@@ -109,13 +110,13 @@ def collate_inputs(items: Sequence[EtcInput], pad: int, long_len: Optional[int] 
         [B, G] (pad-padded), ``global_types`` int64 [B, G] (0-padded) and ``structure`` with each of the items'
         structure ids (``long_*`` int64 [B, L], ``global_*`` int64 [B, G]; 0 at padding, ``long_segment`` -1).
     Raises:
-        ValueError: no items, or plain and structured items mixed.
+        InputFormatError: no items, or plain and structured items mixed.
     """
     if len(items) == 0:
-        raise ValueError("nothing to collate")
+        raise InputFormatError("nothing to collate")
     structured = ["global_tokens" in it for it in items]
     if any(structured) and not all(structured):
-        raise ValueError("cannot batch plain token inputs with structured (document) inputs")
+        raise InputFormatError("cannot batch plain token inputs with structured (document) inputs")
     L = long_len if long_len is not None else max(max(len(it["src_tokens"]) for it in items), 1)
     net = {"src_tokens": pad_stack([it["src_tokens"] for it in items], L, pad)}
     if not structured[0]:

@@ -31,7 +31,7 @@ def check_dictionary_file(path: PathLike) -> int:
     Returns:
         the number of symbols it defines.
     Raises:
-        FileNotFoundError / InputFormatError: missing, a directory, not UTF-8, a malformed line, a duplicate
+        MissingFileError / InputFormatError: missing, a directory, not UTF-8, a malformed line, a duplicate
         symbol (also one of fairseq's own ``<s> <pad> </s> <unk>``), or no symbol at all (every piece
         would become ``<unk>``).
     """
@@ -86,15 +86,17 @@ def load_split(bin_dir: PathLike, split: str, dictionary=None):
         dataset object alive while using ``ds.sizes``: fairseq's mmap dataset closes its memory map when
         garbage-collected, and ``load_split(...).sizes.sum()`` then reads unmapped memory (segfault).
     Raises:
-        FileNotFoundError: the split is not there.
+        MissingFileError: the split is not there.
     """
     from fairseq.data import data_utils
+
+    from etc_fairseq.errors import MissingFileError
 
     bin_dir = Path(bin_dir)
     dictionary = dictionary if dictionary is not None else load_dictionary(dictionary_path(bin_dir))
     ds = data_utils.load_indexed_dataset(str(bin_dir / split), dictionary)
     if ds is None:
-        raise FileNotFoundError(f"{bin_dir / split}.bin/.idx: no such binarized split")
+        raise MissingFileError(f"{bin_dir / split}.bin/.idx: no such binarized split")
     return ds
 
 
@@ -106,13 +108,15 @@ def load_data_dictionary(data: str, what: str):
         data: the option's value.
         what: the directory expected, for the error (e.g. "the bin/ of `etc-prepare pretrain`").
     Raises:
-        ValueError: ``data`` is empty.
+        ConfigError: ``data`` is empty.
     """
     from fairseq import utils
 
+    from etc_fairseq.errors import ConfigError
+
     paths = utils.split_paths(data)
     if not paths:
-        raise ValueError(f"give the data directory: {what}")
+        raise ConfigError(f"give the data directory: {what}")
     return load_dictionary(dictionary_path(paths[0]))
 
 
@@ -133,7 +137,7 @@ def verify_indexed_dataset(prefix) -> int:
     Returns:
         the number of items.
     Raises:
-        FileNotFoundError: a file is missing (the message names it).
+        MissingFileError: a file is missing (the message names it).
         InputFormatError: a file is truncated or not this format (the message names it and what was expected).
     """
     import struct
@@ -141,12 +145,12 @@ def verify_indexed_dataset(prefix) -> int:
     import numpy as np
     from fairseq.data.indexed_dataset import _code_to_dtype
 
-    from etc_fairseq.errors import InputFormatError
+    from etc_fairseq.errors import InputFormatError, MissingFileError
 
     idx, bin_ = Path(f"{prefix}.idx"), Path(f"{prefix}.bin")
     for p in (idx, bin_):
         if not p.is_file():
-            raise FileNotFoundError(f"{p}: missing (prepared data incomplete; re-run etc-prepare)")
+            raise MissingFileError(f"{p}: missing (prepared data incomplete; re-run etc-prepare)")
     hint = "the prepared data is truncated or corrupt; re-run etc-prepare"
     with open(idx, "rb") as f:
         header = f.read(_MMAP_HEADER)
@@ -172,3 +176,41 @@ def verify_indexed_dataset(prefix) -> int:
     if actual != expected_bin:
         raise InputFormatError(f"{bin_}: {actual} bytes, its index {idx.name} needs {expected_bin} for {n} items; {hint}")
     return n
+
+
+def check_value_range(prefix, low: int, high: int, what: str, item_size: int = 1) -> None:
+    """Refuse stored values outside ``[low, high)`` in the mmap indexed dataset ``prefix.bin`` (checked by
+    :func:`verify_indexed_dataset` first): token ids beyond the dictionary, labels beyond the classes. The
+    model would fail on the first batch that holds one (an ``IndexError`` deep inside an embedding) or,
+    worse, read another row. The ``.bin`` is scanned in chunks through a memory map.
+
+    Args:
+        prefix: the path without ``.idx`` / ``.bin``.
+        low, high: the allowed values ``low <= v < high``.
+        what: what the values must be, for the message (e.g. "ids of DATA/dict.txt (1009 entries)").
+        item_size: stored values per position of an item (a field stored flattened with a trailing shape),
+            to report the item a bad value belongs to.
+    Raises:
+        InputFormatError: the first value outside the range, naming the file, the item and the value.
+    """
+    import numpy as np
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    from etc_fairseq.errors import InputFormatError
+
+    verify_indexed_dataset(prefix)
+    ds = MMapIndexedDataset(str(prefix))
+    values = np.frombuffer(ds._bin_buffer, dtype=ds._index.dtype)
+    chunk = 1 << 24
+    for start in range(0, len(values), chunk):
+        part = values[start:start + chunk]
+        bad = (part < low) | (part >= high)
+        if bad.any():
+            at = start + int(np.argmax(bad))
+            pointers = np.asarray(ds._index._pointers, dtype=np.int64) // np.dtype(ds._index.dtype).itemsize
+            item = int(np.searchsorted(pointers, at, side="right")) - 1
+            raise InputFormatError(
+                f"{prefix}.bin: item {item} (position {(at - int(pointers[item])) // item_size}) holds {int(values[at])}; "
+                f"expected {what}, in [{low}, {high}). The data was prepared with another dictionary or class list, "
+                "or changed since; prepare it again"
+            )

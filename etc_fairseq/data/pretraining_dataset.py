@@ -40,6 +40,7 @@ from fairseq.data import FairseqDataset
 from etc_fairseq.data.batching import collate_inputs, pad_stack
 from etc_fairseq.data.masking import apply_80_10_10, choose_cpc_sentences, whole_word_mask
 from etc_fairseq.data.packing import Example, greedy_pack, plan_examples
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.structure.global_tokens import MIRROR_TYPES, GlobalTokenType, global_token_id
 
 logger = logging.getLogger(__name__)
@@ -59,11 +60,11 @@ def plan_fixed_block_examples(
     blocks (``ceil(chunk_tokens / block_len)`` per chunk; blocks never straddle two chunks) fit
     ``max_global_len``. Requires ``ceil(max_long_len / block_len) <= max_global_len``."""
     if block_len < 1:
-        raise ValueError(f"fixed_block_len must be >= 1, got {block_len}")
+        raise ConfigError(f"--fixed-block-len must be >= 1, got {block_len}")
     if -(-max_long_len // block_len) > max_global_len:
-        raise ValueError(
-            f"fixed blocks: ceil(max_long_len={max_long_len} / fixed_block_len={block_len}) global tokens "
-            f"exceed max_global_len={max_global_len}"
+        raise ConfigError(
+            f"fixed blocks: ceil(--max-long-len {max_long_len} / --fixed-block-len {block_len}) global tokens "
+            f"exceed --max-global-len {max_global_len}"
         )
     pieces = [piece for (piece,) in plan_examples(doc_sentence_lengths, max_long_len, max_long_len, pack=False)]
     costs = []  # (long tokens, fixed blocks) of each chunk

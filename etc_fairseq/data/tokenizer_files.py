@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from etc_fairseq.data.pretraining_corpus import read_meta
+from etc_fairseq.errors import ConfigError, MissingFileError
 from etc_fairseq.tokenization import (
     TOKENIZER_DESCRIPTION,
     SourceTokenizer,
@@ -29,7 +30,7 @@ PathLike = Union[str, os.PathLike]
 def _spm(model: PathLike) -> SourceTokenizer:
     """A sentencepiece model whose pieces are the dictionary symbols (``etc-prepare pretrain --tokenizer spm``)."""
     if not Path(model).is_file():
-        raise FileNotFoundError(f"{model}: no such sentencepiece model")
+        raise MissingFileError(f"{model}: no such sentencepiece model")
     return sentencepiece_tokenizer(model)
 
 
@@ -38,7 +39,7 @@ def _gpt2(encoder_json: PathLike, vocab_bpe: PathLike) -> SourceTokenizer:
     each text is encoded on its own, without a leading space, as ``etc-prepare pretrain`` encodes sentences."""
     for p in (encoder_json, vocab_bpe):
         if not Path(p).is_file():
-            raise FileNotFoundError(f"{p}: no such GPT-2 BPE file")
+            raise MissingFileError(f"{p}: no such GPT-2 BPE file")
     return byte_level_bpe_tokenizer(encoder_json, vocab_bpe, gpt2_ids=True)
 
 
@@ -68,9 +69,9 @@ def find_tokenizer(
         (the :class:`~etc_fairseq.tokenization.SourceTokenizer` or None, the places looked at, the
         ``pretrain.json`` contents or ``{}``).
     Raises:
-        FileNotFoundError: an explicit file, or one that ``pretrain.json`` names, is missing.
+        MissingFileError: an explicit file, or one that ``pretrain.json`` names, is missing.
         TokenizerFileError: a file that is not the tokenizer it should be.
-        ValueError: both kinds given explicitly, or only one of the two GPT-2 files.
+        ConfigError: both kinds given explicitly, or only one of the two GPT-2 files.
     """
     model_dir, data_dir = Path(model_dir), Path(data_dir)
     meta: Dict[str, Any] = {}
@@ -78,9 +79,9 @@ def find_tokenizer(
     if meta_path.is_file():
         meta = read_meta(data_dir)
     if spm_model is not None and (gpt2_encoder_json is not None or gpt2_vocab_bpe is not None):
-        raise ValueError("give either spm_model or the GPT-2 files (gpt2_encoder_json, gpt2_vocab_bpe), not both")
+        raise ConfigError("give either spm_model or the GPT-2 files (gpt2_encoder_json, gpt2_vocab_bpe), not both")
     if (gpt2_encoder_json is None) != (gpt2_vocab_bpe is None):
-        raise ValueError("GPT-2 BPE needs both gpt2_encoder_json and gpt2_vocab_bpe")
+        raise ConfigError("GPT-2 BPE needs both gpt2_encoder_json and gpt2_vocab_bpe")
     if spm_model is not None:
         return _spm(spm_model), [f"spm_model={spm_model}"], meta
     if gpt2_encoder_json is not None:
@@ -97,7 +98,7 @@ def find_tokenizer(
         files = {k: (data_dir / v) for k, v in meta.get("tokenizer_files", {}).items()}
         for p in files.values():
             if not p.is_file():
-                raise FileNotFoundError(f"{p}: tokenizer file named by {meta_path} is missing")
+                raise MissingFileError(f"{p}: tokenizer file named by {meta_path} is missing")
         if meta.get("tokenizer") == "spm" and "spm_model" in files:
             return _spm(files["spm_model"]), [str(meta_path)], meta
         if meta.get("tokenizer") == "gpt2" and {"gpt2_encoder_json", "gpt2_vocab_bpe"} <= set(files):

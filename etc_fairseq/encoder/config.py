@@ -19,6 +19,7 @@ import enum
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict
 
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.structure.labels import DEFAULT_STRUCTURE_LABELS
 
 #: Activation functions the layers accept (``activation_fn`` / ``pooler_activation_fn``).
@@ -214,10 +215,10 @@ class EtcEncoderConfig:
             ValueError: an unknown preset or field name (the known ones listed).
         """
         if name not in PRESETS:
-            raise ValueError(f"unknown ETC preset {name!r}; known: {sorted(PRESETS)}")
+            raise ConfigError(f"unknown ETC preset {name!r}; known: {sorted(PRESETS)}")
         unknown = set(overrides) - set(encoder_config_fields())
         if unknown:
-            raise ValueError(f"unknown EtcEncoderConfig fields {sorted(unknown)}")
+            raise ConfigError(f"unknown EtcEncoderConfig fields {sorted(unknown)}")
         return cls(**{**PRESETS[name], **overrides})
 
 
@@ -264,10 +265,21 @@ def absolute_position_limit(cfg):
     return min(limits) if limits else None
 
 
+#: probabilities of the dropout layers: a number in [0, 1)
+DROPOUT_FIELDS = ("dropout", "attention_dropout", "activation_dropout", "pooler_dropout")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def validate_encoder_config(cfg) -> None:
-    """Raise ``ValueError`` naming the field when a value cannot build a model. ``cfg`` may be an
-    :class:`EtcEncoderConfig` or anything with its attributes (fairseq's ``EtcConfig``, a namespace);
-    fairseq's ``II(...)`` placeholders (strings starting with ``${``) are left for later."""
+    """Raise :class:`~etc_fairseq.errors.ConfigError` (a ``ValueError``) naming the field when a value
+    cannot build a working model: sizes that are not positive integers, a dropout that is not a probability
+    in [0, 1) (NaN included), a LayerNorm epsilon that is not a positive finite number, an unknown
+    activation. ``cfg`` may be an :class:`EtcEncoderConfig` or anything with its attributes (fairseq's
+    ``EtcConfig``, a namespace, a checkpoint's stored config); fairseq's ``II(...)`` placeholders (strings
+    starting with ``${``) are left for later."""
     def value(name):
         v = getattr(cfg, name, None)
         if isinstance(v, enum.Enum):
@@ -277,30 +289,38 @@ def validate_encoder_config(cfg) -> None:
     for name in ("activation_fn", "pooler_activation_fn"):
         v = value(name)
         if v is not None and v not in ACTIVATIONS:
-            raise ValueError(f"{name}={v!r}: expected one of {list(ACTIVATIONS)}")
+            raise ConfigError(f"{name}={v!r}: expected one of {list(ACTIVATIONS)}")
     for name, choices in (("classification_head_input", CLASSIFICATION_HEAD_INPUTS),
                           ("attention_backend", ATTENTION_BACKENDS)):
         v = value(name)
         if v is not None and v not in choices:
-            raise ValueError(f"{name}={v!r}: expected one of {list(choices)}")
-    for name in ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads"):
+            raise ConfigError(f"{name}={v!r}: expected one of {list(choices)}")
+    for name in ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
+                 "max_positions", "max_global_positions", "fixed_block_len"):
         v = value(name)
-        if v is not None and (not isinstance(v, int) or v < 1):
-            raise ValueError(f"{name}={v!r}: expected an int >= 1")
+        if v is not None and (not _is_int(v) or v < 1):
+            raise ConfigError(f"{name}={v!r}: expected an int >= 1")
     for name in ("relative_vocab_size", "embedding_size", "segment_vocab_size", "local_radius",
-                 "relative_pos_max_distance", "index_position_embeddings"):
+                 "relative_pos_max_distance", "index_position_embeddings", "long_segment_id", "global_segment_id"):
         v = value(name)
-        if v is not None and (not isinstance(v, int) or v < 0):
-            raise ValueError(f"{name}={v!r}: expected an int >= 0")
+        if v is not None and (not _is_int(v) or v < 0):
+            raise ConfigError(f"{name}={v!r}: expected an int >= 0")
+    for name in DROPOUT_FIELDS:
+        v = value(name)
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= v < 1.0):
+            raise ConfigError(f"{name}={v!r}: expected a probability in [0, 1)")
+    v = value("layer_norm_eps")
+    if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 < v < float("inf")):
+        raise ConfigError(f"layer_norm_eps={v!r}: expected a positive finite number")
     dim, heads = value("encoder_embed_dim"), value("encoder_attention_heads")
     if dim is not None and heads is not None and dim % heads:
-        raise ValueError(f"encoder_embed_dim ({dim}) must be divisible by encoder_attention_heads ({heads})")
+        raise ConfigError(f"encoder_embed_dim ({dim}) must be divisible by encoder_attention_heads ({heads})")
     nseg = value("segment_vocab_size")
     if nseg:
         for name in ("long_segment_id", "global_segment_id"):
             v = value(name)
             if v is not None and not 0 <= v < nseg:
-                raise ValueError(f"{name}={v}: expected 0 <= id < segment_vocab_size={nseg}")
+                raise ConfigError(f"{name}={v}: expected 0 <= id < segment_vocab_size={nseg}")
 
 
 def as_encoder_config(cfg) -> EtcEncoderConfig:

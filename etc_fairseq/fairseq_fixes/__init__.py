@@ -11,8 +11,9 @@ fairseq's function. Nothing here switches torch's safe loading off: no ``weights
 
 Installed always (fairseq 0.12 with torch >= 2.6, on CUDA or CPU):
 
-- :mod:`.checkpoint_load`       ``checkpoint_utils.load_checkpoint_to_cpu``: both gates of the safe loader
-  first, weights-only loading, the task of an ``etc-lift`` output from the command line
+- :mod:`.checkpoint_load`       ``checkpoint_utils.load_checkpoint_to_cpu``: the gates of the safe loader
+  first, weights-only loading, the task of an ``etc-lift`` output from the command line;
+  ``load_model_ensemble_and_task``: the file named in a tensor refusal
 - :mod:`.checkpoint_copy`       ``file_io.PathManager.copy``: ``checkpoint_last.pt`` written atomically
 - :mod:`.training_start`        ``checkpoint_utils.load_checkpoint``: no silent start at update 0 over
   existing checkpoints, a vocabulary mismatch named in one line
@@ -22,6 +23,8 @@ Installed always (fairseq 0.12 with torch >= 2.6, on CUDA or CPU):
   heads refused in one line
 - :mod:`.yaml_architecture`     ``dataclass.initialize.add_defaults``: a yaml ``model: {_name: etc_tiny}``
   builds etc_tiny
+- :mod:`.one_line_errors`       ``distributed.utils.call_main``: a user error (an ``EtcError``: every refusal of
+  the safe loader, of our tasks and data readers) as one line and exit status 1, not a traceback
 
 Opt-in, for environments the project does not ship, named in ``ETC_FAIRSEQ_FIXES`` (comma-separated):
 
@@ -42,6 +45,7 @@ DEFAULT_FIXES = (
     "checkpoint_broadcast",
     "unused_parameters",
     "yaml_architecture",
+    "one_line_errors",
 )
 #: the fixes applied only when named in :data:`ENVIRONMENT_VARIABLE`
 OPT_IN_FIXES = ("cpu_distributed", "xla")

@@ -9,6 +9,10 @@ config check: an ETC model with known, typed fields, one of our tasks and criter
 with ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``. Every refusal is one :class:`~etc_fairseq.errors.CheckpointLoadError`
 naming the file (and, for a truncated file, the other checkpoints of its directory to fall back to).
 
+The model's own refusal while it loads the tensors (a tensor of another shape:
+:meth:`etc_fairseq.models.etc.EtcModel.load_state_dict`) does not know the file;
+``checkpoint_utils.load_model_ensemble_and_task`` (``fairseq-validate``, ``etc-predict``) is wrapped to name it.
+
 An ``etc-lift`` output was never trained: its config holds a placeholder task (``masked_lm``, for the hub) and
 no criterion, and fairseq's overrides replace a whole section only where the checkpoint has none, so
 ``fairseq-validate DATA --task etc_pretraining --criterion cpc_mlm --path lifted.pt`` would run the placeholder
@@ -22,7 +26,7 @@ from pathlib import Path
 
 from etc_fairseq import checkpoint_io
 from etc_fairseq.errors import CheckpointLoadError
-from etc_fairseq.models.checkpoint_config import validate_checkpoint_config
+from etc_fairseq.models.checkpoint_config import validate_checkpoint_config, validate_checkpoint_contents
 
 from .patching import Patch
 
@@ -34,6 +38,7 @@ def _wrap(original):
         if local.is_file():  # missing (or remote) files: fairseq reports them itself
             state = checkpoint_io.load_checkpoint(local, mmap=True)
             validate_checkpoint_config(state, local)
+            validate_checkpoint_contents(state, local)
             del state
         try:
             with checkpoint_io.force_weights_only():
@@ -90,4 +95,21 @@ def lifted_task_and_criterion(state, overrides) -> None:
             cfg[group]._name = name
 
 
-PATCHES = (Patch("fairseq.checkpoint_utils", "load_checkpoint_to_cpu", _wrap),)
+def _wrap_ensemble(original):
+    @functools.wraps(original)
+    def load_model_ensemble_and_task(filenames, *args, **kwargs):
+        try:
+            return original(filenames, *args, **kwargs)
+        except CheckpointLoadError as e:
+            names = [str(f) for f in filenames]
+            if any(name in str(e) for name in names):
+                raise
+            raise CheckpointLoadError(f"{', '.join(names)}: {e}") from None
+
+    return load_model_ensemble_and_task
+
+
+PATCHES = (
+    Patch("fairseq.checkpoint_utils", "load_checkpoint_to_cpu", _wrap),
+    Patch("fairseq.checkpoint_utils", "load_model_ensemble_and_task", _wrap_ensemble),
+)

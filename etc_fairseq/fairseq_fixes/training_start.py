@@ -10,13 +10,16 @@ save left in the save directory are removed (rank 0). After it, the checkpoint t
 (:func:`checkpoint_to_load`) must have as many token embeddings as the task's dictionary gives the model
 (:func:`check_vocabulary`): one line naming both sizes, instead of fairseq's size-mismatch traceback ending in
 "please ensure that the architectures match" (e.g. a ``checkpoint_last.pt`` of another run in the same
-``--save-dir``, resumed before ``--finetune-from-model``).
+``--save-dir``, resumed before ``--finetune-from-model``). And a refusal the model raises while it loads the
+tensors (:class:`~etc_fairseq.errors.CheckpointLoadError`: a tensor of another shape, named) is passed on
+with the file named, instead of being replaced by fairseq's generic "please ensure that the architectures
+match" (``Trainer.load_checkpoint`` turns every exception there into that one).
 """
 import functools
 from pathlib import Path
 
 from etc_fairseq.checkpoint_io import load_checkpoint, newest_intact_checkpoint
-from etc_fairseq.errors import CheckpointLoadError
+from etc_fairseq.errors import CheckpointLoadError, EtcError
 
 from .checkpoint_copy import remove_stale_temporaries
 from .patching import Patch
@@ -109,7 +112,13 @@ def _wrap(original):
         path = checkpoint_to_load(cfg, trainer.checkpoint_suffix)
         resuming = path.name.startswith("checkpoint_last") and path.parent == Path(cfg.save_dir)
         check_vocabulary(path, trainer.get_model(), str(trainer.cfg.task.get("data", "DATA")), resuming=resuming)
-        return original(cfg, trainer, **passthrough_args)
+        try:
+            return original(cfg, trainer, **passthrough_args)
+        except Exception as e:  # noqa: BLE001 -- only fairseq's wrapper around one of our refusals is changed
+            refusal = e.__context__
+            if type(e) is Exception and str(e).startswith("Cannot load model parameters") and isinstance(refusal, EtcError):
+                raise CheckpointLoadError(f"{path}: {refusal}") from None
+            raise
 
     return load_checkpoint
 

@@ -11,11 +11,21 @@ fairseq's ``masked_lm`` and ``sentence_prediction``), with the same field and ty
 ``args`` namespaces are refused: no ETC checkpoint has one. A resolver interpolation (``${oc.env:...}``)
 anywhere in the config is refused too.
 
+Then what the checkpoint holds (:func:`validate_checkpoint_contents`), before fairseq reads or builds
+anything: the layout fairseq expects (``model`` tensors, ``optimizer_history``, ``extra_state``), model values
+that can build a working model (:func:`~etc_fairseq.encoder.config.validate_encoder_config`: no NaN dropout,
+no 0 heads, no negative radius), a declared size that the stored tensors and this machine's memory can hold
+(100,000 layers are refused at once, not built for minutes), a format version this installation reads, and
+finite weights (a NaN or infinite value is refused naming the tensor).
+
 Used by fairseq's checkpoint loading (:mod:`etc_fairseq.fairseq_fixes.checkpoint_load`),
 ``EtcModel.from_pretrained`` and ``--finetune-from-model`` (:mod:`etc_fairseq.models.architectures`).
 """
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Dict, Mapping
+
+import torch
 
 from etc_fairseq.checkpoint_io import (
     PathLike,
@@ -24,7 +34,9 @@ from etc_fairseq.checkpoint_io import (
     load_checkpoint,
     plain_config,
 )
-from etc_fairseq.errors import CheckpointLoadError
+from etc_fairseq.encoder.config import validate_encoder_config
+from etc_fairseq.encoder.size import check_fits_in_memory, minimum_parameter_count
+from etc_fairseq.errors import CheckpointLoadError, ConfigError
 
 from .registration import register_components
 
@@ -106,9 +118,103 @@ def validate_checkpoint_config(state: Mapping[str, Any], path: PathLike) -> None
         check_config_fields(path, section, values, allowed[section][name])
 
 
-def load_model_checkpoint(path: PathLike, *, mmap: bool = False) -> Dict[str, Any]:
-    """:func:`load_checkpoint` then :func:`validate_checkpoint_config`: an etc-fairseq checkpoint that is
-    safe to build a model from."""
+def validate_checkpoint_contents(state: Mapping[str, Any], path: PathLike, tensors: bool = True) -> None:
+    """What a checkpoint that passed :func:`validate_checkpoint_config` holds (see the module docstring).
+
+    Args:
+        state: the checkpoint as :func:`load_checkpoint` returns it.
+        path: the file, for messages.
+        tensors: also read every floating-point tensor for NaN / infinite values (a pass over the weights;
+            False where only the config is used, e.g. the fields of a ``--finetune-from-model`` checkpoint).
+    Raises:
+        CheckpointLoadError: one line naming the file and the field or tensor at fault, and what was expected.
+    """
+    path = Path(path)
+    weights = state.get("model")
+    if not isinstance(weights, Mapping) or not all(torch.is_tensor(t) for t in weights.values()):
+        raise CheckpointLoadError(f"checkpoint {path}: 'model' is not a dict of tensors (got "
+                                  f"{type(weights).__name__}); not a checkpoint fairseq wrote")
+    history = state.get("optimizer_history")
+    if not isinstance(history, list) or not history or not all(isinstance(h, Mapping) for h in history) \
+            or not ({"lr_scheduler_state", "best_loss"} & set(history[-1])):
+        raise CheckpointLoadError(
+            f"checkpoint {path}: 'optimizer_history' is {'missing' if history is None else repr(history)[:60]}; "
+            "expected a non-empty list of dicts, the last with 'lr_scheduler_state' (what fairseq writes); "
+            "not a fairseq checkpoint, or one edited"
+        )
+    if not isinstance(state.get("extra_state"), Mapping):
+        raise CheckpointLoadError(f"checkpoint {path}: 'extra_state' is {type(state.get('extra_state')).__name__}, "
+                                  "expected a dict (what fairseq writes)")
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+
+    model = plain_config(plain_config(state.get("cfg")).get("model"))
+    values = SimpleNamespace(**{k: v for k, v in model.items() if k != "_name"})
+    etc = model.get("_name") == "etc" or ARCH_MODEL_NAME_REGISTRY.get(model.get("_name")) == "etc"
+    if etc:
+        try:
+            validate_encoder_config(values)
+        except ConfigError as e:
+            raise CheckpointLoadError(f"checkpoint {path}: cfg.model.{e}") from None
+    _check_declared_size(values, weights, path)
+    if etc:
+        _check_format_version(weights, path)
+    if tensors:
+        for name, t in weights.items():
+            if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
+                bad = int((~torch.isfinite(t)).sum())
+                raise CheckpointLoadError(
+                    f"checkpoint {path}: tensor model[{name!r}] holds {bad} NaN or infinite value(s) of "
+                    f"{t.numel()}; every output computed from it would be NaN (the training that wrote it "
+                    "diverged, or the file was changed): load an earlier checkpoint"
+                )
+
+
+def _check_declared_size(values: SimpleNamespace, weights: Mapping[str, torch.Tensor], path: Path) -> None:
+    """The size cfg.model declares against what the tensors hold and what this machine can hold."""
+    sizes = ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim")
+    if not all(isinstance(getattr(values, n, None), int) for n in sizes):
+        return
+    declared = minimum_parameter_count(values)
+    stored = sum(t.numel() for t in weights.values())
+    if declared > stored:
+        fields = ", ".join(f"{n}={getattr(values, n)}" for n in sizes)
+        raise CheckpointLoadError(
+            f"checkpoint {path}: cfg.model {fields} declare at least {declared:,} parameters, but its tensors hold "
+            f"{stored:,} in all: the config does not describe these weights (nothing was built)"
+        )
+    try:
+        check_fits_in_memory(values, 0, f"checkpoint {path}: cfg.model")
+    except ConfigError as e:
+        raise CheckpointLoadError(str(e)) from None
+
+
+#: Version of our checkpoint format, stored as the ``encoder.version`` buffer (:data:`FORMAT_VERSION_KEY`).
+#: Bump it when parameter names or meanings change, and teach
+#: :meth:`etc_fairseq.models.etc.EtcModel.upgrade_state_dict_named` the step.
+ETC_FORMAT_VERSION = 1
+#: the state-dict key of the checkpoint format version (the ``version`` buffer of the fairseq encoder)
+FORMAT_VERSION_KEY = "encoder.version"
+
+
+def _check_format_version(weights: Mapping[str, torch.Tensor], path: Path) -> None:
+    version = weights.get(FORMAT_VERSION_KEY)
+    if version is None:
+        return
+    if version.numel() != 1 or not bool(torch.isfinite(version.float()).all()) or float(version) != int(float(version)):
+        raise CheckpointLoadError(f"checkpoint {path}: tensor model[{FORMAT_VERSION_KEY!r}] = {version.tolist()!r:.40}; "
+                                  "expected one whole number (the etc-fairseq format version)")
+    if int(float(version)) > ETC_FORMAT_VERSION:
+        raise CheckpointLoadError(
+            f"checkpoint {path}: etc-fairseq format version {int(float(version))}, newer than this installation "
+            f"reads ({ETC_FORMAT_VERSION}); upgrade etc-fairseq to load it"
+        )
+
+
+def load_model_checkpoint(path: PathLike, *, mmap: bool = False, tensors: bool = True) -> Dict[str, Any]:
+    """:func:`load_checkpoint`, :func:`validate_checkpoint_config` and :func:`validate_checkpoint_contents`:
+    an etc-fairseq checkpoint that is safe to build a model from (``tensors=False``: its weights are not
+    read, only its config is used)."""
     state = load_checkpoint(path, mmap=mmap)
     validate_checkpoint_config(state, path)
+    validate_checkpoint_contents(state, path, tensors=tensors)
     return state

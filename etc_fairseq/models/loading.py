@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 from etc_fairseq.data.tokenizer_files import find_tokenizer
+from etc_fairseq.errors import CheckpointLoadError, MissingFileError
 from etc_fairseq.hub import EtcHubInterface
 
 from .checkpoint_config import load_model_checkpoint
@@ -52,7 +53,7 @@ def from_pretrained(
 
     model_dir = Path(model_name_or_path)
     if not model_dir.is_dir():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"{model_name_or_path}: no such model directory (EtcModel.from_pretrained reads local files "
             "only; nothing is downloaded)"
         )
@@ -63,7 +64,7 @@ def from_pretrained(
     for name in checkpoint_file.split(os.pathsep):
         path = model_dir / name
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such checkpoint file")
+            raise MissingFileError(f"{path}: no such checkpoint file")
         state = load_model_checkpoint(path, mmap=True)  # both gates; fairseq's loader (wrapped) checks again
         task_name = task_name or _task_name(state)
         del state
@@ -71,10 +72,15 @@ def from_pretrained(
     register_components()  # the checkpoint's task must be registered for fairseq to build it
     tokenizer, looked, meta = find_tokenizer(model_dir, data_dir, spm_model, gpt2_encoder_json, gpt2_vocab_bpe)
     kwargs.setdefault("load_checkpoint_heads", True)
-    x = hub_utils.from_pretrained(str(model_dir.resolve()), checkpoint_file, str(data_dir), archive_map=None, **kwargs)
+    try:
+        x = hub_utils.from_pretrained(str(model_dir.resolve()), checkpoint_file, str(data_dir), archive_map=None, **kwargs)
+    except CheckpointLoadError as e:  # the model's refusal of a tensor does not know the file
+        if str(model_dir / checkpoint_file) in str(e):
+            raise
+        raise CheckpointLoadError(f"{model_dir / checkpoint_file}: {e}") from None
     model = x["models"][0]
     if not isinstance(model, MODEL_REGISTRY["etc"]):
-        raise ValueError(
+        raise CheckpointLoadError(
             f"{model_dir / checkpoint_file}: holds a {type(model).__name__}, not an ETC model "
             "(for RoBERTa checkpoints use etc-lift or RobertaModel.from_pretrained)"
         )
@@ -114,7 +120,7 @@ def resolve_data_dir(data_dir: Path, task_name: Optional[str], given: str = "") 
     else:
         need = data_dir / "dict.txt"
     if not need.is_file():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"{need}: no such file (data_name_or_path={given!r}; task {task_name or '?'} reads its dictionary "
             "there)"
         )

@@ -17,12 +17,14 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from etc_fairseq.errors import ExternalToolError, MissingFileError
+
 from .documents import PathLike
 
 logger = logging.getLogger(__name__)
 
 
-class BinarizeError(RuntimeError):
+class BinarizeError(ExternalToolError):
     """fairseq preprocessing failed, or the destination is in the way."""
 
 
@@ -114,7 +116,7 @@ def binarize(
     destdir = Path(destdir)
     for name, value in (("train", trainpref), ("valid", validpref), ("test", testpref), ("dictionary", srcdict)):
         if value is not None and not Path(value).is_file():
-            raise FileNotFoundError(f"{value}: no such {name} file for fairseq preprocessing")
+            raise MissingFileError(f"{value}: no such {name} file for fairseq preprocessing")
     if trainpref is None and srcdict is None:
         raise BinarizeError("binarize needs a train file to build the dictionary from, or an existing srcdict")
     if srcdict is not None:

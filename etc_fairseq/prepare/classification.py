@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from etc_fairseq.errors import ConfigError, InputFormatError, MissingFileError
+
 from .binarize import binarize
 from .documents import Document, DocumentFilter, PathLike
 from .mlm import prepare_output_dir, staged_output_dir, write_json_atomic
@@ -196,7 +198,7 @@ def prepare_article_classification(
     Returns:
         :class:`ClassificationSummary`.
     Raises:
-        InputFormatError / FileNotFoundError: bad inputs or model/dictionary paths (message names them).
+        InputFormatError / MissingFileError / ConfigError: bad inputs or model/dictionary paths (message names them).
         ValueError: fewer than ``num_articles`` documents, or a class without train or valid examples.
     """
     t0 = time.monotonic()
@@ -204,10 +206,10 @@ def prepare_article_classification(
     args["inputs"] = [str(p) for p in inputs]
     args["out_dir"] = str(out_dir)
     if num_articles < 2:
-        raise ValueError(f"--num-articles must be at least 2, got {num_articles}")
+        raise ConfigError(f"--num-articles must be at least 2, got {num_articles}")
     for name, value in (("spm_model", spm_model), ("srcdict", srcdict)):
         if value is not None and not Path(value).is_file():
-            raise FileNotFoundError(f"{value}: no such file (given as {name})")
+            raise MissingFileError(f"{value}: no such file (given as {name})")
     if srcdict is not None:
         from etc_fairseq.data.indexed import check_dictionary_file
 
@@ -230,7 +232,7 @@ def prepare_article_classification(
     doc_filter = DocumentFilter(min_paragraph_chars=min_paragraph_chars, min_doc_chars=min_doc_chars)
     articles = longest_documents(iter_documents(inputs, doc_filter=doc_filter, max_docs=max_docs, stats=stats), num_articles)
     if len(articles) < num_articles:
-        raise ValueError(
+        raise InputFormatError(
             f"--num-articles {num_articles} needs that many documents, but only {len(articles)} passed the "
             f"filters in {', '.join(map(str, inputs))}"
         )
@@ -256,7 +258,7 @@ def prepare_article_classification(
         per = make_examples(doc, sp, max_example_pieces, min_example_pieces, valid_fraction, rng)
         for s in SPLITS:
             if not per[s]:
-                raise ValueError(
+                raise InputFormatError(
                     f"article {doc.title!r} (label {label}) has no {s} examples of at least {min_example_pieces} "
                     "pieces; lower --min-example-pieces or use fewer/longer articles"
                 )

@@ -24,20 +24,24 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from etc_fairseq.data.indexed import load_split
+from etc_fairseq.errors import ConfigError, MissingFileError, OutputExistsError  # noqa: F401  (OutputExistsError raised here)
 
 from .atomic import atomic_directory
 from .binarize import binarize
-from .documents import DocumentFilter, DocumentWriter, InputFormatError, PathLike, choose_valid_indices, read_text_documents
+from .documents import (
+    DocumentFilter,
+    DocumentWriter,
+    NotEnoughDocumentsError,
+    PathLike,
+    choose_valid_indices,
+    read_text_documents,
+)
 from .sources import SourceStats, iter_documents
 from .spm import EncodeStats, copy_model, encode_document_file, load_spm, train_spm
 
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid")
-
-
-class OutputExistsError(FileExistsError):
-    """The output directory already holds a preparation run."""
 
 
 @dataclass
@@ -270,7 +274,7 @@ def prepare_mlm(
     Raises:
         InputFormatError: missing/unreadable/malformed inputs (the message names the file).
         OutputExistsError: ``out_dir`` holds an earlier run.
-        ValueError: fewer than 2 documents survive the filters, or bad split arguments.
+        InputFormatError / ConfigError: fewer than 2 documents survive the filters, or bad split arguments.
         SpmTrainingError / BinarizeError: from the sentencepiece / fairseq steps.
     """
     t0 = time.monotonic()
@@ -279,7 +283,7 @@ def prepare_mlm(
     args["out_dir"] = str(out_dir)
     for name in ("spm_model", "srcdict"):
         if args[name] is not None and not Path(args[name]).is_file():
-            raise FileNotFoundError(f"{args[name]}: no such file (given as {name})")
+            raise MissingFileError(f"{args[name]}: no such file (given as {name})")
     if srcdict is not None:
         from etc_fairseq.data.indexed import check_dictionary_file
 
@@ -291,10 +295,8 @@ def prepare_mlm(
     docs = iter_documents(inputs, doc_filter=doc_filter, max_docs=max_docs, stats=stats)
     try:
         splits = spool_and_split(docs, out / "raw", valid_fraction, valid_docs, seed)
-    except InputFormatError:  # names its file and line already
-        raise
-    except ValueError as e:
-        raise ValueError(f"{e} (after filtering {', '.join(map(str, inputs))})") from None
+    except (ConfigError, NotEnoughDocumentsError) as e:
+        raise type(e)(f"{e} (after filtering {', '.join(map(str, inputs))})") from None
 
     prefix = out / "spm"
     if spm_model is not None:

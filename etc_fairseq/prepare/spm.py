@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
+from etc_fairseq.errors import ExternalToolError, MissingFileError
+
 from .documents import PathLike, open_text
 
 from etc_fairseq.progress import progress
@@ -30,7 +32,7 @@ logger = logging.getLogger(__name__)
 WORD_START = "\u2581"  # "▁": sentencepiece's marker for a piece that begins a word
 
 
-class SpmTrainingError(RuntimeError):
+class SpmTrainingError(ExternalToolError):
     """sentencepiece refused the training data or arguments."""
 
 
@@ -158,7 +160,7 @@ def load_spm(model: PathLike):
     """
     model = Path(model)
     if not model.is_file():
-        raise FileNotFoundError(f"{model}: no such sentencepiece model file")
+        raise MissingFileError(f"{model}: no such sentencepiece model file")
     sp = _spm().SentencePieceProcessor()
     try:
         sp.load(str(model))

@@ -10,6 +10,7 @@ subclasses :class:`EtcStructuredTaskConfig`.
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 from fairseq import utils
@@ -106,10 +107,23 @@ class EtcStructuredTask(FairseqTask):
             max_long_len=self.cfg.max_long_len,
             max_global_len=self.cfg.max_global_len,
             pad_to_fixed_length=self.cfg.pad_to_fixed_length,
+            value_ranges=self.value_ranges(data_path),
         )
         self.datasets[split] = ds
         logger.info(f"{data_path} {split}: {len(ds)} examples{self.describe_split(ds.meta)}")
+        self.check_split(Path(data_path), split, ds.meta, scoring=not kwargs.get("predicting", False))
         return ds
+
+    def value_ranges(self, data_path: str):
+        """``{field: (low, high, what)}`` the stored values of a split must lie in (checked when it is loaded:
+        a tampered or foreign file fails then, naming it, not as an IndexError inside the model): token ids
+        within the dictionary. A task adds its label fields."""
+        ids = (0, len(self.dictionary), f"token ids of {Path(data_path) / 'dict.txt'} (+ <mask>)")
+        return {"long_tokens": ids, "global_tokens": ids}
+
+    def check_split(self, data_path: Path, split: str, meta: dict, scoring: bool) -> None:
+        """Refuse a loaded split the task cannot use (``scoring``: for training or validation, not only for
+        predictions); nothing by default."""
 
     def describe_split(self, meta: dict) -> str:
         """Extra words for the load log line, from the split's meta file (e.g. truncation counts)."""

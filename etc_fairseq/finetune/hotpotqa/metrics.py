@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.errors import InputFormatError
 from etc_fairseq.finetune.hotpotqa.schema import Gold, read_gold
 from etc_fairseq.progress import progress
 from etc_fairseq.text import normalize_answer, token_prf
@@ -131,7 +132,7 @@ def evaluate(predictions: Mapping[str, Mapping], gold: Sequence[Gold]) -> Dict[s
         ``"missing_sp"`` (gold ids without that prediction).
     """
     if not gold:
-        raise ValueError("no gold examples to evaluate against")
+        raise InputFormatError("no gold examples to evaluate against")
     answers = predictions.get("answer", {}) or {}
     sps = predictions.get("sp", {}) or {}
     totals = {k: 0.0 for k in METRIC_KEYS}

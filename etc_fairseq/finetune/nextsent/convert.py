@@ -32,6 +32,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.guards import fraction, non_negative_int, positive_int
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ def prepare_nextsent(
     from etc_fairseq.finetune.nextsent.schema import field_specs, record_to_json
 
     if flat_structure and no_globals:
-        raise ValueError("--flat-structure and --no-globals are two different ablations; give one")
+        raise ConfigError("--flat-structure and --no-globals are two different ablations; give one")
     check_split_names(list(records))
     summary: Dict[str, dict] = {}
     with prepared_directory(out_dir, tokenizer, overwrite=overwrite) as tmp:

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 
 from fairseq.tasks import FairseqTask, register_task
 
+from etc_fairseq.encoder.heads import TokenLogits
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 from etc_fairseq.finetune.nextsent.decode import SENTENCE_HEAD, SUPPORT_HEAD
 from etc_fairseq.finetune.nextsent.roberta import RobertaWindowModel
 from etc_fairseq.finetune.nextsent.schema import target_fields
-from etc_fairseq.encoder.heads import TokenLogits
 
 
 @dataclass
@@ -52,6 +53,6 @@ class EtcNextSentTask(EtcStructuredTask):
     def build_heads(self, model) -> None:
         model.register_task_head(SENTENCE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))
         if self.cfg.support_loss_weight < 0:
-            raise ValueError(f"--support-loss-weight: expected a weight >= 0, got {self.cfg.support_loss_weight}")
+            raise ConfigError(f"--support-loss-weight: expected a weight >= 0, got {self.cfg.support_loss_weight}")
         if self.cfg.support_loss_weight > 0:
             model.register_task_head(SUPPORT_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))

@@ -39,7 +39,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.errors import InputFormatError
+from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.finetune.common.convert import (
     add_output_arguments,
     add_split_arguments,
@@ -93,11 +93,11 @@ class StructuredOptions:
 
     def __post_init__(self):
         if self.label_level not in LABEL_LEVELS:
-            raise ValueError(f"--label-level must be one of {LABEL_LEVELS}, got {self.label_level!r}")
+            raise ConfigError(f"--label-level must be one of {LABEL_LEVELS}, got {self.label_level!r}")
         for name, value in (("--max-long-len", self.max_long_len), ("--max-global-len", self.max_global_len),
                             ("--max-links-per-token", self.max_links_per_token)):
             if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+                raise ConfigError(f"{name} must be >= 1, got {value}")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -412,7 +412,7 @@ def model_inputs(records, tokenizer, global_types: Optional[Mapping[str, str]] =
         arrays, _ = build_example(rec, tokenizer, opts)
         examples.append(arrays)
     if not examples:
-        raise ValueError("model_inputs needs at least one record")
+        raise InputFormatError("model_inputs needs at least one record")
     pad = tokenizer.dictionary.pad()
     B = len(examples)
     L = max(max(len(e["long_tokens"]) for e in examples), 1)

@@ -127,6 +127,10 @@ def _run(args: argparse.Namespace) -> int:
 
     gold = read_records(args.gold, label_level=args.label_level, check_types=False)
     scores = evaluate(load_predictions(args.predictions, args.label_level), gold, args.label_level)
+    if scores["labelled"] == 0:
+        what = {"record": "record has a 'label'", "global": "global token has a 'label'", "span": "record has an 'answer'"}
+        raise InputFormatError(f"{args.gold}: no {what[args.label_level]} (--label-level {args.label_level}): "
+                               "nothing to score")
     text = json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()})
     report_metrics(text, text, args.output)
     return 0

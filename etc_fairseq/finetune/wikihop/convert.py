@@ -77,8 +77,9 @@ from etc_fairseq.finetune.common.convert import (
     write_split,
     write_summary,
 )
-from etc_fairseq.guards import positive_int
+from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, field_specs, is_correct, read_wikihop
+from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ class LayoutOptions:
 
     def __post_init__(self):
         if self.candidate_attention not in CANDIDATE_ATTENTION:
-            raise ValueError(f"candidate_attention must be one of {CANDIDATE_ATTENTION}, got {self.candidate_attention!r}")
+            raise ConfigError(f"candidate_attention must be one of {CANDIDATE_ATTENTION}, got {self.candidate_attention!r}")
 
 
 def build_example(
@@ -235,7 +236,7 @@ def build_example(
     d = tokenizer.dictionary
     C = len(rec.candidates)
     if C > opts.max_global_len:
-        raise ValueError(
+        raise InputFormatError(
             f"record id {rec.id!r}: {C} candidates do not fit into --max-global-len {opts.max_global_len}"
         )
 
@@ -399,7 +400,7 @@ def prepare_wikihop(
     """
     check_split_names(list(splits))
     if opts.max_links_per_token < 1:
-        raise ValueError(f"--max-links-per-token must be >= 1, got {opts.max_links_per_token}")
+        raise ConfigError(f"--max-links-per-token must be >= 1, got {opts.max_links_per_token}")
     records = {name: read_wikihop(path) for name, path in splits.items()}  # validate everything first
     summary: Dict[str, Dict[str, int]] = {}
     layout = {**dataclasses.asdict(opts), "tokenizer": tokenizer.kind}
