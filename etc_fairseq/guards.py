@@ -97,8 +97,8 @@ def check_outputs_against_inputs(
     Args:
         outputs: option name (e.g. ``--out``) -> path the command writes (a file, or a directory it replaces).
         inputs: option name -> path the command reads (files or directories; absent ones are skipped).
-        file_outputs: the option names in ``outputs`` that name a file: an existing directory there is refused,
-            and so is an existing file inside an input directory.
+        file_outputs: the option names in ``outputs`` that name a file: an existing directory there is refused.
+            For every output, an existing file or directory inside an input directory is refused.
     Raises:
         OutputRefusedError: one line naming both options and paths.
     """
@@ -127,9 +127,9 @@ def check_outputs_against_inputs(
                     f"{out_flag} {out} holds the input {in_flag} {path}: replacing it would delete the input; "
                     "write elsewhere"
                 )
-            if out_flag in file_outputs and in_r.is_dir() and out_r.exists() and _is_within(out_r, in_r):
-                # A new file inside an input directory is fine (DATA/preds.json); an existing one may be
-                # something the command reads (DATA/dict.txt), so it is never replaced.
+            if in_r.is_dir() and out_r.exists() and _is_within(out_r, in_r):
+                # A new file or directory inside an input directory is fine (DATA/preds.json); an existing one
+                # may be something the command reads (DATA/dict.txt), so it is never replaced.
                 raise OutputRefusedError(
                     f"{out_flag} {out} already exists inside the input {in_flag} {path}: it may be one of the "
                     "input's files; write elsewhere or delete it first"

@@ -70,7 +70,12 @@ from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EtcHubInterface"]
+__all__ = ["EtcHubInterface", "LM_HEAD_LIFTED"]
+
+#: the field of a lifted checkpoint's provenance (``extra_state.lifted_from``) saying whether its LM head came from
+#: its source: False for Google's ETC and a Hugging Face model without an MLM head, whose LM head starts fresh, so
+#: :meth:`EtcHubInterface.fill_mask` predicts noise until the model is pretrained further (it warns)
+LM_HEAD_LIFTED = "lm_head_lifted"
 
 
 class EtcHubInterface(nn.Module):
@@ -82,15 +87,21 @@ class EtcHubInterface(nn.Module):
         model: the :class:`~etc_fairseq.models.etc.EtcModel`.
         tokenizer: a :class:`~etc_fairseq.tokenization.SourceTokenizer` or None (token ids only).
         max_sentence_pieces: cut longer sentences in :meth:`encode_documents` (0 = never); the training
-            data's value (``pretrain.json``) when loaded by :func:`from_pretrained`.
-        tokenizer_search: where :func:`find_tokenizer` looked (for the error message without one).
+            data's value (``pretrain.json``) when loaded by ``EtcModel.from_pretrained``.
+        tokenizer_search: where :func:`~etc_fairseq.data.tokenizer_files.find_tokenizer` looked (for the error
+            message without one).
         global_role_ids: pretrained role -> dictionary id of the special global tokens (see
             :func:`~etc_fairseq.structure.global_tokens.global_token_id`); from ``pretrain.json``.
+        lm_head_trained: False when the LM head starts fresh (see :data:`LM_HEAD_LIFTED`).
     """
 
     def __init__(self, cfg, task, model, tokenizer=None, max_sentence_pieces: int = 0,
-                 tokenizer_search: Sequence[str] = (), global_role_ids: Optional[Dict[str, int]] = None):
+                 tokenizer_search: Sequence[str] = (), global_role_ids: Optional[Dict[str, int]] = None,
+                 lm_head_trained: bool = True):
         super().__init__()
+        #: False for a checkpoint lifted from a source without an LM head, not yet pretrained further
+        #: (:data:`LM_HEAD_LIFTED`): :meth:`fill_mask` then warns that its predictions mean nothing
+        self.lm_head_trained = bool(lm_head_trained)
         #: the ids a converted source model's global tokens were pretrained with (``global_token_ids`` of
         #: ``pretrain.json``, as the pretraining dataset uses them); empty: ``<s>`` for every role
         self.global_role_ids = dict(global_role_ids or {})
@@ -266,6 +277,10 @@ class EtcHubInterface(nn.Module):
             ``etc_pretraining`` model, ``<s> ... </s>`` otherwise).
         """
         mask = "<mask>"
+        if not self.lm_head_trained:
+            logger.warning("fill_mask: this checkpoint was lifted from a model without an LM head and not pretrained "
+                           "since; its LM head is freshly initialised, so the predictions are noise (continue "
+                           "pretraining with --task etc_pretraining --criterion cpc_mlm first)")
         if masked_input.count(mask) != 1:
             raise InputFormatError(f"fill_mask needs exactly one {mask} in the input, got {masked_input.count(mask)}")
         tok = self._need_tokenizer()

@@ -156,6 +156,7 @@ def _cli(command: str, argv: Sequence[str]) -> Optional[int]:
     entry = {
         "etc-prepare": "etc_fairseq.cli.prepare:main", "etc-predict": "etc_fairseq.cli.predict:main",
         "etc-evaluate": "etc_fairseq.cli.evaluate:main", "etc-show": "etc_fairseq.cli.show:main",
+        "etc-lift": "etc_fairseq.cli.lift:main",
         "fairseq-train": "fairseq_cli.train:cli_main", "fairseq-validate": "fairseq_cli.validate:cli_main",
     }[command]
     module, function = entry.split(":")
@@ -730,6 +731,147 @@ def _train_flags_case(name: str, ci: bool) -> Case:
     return Case(f"{name} / fairseq-train", "fairseq-train flags", make, names, ci)
 
 
+# -- etc-lift: Hugging Face BERT and Google's ETC sources -----------------------------------------------------
+OFFICIAL_FIXTURE = REPO / "tests" / "fixtures" / "official" / "separate"
+
+
+def _tiny_bert(where: Path) -> Path:
+    """A Hugging Face BERT directory (BertForMaskedLM, random weights, CONSTRUCTED 60-piece WordPiece vocabulary)."""
+    import torch
+    import transformers
+
+    src = where / "bert"
+    src.mkdir()
+    cfg = transformers.BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.BertForMaskedLM(cfg).save_pretrained(src)
+    words = ["[PAD]"] + [f"[unused{i}]" for i in range(4)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    (src / "vocab.txt").write_text("\n".join(words + [f"w{i}" for i in range(60 - len(words))]) + "\n")
+    return src
+
+
+def _bert_config(**changes) -> Callable[[Path], None]:
+    def edit(src: Path) -> None:
+        cfg = json.loads((src / "config.json").read_text())
+        cfg.update(changes)
+        (src / "config.json").write_text(json.dumps(cfg))
+    return edit
+
+
+def _bert_weight(edit: Callable[[Dict[str, "object"]], None]) -> Callable[[Path], None]:
+    def change(src: Path) -> None:
+        from safetensors.torch import load_file, save_file
+
+        weights = load_file(str(src / "model.safetensors"))
+        edit(weights)
+        save_file(weights, str(src / "model.safetensors"))
+    return change
+
+
+def _longer_word_table(w: dict) -> None:
+    import torch
+
+    key = "bert.embeddings.word_embeddings.weight"
+    w[key] = torch.cat([w[key], torch.zeros(40, w[key].shape[1])])
+
+
+def _integer_weight(w: dict) -> None:
+    import torch
+
+    key = "bert.encoder.layer.0.attention.self.query.weight"
+    w[key] = w[key].to(torch.int64)
+
+
+def _vocab_line(index: int, text: str) -> Callable[[Path], None]:
+    def edit(src: Path) -> None:
+        lines = (src / "vocab.txt").read_text().split("\n")
+        lines[index] = text
+        (src / "vocab.txt").write_text("\n".join(lines))
+    return edit
+
+
+LIFT_SOURCES = {
+    # name: (edit of the tiny BERT directory, extra etc-lift arguments (a function of the case directory and the
+    # source), what the refusal names; None: a good input)
+    "dropout -0.5": (_bert_config(attention_probs_dropout_prob=-0.5), None,
+                     r"config\.json: field 'attention_probs_dropout_prob' = -0\.5"),
+    "dropout NaN": (_bert_config(hidden_dropout_prob=float("nan")), None, r"config\.json: field 'hidden_dropout_prob' = nan"),
+    "hidden_act a list": (_bert_config(hidden_act=["gelu"]), None, r"config\.json: field 'hidden_act'"),
+    "model_type a list": (_bert_config(model_type=["bert"]), None, r"config\.json: field 'model_type'"),
+    "layer_norm_eps null": (_bert_config(layer_norm_eps=None), None, r"config\.json: field 'layer_norm_eps'"),
+    "hidden_size 10^7": (_bert_config(hidden_size=10 ** 7), None, r"word_embeddings\.weight' has shape .*config\.json"),
+    "100,000 layers": (_bert_config(num_hidden_layers=100000), None, r"model\.safetensors: tensor .*layer\.2\..* missing"),
+    "word table longer than vocab_size": (_bert_weight(_longer_word_table), None,
+                                          r"word_embeddings\.weight' has shape \(100, 32\).*vocab_size 60"),
+    "an int64 weight": (_bert_weight(_integer_weight), None, r"query\.weight' is int64"),
+    "a vocabulary symbol with a space": (_vocab_line(20, "has space"), None, r"vocab\.txt"),
+    "--encoder-dir the source": (None, lambda where, src: ["--encoder-dir", src], r"--encoder-dir .* is the input SOURCE"),
+    "--encoder-dir a file": (None, lambda where, src: ["--encoder-dir", src / "vocab.txt"], r"--encoder-dir .*vocab\.txt"),
+    "a good BERT": (None, None, None),
+}
+
+
+def _lift_case(name: str, ci: bool) -> Case:
+    edit, extra, names = LIFT_SOURCES[name]
+
+    def make(fx: Fixtures, where: Path) -> Run:
+        src = _tiny_bert(where)
+        if edit is not None:
+            edit(src)
+        out = where / "out" / "model.pt"
+        args = [src, "--out", out, "--arch", "etc_tiny", *(extra(where, src) if extra else [])]
+        check = lambda o, e: out.is_file() and (out.parent / "dict.txt").is_file()  # noqa: E731
+        return Run(lambda: _cli("etc-lift", args), inputs=[src], check=check)
+
+    return Case(f"{name} / etc-lift", "etc-lift, Hugging Face source", make, names, ci)
+
+
+def _official_copy(where: Path, config_changes: Dict[str, object]) -> Path:
+    src = where / "official"
+    shutil.copytree(OFFICIAL_FIXTURE, src)
+    cfg = json.loads((src / "etc_config.json").read_text())
+    cfg.update(config_changes)
+    (src / "etc_config.json").write_text(json.dumps(cfg))
+    return src
+
+
+def _official_outputs_check(out: Path) -> Callable[[str, str], bool]:
+    """The hub over etc-lift's checkpoint, given the official code's own inputs, computes its outputs (1e-5)."""
+    def check(stdout: str, stderr: str) -> bool:
+        import numpy as np
+        import torch
+
+        from etc_fairseq.models import EtcModel
+        from etc_fairseq.official import OFFICIAL_INPUT_NAMES, forward_official_inputs
+
+        z = np.load(OFFICIAL_FIXTURE / "official_io.npz")
+        with torch.no_grad():
+            long_out, global_out = forward_official_inputs(EtcModel.from_pretrained(out.parent),
+                                                           {k: z[k] for k in OFFICIAL_INPUT_NAMES if k in z.files})
+        return (np.abs(long_out.numpy() - z["long_output"]).max() < 1e-5
+                and np.abs(global_out.numpy() - z["global_output"]).max() < 1e-5)
+    return check
+
+
+OFFICIAL_SOURCES = {
+    # name: (etc_config.json changes, what the refusal names; None: a good input, checked against the official outputs)
+    "local_radius 10^9": ({"local_radius": 10 ** 9}, r"etc_config\.json.*local_radius=1000000000: expected at most"),
+    "official outputs through the hub": ({}, None),
+}
+
+
+def _official_case(name: str, ci: bool) -> Case:
+    changes, names = OFFICIAL_SOURCES[name]
+
+    def make(fx: Fixtures, where: Path) -> Run:
+        src = _official_copy(where, changes)
+        out = where / "out" / "model.pt"
+        return Run(lambda: _cli("etc-lift", [src, "--out", out]), inputs=[src], check=_official_outputs_check(out))
+
+    return Case(f"{name} / etc-lift", "etc-lift, Google's ETC", make, names, ci)
+
+
 def _cases() -> List[Case]:
     cases: List[Case] = []
     ci_checkpoint = {"layers-100000", "nan-weight", "wrong-shape", "no-optimizer-history"}
@@ -750,6 +892,9 @@ def _cases() -> List[Case]:
               for name in EVALUATIONS]
     cases += [_hub_case(name, name in ("float token ids", "an id beyond the dictionary", "good ids")) for name in HUB_INPUTS]
     cases += [_train_flags_case(name, name == "--encoder-layers 100000") for name in TRAIN_FLAGS_CASES]
+    cases += [_lift_case(name, name in ("dropout -0.5", "word table longer than vocab_size", "--encoder-dir the source",
+                                        "a good BERT")) for name in LIFT_SOURCES]
+    cases += [_official_case(name, True) for name in OFFICIAL_SOURCES]
     return cases
 
 
@@ -771,6 +916,7 @@ def warm_imports() -> None:
     import fairseq_cli.validate  # noqa: F401
 
     import etc_fairseq.cli.evaluate  # noqa: F401
+    import etc_fairseq.cli.lift  # noqa: F401
     import etc_fairseq.cli.predict  # noqa: F401
     import etc_fairseq.cli.prepare  # noqa: F401
     import etc_fairseq.register  # noqa: F401

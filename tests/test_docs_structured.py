@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from doc_blocks import parse_blocks
 from forkserver import write_wrappers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -16,7 +17,10 @@ PAGE = REPO / "docs" / "structured.md"
 
 
 def blocks(text: str, lang: str):
-    return re.findall(rf"^```{lang}\n(.*?)^```", text, flags=re.S | re.M)
+    """The page's ``lang`` blocks, in order, but those marked ``docs-test: not run`` (tests/doc_blocks.py)."""
+    found, problems = parse_blocks(text, str(PAGE))
+    assert problems == []
+    return [b.text for b in found if b.lang == lang and not (b.marker or "").startswith("not run")]
 
 
 def test_page_documents_every_record_field():

@@ -70,27 +70,12 @@ def report_user_errors(prog: str, debug: bool, body: Callable[[], int]) -> int:
     try:
         return body()
     except Exception as e:  # noqa: BLE001 -- re-raised unless it is a user error
-        if debug or not _user_error(e):
+        from etc_fairseq.errors import is_user_error
+
+        if debug or not is_user_error(e):
             raise
         print(f"{prog}: error: {one_line_error(e)}", file=sys.stderr)
         return 1
-
-
-#: (module, class name) of the user-error classes that are not :class:`~etc_fairseq.errors.EtcError`
-#: subclasses: the tokenizer's and etc-lift's, each raised only for a bad input file or flag
-_OTHER_USER_ERRORS = (("etc_fairseq.tokenization", "TokenizerFileError"), ("etc_fairseq.lift.fairseq_roberta", "LiftError"))
-
-
-def _user_error(e: BaseException) -> bool:
-    from etc_fairseq.errors import is_user_error
-
-    if is_user_error(e):
-        return True
-    for module, name in _OTHER_USER_ERRORS:  # an instance exists only if its module was imported
-        cls = getattr(sys.modules.get(module), name, None)
-        if cls is not None and isinstance(e, cls):
-            return True
-    return False
 
 
 def run_cli(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None) -> int:

@@ -178,21 +178,24 @@ def model_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     return overrides, flags
 
 
-def check_output(out: Path, inputs: Dict[str, Optional[Path]], overwrite: bool) -> None:
-    """Refuse an ``--out`` that is one of the inputs, a directory, or (even with ``--overwrite``) an
-    existing file etc-lift did not write: ``--overwrite`` replaces only a previous etc-lift output.
+def check_output(out: Path, inputs: Dict[str, Optional[Path]], overwrite: bool,
+                 encoder_dir: Optional[Path] = None) -> None:
+    """Refuse an ``--out`` or ``--encoder-dir`` that is, holds or sits inside one of the inputs (resolved,
+    symbolic links followed), an ``--out`` that is a directory, an ``--encoder-dir`` that is a file, and (even
+    with ``--overwrite``) an existing ``--out`` etc-lift did not write: ``--overwrite`` replaces only a previous
+    etc-lift output. Nothing is written before these checks.
 
     Raises:
-        LiftError: one line naming the file.
+        LiftError / OutputRefusedError: one line naming the option and the path.
     """
     from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint
     from etc_fairseq.guards import OutputRefusedError, check_outputs_against_inputs
     from etc_fairseq.lift import LiftError
 
-    try:
-        check_outputs_against_inputs({"--out": out}, inputs, file_outputs=["--out"])
-    except OutputRefusedError as e:
-        raise LiftError(str(e)) from None
+    check_outputs_against_inputs({"--out": out, "--encoder-dir": encoder_dir}, inputs, file_outputs=["--out"])
+    if encoder_dir is not None and encoder_dir.exists() and not encoder_dir.is_dir():
+        raise OutputRefusedError(f"--encoder-dir {encoder_dir}: is a file; give the directory to write the core "
+                                 "model into")
     if not out.exists():
         return
     if not overwrite:
@@ -280,10 +283,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.getLogger("fairseq").setLevel(logging.WARNING)
     parser = build_parser()
     args = parser.parse_args(argv)
-    from etc_fairseq.checkpoint_io import CheckpointLoadError
-    from etc_fairseq.lift import LiftError
+    from etc_fairseq.cli.common import report_user_errors
 
-    try:
+    done = {}
+
+    def body() -> int:
+        from etc_fairseq.lift import LiftError
+
         inputs = {"SOURCE": args.source, "--dict": args.dict, "--gpt2-encoder-json": args.gpt2_encoder_json,
                   "--gpt2-vocab-bpe": args.gpt2_vocab_bpe}
         check_hf_arguments(args)
@@ -292,22 +298,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             check_hf_output(args.out, inputs, args.overwrite)
         else:
-            check_output(args.out, inputs, args.overwrite)
-        overrides, flags = model_overrides(parser, args)
+            check_output(args.out, dict(inputs), args.overwrite, args.encoder_dir)
+        overrides, _ = model_overrides(parser, args)
         if (args.gpt2_encoder_json is None) != (args.gpt2_vocab_bpe is None):
             raise LiftError("--gpt2-encoder-json and --gpt2-vocab-bpe go together (GPT-2 BPE needs both files)")
         gpt2 = (args.gpt2_encoder_json, args.gpt2_vocab_bpe) if args.gpt2_encoder_json is not None else None
-        line, lifted = read_source(args, overrides, gpt2)
+        line, done["lifted"] = read_source(args, overrides, gpt2)
         if not args.quiet:
             print(f"etc-lift: {line}")
-        written = write_output(args, lifted)
-    except (LiftError, CheckpointLoadError, ValueError, OSError, ImportError) as e:
-        if args.debug:
-            raise
-        from etc_fairseq.guards import one_line_error
+        done["written"] = write_output(args, done["lifted"])
+        return 0
 
-        print(f"etc-lift: error: {one_line_error(e)}", file=sys.stderr)
-        return 1
+    status = report_user_errors("etc-lift", args.debug, body)
+    if status:
+        return status
+    lifted, written = done["lifted"], done["written"]
     if not args.quiet and args.format == "hf":
         for text in lifted.report_lines:
             print(text)
@@ -323,9 +328,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"width {etc_cfg.encoder_embed_dim}; every model field is stored in the checkpoint)")
         print("fine-tune / continue pretraining with (the model fields come from the checkpoint; "
               "EtcModel.from_pretrained needs no flags either):")
-        cmd = ["fairseq-train", "DATA", "--user-dir", "user_dir", "--arch", str(arch),
-               "--finetune-from-model", str(args.out), "..."]
-        print("  " + " ".join(cmd))
+        for what, task in (("continued pretraining (data of etc-prepare pretrain --from-model)", "etc_pretraining"),
+                           ("fine-tuning (data of etc-prepare structured --from-model)", "etc_structured")):
+            criterion = "cpc_mlm" if task == "etc_pretraining" else task
+            print(f"  {what}:\n    fairseq-train DATA --user-dir user_dir --task {task} --criterion {criterion} "
+                  f"--arch {arch} --finetune-from-model {args.out} ...")
     return 0
 
 if __name__ == "__main__":  # pragma: no cover

@@ -273,6 +273,17 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+#: the largest l2l radius and relative-position clipping distance a config may ask for, and why
+MAX_LOCAL_RADIUS = 1 << 17
+MAX_RELATIVE_DISTANCE = 4096
+LIMIT_REASONS = {
+    "local_radius": "every long token keeps 2r+1 mask and label entries; a radius past the input's length attends "
+                    "to all of it already",
+    "relative_pos_max_distance": "each layer holds 2k+1 relative-label vectors per head; the paper clips at 12 and "
+                                 "24, Google's released models at most at 42",
+}
+
+
 def validate_encoder_config(cfg) -> None:
     """Raise :class:`~etc_fairseq.errors.ConfigError` (a ``ValueError``) naming the field when a value
     cannot build a working model: sizes that are not positive integers, a dropout that is not a probability
@@ -305,6 +316,10 @@ def validate_encoder_config(cfg) -> None:
         v = value(name)
         if v is not None and (not _is_int(v) or v < 0):
             raise ConfigError(f"{name}={v!r}: expected an int >= 0")
+    for name, largest in (("local_radius", MAX_LOCAL_RADIUS), ("relative_pos_max_distance", MAX_RELATIVE_DISTANCE)):
+        v = value(name)
+        if v is not None and _is_int(v) and v > largest:
+            raise ConfigError(f"{name}={v}: expected at most {largest} ({LIMIT_REASONS[name]})")
     for name in DROPOUT_FIELDS:
         v = value(name)
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= v < 1.0):

@@ -51,6 +51,7 @@ from etc_fairseq.structure.builders import (
 from etc_fairseq.structure.flex_plan import flex_plan
 from etc_fairseq.structure.global_tokens import NUM_GLOBAL_TOKEN_TYPES, GlobalTokenType
 from etc_fairseq.structure.labels import RelativeLabelVocab
+from etc_fairseq.tokenization import read_source_token_rows
 
 from ..tracing import static_graph
 from .config import EtcEncoderConfig, as_encoder_config
@@ -124,6 +125,9 @@ class EtcEncoder(nn.Module):
         self.vocab_size = int(vocab_size)
         self.padding_idx = int(padding_idx)
         self.fixed_block_token_id = int(fixed_block_token_id)
+        #: the model's token row of each id of the model it was converted from, where the rows were reordered
+        #: (Google's released ETC through etc-lift); None: token ids are rows (see :meth:`from_pretrained`)
+        self.source_token_rows: Optional[Tuple[int, ...]] = None
         self.label_vocab = label_vocab_from_config(cfg)
         self.num_relative_rows = relative_table_rows(cfg, self.label_vocab)
         dim = cfg.encoder_embed_dim
@@ -389,7 +393,9 @@ class EtcEncoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, directory, map_location: str = "cpu") -> "EtcEncoder":
-        """Load an encoder written by :meth:`save_pretrained`, in eval mode (see :mod:`.io`).
+        """Load an encoder written by :meth:`save_pretrained`, in eval mode (see :mod:`.io`). When the directory
+        holds the tokenizer description ``etc-lift`` writes, :attr:`source_token_rows` is its map from the
+        source model's token ids to this model's rows (what official inputs are translated through).
 
         Raises:
             CheckpointLoadError: a file is missing, unreadable, or does not match the other (one line).
@@ -399,6 +405,7 @@ class EtcEncoder(nn.Module):
             encoder = cls(meta["config"], meta["vocab_size"], meta["padding_idx"], meta["fixed_block_token_id"])
         state = load_weights(directory, encoder.state_dict(), map_location)
         encoder.load_state_dict(state, assign=True)
+        encoder.source_token_rows = read_source_token_rows(directory)
         return encoder.eval()
 
 

@@ -58,6 +58,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 import torch
 
 from etc_fairseq.checkpoint_io import load_checkpoint
+from etc_fairseq.errors import InputFormatError
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +78,8 @@ DISCARDED_POSITIONS = "absolute position embeddings (discarded: relative positio
 SIZE_FLAGS = {name: "--" + name.replace("_", "-") for name in SIZE_FIELDS}
 
 
-class LiftError(ValueError):
-    """A RoBERTa checkpoint, dictionary or ETC config that cannot be lifted. The message names the file
+class LiftError(InputFormatError):
+    """A source checkpoint, dictionary or ETC config that cannot be lifted. The message names the file
     and/or both conflicting values."""
 
 
@@ -424,6 +425,9 @@ class LiftReport:
         fresh: ETC keys left at the ETC model's own initialisation.
         dropped: RoBERTa key -> why it was not used.
         notes: anything else worth saying (partial position tables, dtype casts).
+        source: what the source model is, as the summary names it.
+        lm_head_lifted: whether the LM head's transform came from the source (False: it starts fresh, so
+            masked-token predictions mean nothing until the model is pretrained further).
     """
 
     lifted: Dict[str, str] = field(default_factory=dict)
@@ -431,17 +435,19 @@ class LiftReport:
     fresh: List[str] = field(default_factory=list)
     dropped: Dict[str, str] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
+    source: str = "RoBERTa"
+    lm_head_lifted: bool = True
 
     def summary(self) -> str:
         """A human-readable multi-line summary (what ``etc-lift`` prints)."""
         sources = len(set(self.lifted.values()))
-        lines = [f"lifted {len(self.lifted)} ETC tensors from {sources} RoBERTa tensors:"]
+        lines = [f"lifted {len(self.lifted)} ETC tensors from {sources} {self.source} tensors:"]
         lines += [f"  {name:<30} {count}" for name, count in self.groups.items()]
         fresh_groups = Counter(_fresh_group(k) for k in self.fresh)
         lines.append(f"created fresh (ETC's own initialisation): {len(self.fresh)} tensors")
         lines += [f"  {name:<30} {count}" for name, count in sorted(fresh_groups.items())]
         dropped_reasons = Counter(self.dropped.values())
-        lines.append(f"dropped from the RoBERTa checkpoint: {len(self.dropped)} tensors")
+        lines.append(f"dropped from the {self.source} model: {len(self.dropped)} tensors")
         lines += [f"  {count:>4} x {reason}" for reason, count in dropped_reasons.items()]
         heads = sorted({k.split(".")[1] for k in self.dropped if k.startswith("classification_heads.")})
         if heads:
@@ -475,6 +481,16 @@ def _drop_reason(key: str, use_positions: bool) -> Optional[str]:
     if key == SENTENCE_ENCODER + "embed_positions.weight" and not use_positions:
         return DISCARDED_POSITIONS
     return None
+
+
+def check_weight(t: torch.Tensor, name: str, source: PathLike) -> torch.Tensor:
+    """``t`` if it is a floating-point tensor of finite values, else one line naming the tensor and what it holds
+    (an integer or boolean weight would otherwise be cast to float without a word)."""
+    if not t.is_floating_point():
+        raise LiftError(f"{source}: tensor {name!r} is {str(t.dtype).replace('torch.', '')}; a weight is floating point")
+    if not bool(torch.isfinite(t).all()):
+        raise LiftError(f"{source}: tensor {name!r} holds NaN or infinite values")
+    return t
 
 
 def _copy(value: torch.Tensor, like: torch.Tensor, etc_key: str, roberta_key: str) -> torch.Tensor:
@@ -528,7 +544,8 @@ def lift_roberta_into_etc(
             raise LiftError(f"{roberta_name} lacks {roberta_key} (needed for ETC {etc_key})")
         if etc_key not in etc_state:
             raise AssertionError(f"ETC model has no {etc_key}: lifting map out of date")
-        etc_state[etc_key] = _copy(roberta_state[roberta_key], fresh_state[etc_key], etc_key, roberta_key)
+        value = check_weight(roberta_state[roberta_key], roberta_key, roberta_name)
+        etc_state[etc_key] = _copy(value, fresh_state[etc_key], etc_key, roberta_key)
         report.lifted[etc_key] = roberta_key
         used.add(roberta_key)
         groups[group] += 1
@@ -560,6 +577,7 @@ def lift_roberta_into_etc(
     # LM head (its weight is tied to the token embeddings)
     has_lm_head = LM_HEAD + "dense.weight" in roberta_state
     if not has_lm_head and allow_missing_lm_head:
+        report.lm_head_lifted = False
         report.notes.append(f"{roberta_name} has no LM head: ETC's LM head (dense, layer norm, bias) starts "
                             "from its own initialisation (its weight is tied to the lifted token embeddings)")
     else:

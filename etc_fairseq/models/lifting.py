@@ -29,9 +29,11 @@ Output, all computed in memory before anything is written (a failure writes noth
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +50,11 @@ from etc_fairseq.lift.fairseq_roberta import (
     load_roberta_state,
     masked_lm_dictionary,
 )
+from etc_fairseq.encoder.io import CONFIG_NAME
+from etc_fairseq.hub import LM_HEAD_LIFTED
 from etc_fairseq.lift.huggingface import fairseq_dictionary, write_fairseq_dict
+from etc_fairseq.prepare.atomic import atomic_directory
+from etc_fairseq.tokenization import SOURCE_TOKEN_ROWS
 
 from .architectures import config_for_arch
 from .etc import EtcConfig, EtcModel
@@ -129,11 +135,16 @@ class LiftedModel:
     provenance: Dict[str, Any] = field(default_factory=dict)
 
 
-def _config(arch: Optional[str], source_fields: Dict[str, Any], overrides: Dict[str, Any]):
+def _config(arch: Optional[str], source_fields: Dict[str, Any], overrides: Dict[str, Any], source: str):
+    """The ETC config: ``arch``'s fields, then the source's (``source`` names its config file), then the model
+    flags. A value that cannot work is refused naming where it came from: the flag or the source's file."""
     try:
         return config_for_arch(arch or DEFAULT_ARCH, **{**source_fields, **overrides})
     except ValueError as e:
-        raise LiftError(str(e)) from None
+        field_name = str(e).split("=", 1)[0].split(" ", 1)[0]
+        where = (f"--{field_name.replace('_', '-')}" if field_name in overrides
+                 else source if field_name in source_fields else f"--arch {arch or DEFAULT_ARCH}")
+        raise LiftError(f"{where}: {e}") from None
 
 
 def _official_vocabulary(directory: Path, conv):
@@ -160,6 +171,13 @@ def _official_vocabulary(directory: Path, conv):
         tokenizer = {"type": "sentencepiece", "model": vocab_file.name}
         roles = OFFICIAL_GLOBAL_TOKEN_IDS["sentencepiece"]
     tokenizer["global_token_pieces"] = {role: vocab[i] for role, i in roles.items() if i < len(vocab)}
+    # the model row of each official id: the lift orders the token rows by the fairseq dictionary, and features
+    # made by the official code (etc_fairseq.official.forward_official_inputs) hold official ids
+    rows = [-1] * len(vocab)
+    for row, official_id in enumerate(order):
+        if official_id >= 0:
+            rows[official_id] = row
+    tokenizer[SOURCE_TOKEN_ROWS] = rows
     return vocab, symbols, order, tokenizer
 
 
@@ -175,7 +193,7 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
     _, symbols, order, tokenizer = _official_vocabulary(directory, conv)
     # the global tokens the model makes itself are the sentence token official ETC was pretrained with
     enc_fields["fixed_block_token"] = symbols[order.index(OFFICIAL_FIXED_BLOCK_TOKEN_ID)]
-    cfg = _config(arch, enc_fields, overrides)
+    cfg = _config(arch, enc_fields, overrides, str(directory / "etc_config.json"))
     changed = sorted(k for k in overrides if k in enc_fields and overrides[k] != enc_fields[k])
     weights_fixed = {"encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
                      "embedding_size", "segment_vocab_size", "relative_vocab_size", "index_position_embeddings",
@@ -214,7 +232,8 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
     return LiftedModel("official-etc", state, cfg, lines, symbols=symbols, tokenizer_files=[conv.vocab_file],
                        tokenizer=tokenizer, provenance={"official_checkpoint": str(directory),
                                                         "skipped_training_variables": len(conv.skipped),
-                                                        "dropped_variables": list(conv.dropped)})
+                                                        "dropped_variables": list(conv.dropped),
+                                                        LM_HEAD_LIFTED: False})
 
 
 def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int],
@@ -224,7 +243,7 @@ def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], see
     from etc_fairseq.lift.huggingface import lift_huggingface_into_etc, read_huggingface
 
     src = read_huggingface(directory)
-    cfg = _config(arch, src.etc_overrides(relative_positions_only), overrides)
+    cfg = _config(arch, src.etc_overrides(relative_positions_only), overrides, str(directory / "config.json"))
     fresh = build_etc_model(cfg, fairseq_dictionary(src.symbols), seed).state_dict()
     state, report = lift_huggingface_into_etc(src, cfg, fresh)
     # BERT and RoBERTa were pretrained without global tokens: none is named, so every special global token
@@ -238,7 +257,8 @@ def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], see
         tokenizer = {"type": "byte_level_bpe", "vocab": "vocab.json", "merges": "merges.txt", "global_token_pieces": {}}
     return LiftedModel(f"huggingface-{src.kind}", state, cfg, [report.summary()], symbols=src.symbols,
                        tokenizer_files=src.tokenizer_files, tokenizer=tokenizer,
-                       provenance={"huggingface_directory": str(directory), "weights": src.weights_file.name})
+                       provenance={"huggingface_directory": str(directory), "weights": src.weights_file.name,
+                                   LM_HEAD_LIFTED: report.lm_head_lifted})
 
 
 def _tokenizer_option(directory: Path, name: str, default: Any) -> Any:
@@ -283,7 +303,7 @@ def lift_fairseq(path: Path, arch: Optional[str], overrides: Dict[str, Any], see
     if not arch:
         raise LiftError(f"{path}: a fairseq RoBERTa checkpoint carries no ETC config: pass --arch (e.g. etc_base)")
     files = _gpt2_files(gpt2_files, dict_path)
-    cfg = _config(arch, {}, overrides)
+    cfg = _config(arch, {}, overrides, str(path))
     state, roberta_cfg = load_roberta_state(path)
     dictionary = check_dictionary(state, masked_lm_dictionary(dict_path) if dict_path is not None else None)
     fresh = build_etc_model(cfg, dictionary, seed).state_dict()
@@ -398,11 +418,22 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
     return line, lifted
 
 
+#: the prefix of the staging directory :func:`write_lifted` writes into before renaming (a killed run's is removed
+#: by the next run)
+STAGING_PREFIX = ".etc-lift-staging-"
+
+
 def write_lifted(lifted: LiftedModel, out: PathLike, *, overwrite: bool = False,
                  encoder_dir: Optional[PathLike] = None) -> List[Path]:
     """Write the checkpoint, ``dict.txt``, tokenizer files and ``etc_tokenizer.json`` (see the module
-    docstring); refuses to replace existing files unless ``overwrite``. Returns the paths written."""
+    docstring), and with ``encoder_dir`` the core's directory; refuses to replace existing files unless
+    ``overwrite``. Returns the paths written.
 
+    All or nothing: every file is first written into a staging directory next to ``out`` (and the core's
+    directory next to ``encoder_dir``), then renamed into place, the checkpoint last, so a checkpoint present
+    means its files are too; a failure removes the staging and leaves the old outputs as they were, and a
+    staging directory a killed run left behind is removed by the next run.
+    """
     out = Path(out)
     folder = out.parent
     planned = [out]
@@ -415,22 +446,55 @@ def write_lifted(lifted: LiftedModel, out: PathLike, *, overwrite: bool = False,
         taken = [p for p in planned if p.exists() and not _same_file(p, lifted)]
         if taken:
             raise LiftError(f"{taken[0]} exists (pass --overwrite to replace it)")
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
-    written = [save_etc_checkpoint(out, lifted.state, lifted.etc_cfg, lifted_from=dict(lifted.provenance, kind=lifted.kind))]
+    for stale in folder.glob(STAGING_PREFIX + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    core = atomic_directory(encoder_dir, overwrite=overwrite, marker=CONFIG_NAME) if encoder_dir is not None \
+        else contextlib.nullcontext()
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=folder))
+    try:
+        with core as core_tmp:
+            staged = _stage_files(lifted, staging, folder, out.name)
+            if core_tmp is not None:
+                model_encoder_dir(lifted, core_tmp)
+                write_tokenizer_files(lifted, core_tmp)
+            for src in staged[1:] + staged[:1]:  # the checkpoint last
+                os.replace(src, folder / src.name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    return [folder / src.name for src in staged] + ([Path(encoder_dir)] if encoder_dir is not None else [])
+
+
+def _stage_files(lifted: LiftedModel, staging: Path, folder: Path, checkpoint_name: str) -> List[Path]:
+    """Write the checkpoint (first in the list) and its files into ``staging``; a file that is the very input it
+    would be copied from (``dict.txt`` lifted in place) is not staged."""
+    staged = [save_etc_checkpoint(staging / checkpoint_name, lifted.state, lifted.etc_cfg,
+                                  lifted_from=dict(lifted.provenance, kind=lifted.kind))]
     if lifted.symbols is not None:
-        written.append(write_fairseq_dict(lifted.symbols, folder / "dict.txt"))
+        staged.append(write_fairseq_dict(lifted.symbols, staging / "dict.txt"))
     elif lifted.dict_file is not None and Path(lifted.dict_file).resolve() != (folder / "dict.txt").resolve():
-        written.append(Path(shutil.copyfile(lifted.dict_file, folder / "dict.txt")))
+        staged.append(Path(shutil.copyfile(lifted.dict_file, staging / "dict.txt")))
+    staged += [p for p in write_tokenizer_files(lifted, staging)
+               if not any(Path(t).resolve() == (folder / p.name).resolve() for t in lifted.tokenizer_files)]
+    return staged
+
+
+def write_tokenizer_files(lifted: LiftedModel, directory: Path) -> List[Path]:
+    """Copy the source's tokenizer files into ``directory`` and write its ``etc_tokenizer.json``; returns them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
     for p in lifted.tokenizer_files:
-        if p.resolve() != (folder / p.name).resolve():
-            written.append(Path(shutil.copyfile(p, folder / p.name)))
+        if p.resolve() != (directory / p.name).resolve():
+            written.append(Path(shutil.copyfile(p, directory / p.name)))
     if lifted.tokenizer:
-        path = folder / TOKENIZER_DESCRIPTION
+        path = directory / TOKENIZER_DESCRIPTION
         path.write_text(json.dumps(dict(lifted.tokenizer, source_kind=lifted.kind), indent=2, sort_keys=True) + "\n")
         written.append(path)
-    if encoder_dir is not None:
-        model_encoder_dir(lifted, encoder_dir)
-        written.append(Path(encoder_dir))
     return written
 
 

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Union
 
 from etc_fairseq.data.tokenizer_files import find_tokenizer
 from etc_fairseq.errors import CheckpointLoadError, MissingFileError
-from etc_fairseq.hub import EtcHubInterface
+from etc_fairseq.hub import LM_HEAD_LIFTED, EtcHubInterface
 
 from .checkpoint_config import load_model_checkpoint
 from .registration import register_components
@@ -67,6 +67,8 @@ def from_pretrained(
             raise MissingFileError(f"{path}: no such checkpoint file")
         state = load_model_checkpoint(path, mmap=True)  # both gates; fairseq's loader (wrapped) checks again
         task_name = task_name or _task_name(state)
+        lifted_from = (state.get("extra_state") or {}).get("lifted_from") or {}
+        lm_head_trained = lifted_from.get(LM_HEAD_LIFTED, True) is not False
         del state
     data_dir = resolve_data_dir(data_dir, task_name, data_name_or_path)
     register_components()  # the checkpoint's task must be registered for fairseq to build it
@@ -90,7 +92,7 @@ def from_pretrained(
     hub = EtcHubInterface(
         x["args"], x["task"], model, tokenizer,
         max_sentence_pieces=int(meta.get("max_sentence_pieces", 0) or 0), tokenizer_search=looked,
-        global_role_ids=role_ids,
+        global_role_ids=role_ids, lm_head_trained=lm_head_trained,
     )
     return hub.eval()  # dropout off: the same text gives the same features (call .train() to fine-tune)
 
