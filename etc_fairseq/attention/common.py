@@ -26,6 +26,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
+from etc_fairseq.errors import ConfigError, InputFormatError
+
 __all__ = [
     "GlobalLocalStructure",
     "MASK_FIELDS",
@@ -188,10 +190,10 @@ def check_tensor(
     """
     if tensor is None:
         if required:
-            raise ValueError(f"{name}: expected a tensor, got None")
+            raise InputFormatError(f"{name}: expected a tensor, got None")
         return
     if not isinstance(tensor, torch.Tensor):
-        raise ValueError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
+        raise InputFormatError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
     expected = tuple("*" if s is None else int(s) for s in shape)
     actual = tuple(tensor.shape)
     ok = len(actual) == len(expected) and all(
@@ -199,13 +201,13 @@ def check_tensor(
     )
     if not ok:
         exp_str = "[" + ", ".join(str(e) for e in expected) + "]"
-        raise ValueError(f"{name}: expected shape {exp_str}, got {list(actual)}")
+        raise InputFormatError(f"{name}: expected shape {exp_str}, got {list(actual)}")
     if kind == "float" and not tensor.is_floating_point():
-        raise ValueError(f"{name}: expected a floating-point tensor, got dtype {tensor.dtype}")
+        raise InputFormatError(f"{name}: expected a floating-point tensor, got dtype {tensor.dtype}")
     if kind == "bool" and tensor.dtype != torch.bool:
-        raise ValueError(f"{name}: expected dtype torch.bool, got {tensor.dtype}")
+        raise InputFormatError(f"{name}: expected dtype torch.bool, got {tensor.dtype}")
     if kind == "int" and tensor.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"{name}: expected dtype torch.int64, got {tensor.dtype}")
+        raise InputFormatError(f"{name}: expected dtype torch.int64, got {tensor.dtype}")
 
 
 def check_same_float(reference_name: str, reference: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
@@ -214,11 +216,11 @@ def check_same_float(reference_name: str, reference: torch.Tensor, **others: Opt
         if t is None:
             continue
         if t.dtype != reference.dtype:
-            raise ValueError(
+            raise InputFormatError(
                 f"{name}: expected dtype {reference.dtype} (same as {reference_name}), got {t.dtype}"
             )
         if t.device != reference.device:
-            raise ValueError(
+            raise InputFormatError(
                 f"{name}: expected device {reference.device} (same as {reference_name}), got {t.device}"
             )
 
@@ -230,7 +232,7 @@ def check_rel_bias(name: str, rel_bias: Optional[torch.Tensor], emb_name: str,
     if rel_bias is None:
         return
     if rel_emb is None:
-        raise ValueError(f"{name}: a relative bias table needs {emb_name} (the label vectors) too")
+        raise InputFormatError(f"{name}: a relative bias table needs {emb_name} (the label vectors) too")
     check_tensor(name, rel_bias, (rel_emb.shape[0], heads), "float")
     check_same_float(emb_name, reference, **{name: rel_bias})
 
@@ -238,7 +240,7 @@ def check_rel_bias(name: str, rel_bias: Optional[torch.Tensor], emb_name: str,
 def check_local_radius(local_radius) -> int:
     """``local_radius`` as an int; ValueError unless it is a whole number >= 0 (a bool is refused)."""
     if isinstance(local_radius, bool) or int(local_radius) != local_radius or local_radius < 0:
-        raise ValueError(f"local_radius: expected an int >= 0, got {local_radius!r}")
+        raise ConfigError(f"local_radius: expected an int >= 0, got {local_radius!r}")
     return int(local_radius)
 
 

@@ -57,6 +57,8 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
+from etc_fairseq.errors import ConfigError
+
 from .common import GlobalLocalStructure, read, softmax_dtype
 
 __all__ = [
@@ -515,7 +517,7 @@ def flex_global_local_attention(
     queries and keys laid out jointly, one flex call. ``dropout_p`` must be 0.
     """
     if dropout_p > 0.0:
-        raise ValueError("dropout_p: flex attention has no attention dropout; use the blocked kernel")
+        raise ConfigError("dropout_p: flex attention has no attention dropout; use the blocked kernel")
     l2g_k, l2g_v = l2g_kv if l2g_kv is not None else (global_k, global_v)
     g2l_k, g2l_v = g2l_kv if g2l_kv is not None else (long_k, long_v)
     plan = flex_plan_from_structure(structure, split_kv=l2g_kv is not None or g2l_kv is not None)
@@ -537,7 +539,7 @@ def _one_side(side, q, k_global_tokens, v_global_tokens, k_long_tokens, v_long_t
               rel_emb, rel_bias, dropout_p, compile):
     """One query side through the joint layout (the halves of the registry): its rows only, its keys only."""
     if dropout_p > 0.0:
-        raise ValueError("dropout_p: flex attention has no attention dropout; use the blocked kernel")
+        raise ConfigError("dropout_p: flex attention has no attention dropout; use the blocked kernel")
     plan = flex_plan_from_structure(structure, split_kv=False)
     lay = plan.layout
     k = torch.cat([_pad_rows(k_global_tokens, lay.global_pad), _pad_rows(k_long_tokens, lay.long_pad)], 2)

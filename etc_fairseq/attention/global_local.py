@@ -31,6 +31,8 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+from etc_fairseq.errors import ConfigError
+
 from . import autograd_blocked, blocked, dense, flex
 from .common import (
     MASK_FIELDS,
@@ -73,7 +75,7 @@ def implementation(impl: Optional[str], flex_compile: Optional[bool] = None):
     ``flex_attention`` (default: on CUDA)."""
     name = IMPLEMENTATION if impl is None else impl
     if name not in IMPLEMENTATIONS:
-        raise ValueError(f"impl: expected one of {sorted(IMPLEMENTATIONS)}, got {name!r}")
+        raise ConfigError(f"impl: expected one of {sorted(IMPLEMENTATIONS)}, got {name!r}")
     long_half, global_half = IMPLEMENTATIONS[name]
     extra: Dict[str, Optional[bool]] = {"compile": flex_compile} if name == "flex" else {}
     return long_half, global_half, extra

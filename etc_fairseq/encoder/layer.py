@@ -27,6 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from etc_fairseq.attention import GlobalLocalStructure
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.attention.flex import (
     FlexPlan,
     attention_backend,
@@ -64,7 +65,7 @@ def get_activation_fn(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
     table = {"relu": F.relu, "gelu": gelu, "gelu_accurate": gelu_accurate, "tanh": torch.tanh,
              "linear": lambda x: x, "swish": F.silu}
     if name not in table:
-        raise ValueError(f"activation {name!r}: expected one of {list(ACTIVATIONS)}")
+        raise ConfigError(f"activation {name!r}: expected one of {list(ACTIVATIONS)}")
     return table[name]
 
 
@@ -91,7 +92,7 @@ class EtcSelfAttention(nn.Module):
         super().__init__()
         embed_dim, num_heads = cfg.encoder_embed_dim, cfg.encoder_attention_heads
         if embed_dim % num_heads != 0:
-            raise ValueError(
+            raise ConfigError(
                 f"encoder_embed_dim ({embed_dim}) must be divisible by encoder_attention_heads ({num_heads})"
             )
         self.embed_dim = embed_dim

@@ -39,6 +39,7 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from etc_fairseq.attention import GlobalLocalStructure
+from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.attention.flex import FlexPlan, attention_backend, flex_plan_from_structure
 from etc_fairseq.structure.builders import (
     REQUIRED_STRUCTURE_LABELS,
@@ -67,7 +68,7 @@ def label_vocab_from_config(cfg) -> RelativeLabelVocab:
     names = tuple(n.strip() for n in str(cfg.relative_structure_labels).split(",") if n.strip())
     missing = [n for n in REQUIRED_STRUCTURE_LABELS if n not in names]
     if missing:
-        raise ValueError(
+        raise ConfigError(
             f"relative_structure_labels={cfg.relative_structure_labels!r} lacks {missing}: the structure "
             f"builders assign all of {list(REQUIRED_STRUCTURE_LABELS)}; extra labels may be appended"
         )
@@ -79,7 +80,7 @@ def relative_table_rows(cfg, vocab: RelativeLabelVocab) -> int:
     the vocabulary's size."""
     rows = int(cfg.relative_vocab_size or 0)
     if rows and rows < vocab.size:
-        raise ValueError(
+        raise ConfigError(
             f"relative_vocab_size={rows} is smaller than the {vocab.size} relative labels (2k+1 = "
             f"{vocab.num_position_labels} positions + {len(vocab.structure_labels)} structure labels)"
         )
@@ -189,11 +190,11 @@ class EtcEncoder(nn.Module):
         cfg = self.cfg
         pad = self.padding_idx
         if long_tokens.dim() != 2:
-            raise ValueError(f"src_tokens must be int64 [batch, long_len], got shape {tuple(long_tokens.shape)}")
+            raise InputFormatError(f"src_tokens must be int64 [batch, long_len], got shape {tuple(long_tokens.shape)}")
         # Lengths are capped only by absolute position tables (relative positions take any length):
         # the RoBERTa-style table here, the index tables in _index_positions.
         if cfg.use_absolute_positions and long_tokens.size(1) > cfg.max_positions:
-            raise ValueError(
+            raise InputFormatError(
                 f"long input of length {long_tokens.size(1)} exceeds max_positions={cfg.max_positions} "
                 "(--max-positions), the size of the absolute position table (use_absolute_positions=True)"
             )
@@ -202,12 +203,12 @@ class EtcEncoder(nn.Module):
         ids = {} if built is not None else dict(structure or {})
         unknown = set(ids) - set(STRUCTURE_KEYS)
         if unknown:
-            raise ValueError(f"unknown structure keys {sorted(unknown)}; expected a subset of {STRUCTURE_KEYS}")
+            raise InputFormatError(f"unknown structure keys {sorted(unknown)}; expected a subset of {STRUCTURE_KEYS}")
         if global_tokens is None:
             if global_types is not None:
-                raise ValueError("global_types given without global_tokens")
+                raise InputFormatError("global_types given without global_tokens")
             if built is not None:
-                raise ValueError("a built GlobalLocalStructure needs its global_tokens and global_types")
+                raise InputFormatError("a built GlobalLocalStructure needs its global_tokens and global_types")
             long_segment, _, global_padding_mask = fixed_block_ids(long_padding_mask, cfg.fixed_block_len)
             ids.setdefault("long_segment", long_segment)
             global_tokens = torch.full_like(global_padding_mask, self.fixed_block_token_id, dtype=torch.long)
@@ -215,9 +216,9 @@ class EtcEncoder(nn.Module):
             global_types = torch.full_like(global_tokens, int(GlobalTokenType.FIXED_BLOCK))
         else:
             if global_types is None:
-                raise ValueError("global_tokens given without global_types")
+                raise InputFormatError("global_tokens given without global_types")
             if global_tokens.shape != global_types.shape or global_tokens.size(0) != long_tokens.size(0):
-                raise ValueError(
+                raise InputFormatError(
                     f"global_tokens {tuple(global_tokens.shape)} and global_types {tuple(global_types.shape)} "
                     f"must both be [batch={long_tokens.size(0)}, global_len]"
                 )
@@ -233,7 +234,7 @@ class EtcEncoder(nn.Module):
                 **ids,
             )
         if (built.long_len, built.global_len) != (long_tokens.size(1), global_tokens.size(1)):
-            raise ValueError(
+            raise InputFormatError(
                 f"structure is for long_len={built.long_len}, global_len={built.global_len}; the input has "
                 f"{long_tokens.size(1)} and {global_tokens.size(1)}"
             )
@@ -273,7 +274,7 @@ class EtcEncoder(nn.Module):
             x_long = x_long + self.embed_segments(segment_ids)
             x_global = x_global + self.embed_segments(global_segment_ids)
         elif segment_ids is not None or global_segment_ids is not None:
-            raise ValueError("segment ids given but the model has no segment embeddings (segment_vocab_size=0)")
+            raise InputFormatError("segment ids given but the model has no segment embeddings (segment_vocab_size=0)")
         if long_extra is not None:
             x_long = x_long + long_extra.to(x_long.dtype)
         if global_extra is not None:
@@ -286,7 +287,7 @@ class EtcEncoder(nn.Module):
     def _index_positions(self, table: nn.Embedding, length: int, side: str) -> torch.Tensor:
         """float [1, length, dim]: rows 0 .. length-1 of ``table``."""
         if length > table.num_embeddings:
-            raise ValueError(
+            raise InputFormatError(
                 f"{side} input of length {length} exceeds index_position_embeddings={table.num_embeddings} "
                 "(--index-position-embeddings), the size of the absolute position tables"
             )
@@ -433,6 +434,6 @@ def _check_global_types(global_types: torch.Tensor, rows: int) -> None:
     if bool(bad.any()):
         value = int(global_types[bad][0])
         names = ", ".join(f"{t.name}={int(t)}" for t in GlobalTokenType)
-        raise ValueError(
+        raise InputFormatError(
             f"global_types holds {value}, outside the model's {rows} global token types 0..{rows - 1} ({names}); "
             "a type of your own is embedded as one of these (etc-prepare structured --global-type NAME=BASE)")

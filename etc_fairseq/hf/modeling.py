@@ -64,7 +64,7 @@ from transformers.modeling_outputs import (
 
 from etc_fairseq.attention.global_local import IMPLEMENTATIONS
 from etc_fairseq.encoder import EtcEncoder, EtcSelfAttention, LMHead, PooledClassifier, TokenLogits
-from etc_fairseq.errors import CheckpointLoadError
+from etc_fairseq.errors import CheckpointLoadError, ConfigError, InputFormatError
 from etc_fairseq.finetune.structured.decode import first_of_type
 from etc_fairseq.structure.builders import STRUCTURE_KEYS
 from etc_fairseq.structure.global_tokens import GlobalTokenType
@@ -177,7 +177,7 @@ class EtcPreTrainedModel(PreTrainedModel):
         """``attn_implementation`` checked against :data:`ATTN_IMPLEMENTATIONS` (None: ``"auto"``)."""
         name = "auto" if requested_attention is None else requested_attention
         if name not in ATTN_IMPLEMENTATIONS:
-            raise ValueError(f"attn_implementation={requested_attention!r}: ETC's attention kernels are "
+            raise ConfigError(f"attn_implementation={requested_attention!r}: ETC's attention kernels are "
                              f"{sorted(ATTN_IMPLEMENTATIONS)}")
         return name
 
@@ -185,7 +185,7 @@ class EtcPreTrainedModel(PreTrainedModel):
                                     every_n_layers: int = 1) -> None:
         """Switch the encoder's checkpointing of every layer (``EtcEncoder.run_layers``) on or off."""
         if enable and every_n_layers != 1:
-            raise ValueError(f"every_n_layers={every_n_layers}: ETC checkpoints every layer or none")
+            raise ConfigError(f"every_n_layers={every_n_layers}: ETC checkpoints every layer or none")
         for module in self.modules():
             if isinstance(module, EtcModel):
                 module.gradient_checkpointing = bool(enable)
@@ -258,22 +258,22 @@ class EtcModel(EtcPreTrainedModel):
         vocab = self.encoder.embed_tokens.num_embeddings
         bad = (ids < 0) | (ids >= vocab)
         if bool(bad.any()):
-            raise ValueError(f"{name} holds the id {int(ids[bad][0])}, outside the model's vocabulary 0..{vocab - 1} "
+            raise InputFormatError(f"{name} holds the id {int(ids[bad][0])}, outside the model's vocabulary 0..{vocab - 1} "
                              "(config.json vocab_size): the ids come from another tokenizer than the model's")
 
     def _masked(self, name: str, ids: Optional[torch.Tensor], mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
         """ids int64 [B, len] with the pad id where ``mask`` (int/bool [B, len]) is 0."""
         if ids is None:
             if mask is not None:
-                raise ValueError(f"{name.replace('input_ids', 'attention_mask')} given without {name}")
+                raise InputFormatError(f"{name.replace('input_ids', 'attention_mask')} given without {name}")
             return None
         if ids.dim() != 2:
-            raise ValueError(f"{name} must be int64 [batch, length], got shape {tuple(ids.shape)}")
+            raise InputFormatError(f"{name} must be int64 [batch, length], got shape {tuple(ids.shape)}")
         self._check_ids(name, ids)
         if mask is None:
             return ids
         if mask.shape != ids.shape:
-            raise ValueError(f"the attention mask of {name} has shape {tuple(mask.shape)}, {name} {tuple(ids.shape)}")
+            raise InputFormatError(f"the attention mask of {name} has shape {tuple(mask.shape)}, {name} {tuple(ids.shape)}")
         return ids.masked_fill(mask.eq(0), self.config.pad_token_id)
 
     def forward(
@@ -300,10 +300,10 @@ class EtcModel(EtcPreTrainedModel):
         """See the module docstring; every structure argument is int64 (``long_*`` [B, L], ``global_*`` [B, G],
         ``long_links`` [B, L, K])."""
         if output_attentions or (output_attentions is None and self.config.output_attentions):
-            raise ValueError("output_attentions: ETC's attention kernels never form the attention probabilities "
+            raise ConfigError("output_attentions: ETC's attention kernels never form the attention probabilities "
                              "(the local band and the global parts are computed blockwise)")
         if input_ids is None:
-            raise ValueError("input_ids is required (int64 [batch, long_len]); ETC embeds token ids itself")
+            raise InputFormatError("input_ids is required (int64 [batch, long_len]); ETC embeds token ids itself")
         hidden = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         given = dict(long_segment=long_segment, global_parent=global_parent, long_context=long_context,
                      global_context=global_context, long_example=long_example, global_example=global_example,
@@ -503,7 +503,7 @@ class EtcForTokenClassification(EtcPreTrainedModel):
         loss = None
         if labels is not None:
             if labels.shape != logits.shape[:2]:
-                raise ValueError(f"labels must be int64 [batch, {'global' if glob else 'long'}_len] = "
+                raise InputFormatError(f"labels must be int64 [batch, {'global' if glob else 'long'}_len] = "
                                  f"{tuple(logits.shape[:2])}, got {tuple(labels.shape)}")
             loss = F.cross_entropy(logits.float().view(-1, self.num_labels), labels.view(-1), ignore_index=-100)
         return _finish(self.config, return_dict, EtcTokenClassifierOutput(

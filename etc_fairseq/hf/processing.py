@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
 
-from etc_fairseq.errors import CheckpointLoadError
+from etc_fairseq.errors import CheckpointLoadError, ConfigError, InputFormatError
 from etc_fairseq.structure.builders import STRUCTURE_KEYS
 from etc_fairseq.tokenization import SourceTokenizer
 
@@ -57,7 +57,7 @@ class _Vocabulary:
         self.pad_index = tokenizer.pad_token_id
         self.bos_index = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
         if None in (self.unk_index, self.pad_index, self.bos_index):
-            raise ValueError("the tokenizer needs an unk, a pad and a cls (or bos) token for ETC's layouts")
+            raise ConfigError("the tokenizer needs an unk, a pad and a cls (or bos) token for ETC's layouts")
 
     def index(self, symbol: str) -> int:
         return self._ids.get(symbol, self.unk_index)
@@ -115,11 +115,11 @@ class EtcDataCollator:
 
     def __call__(self, features: Sequence[Mapping[str, Any]]) -> Dict[str, torch.Tensor]:
         if not features:
-            raise ValueError("nothing to collate")
+            raise InputFormatError("nothing to collate")
         names = list(features[0])
         for i, f in enumerate(features):
             if sorted(f) != sorted(names):
-                raise ValueError(f"example {i} has the inputs {sorted(f)}, example 0 {sorted(names)}")
+                raise InputFormatError(f"example {i} has the inputs {sorted(f)}, example 0 {sorted(names)}")
         batch = {}
         for name in names:
             values = [_as_tensor(f[name]) for f in features]
@@ -268,7 +268,7 @@ class EtcProcessor:
                 example["start_positions"], example["end_positions"] = (_ignored(int(v), IGNORE) for v in arrays["span"])
             examples.append(example)
         if not examples:
-            raise ValueError("encode_records needs at least one record")
+            raise InputFormatError("encode_records needs at least one record")
         #: what the layout cut or counted in the last call (``etc-prepare structured``'s counts)
         self.last_counts = dict(counts)
         return self._result(examples, return_tensors)
@@ -299,7 +299,7 @@ class EtcProcessor:
         if return_tensors is None:
             return examples
         if return_tensors != "pt":
-            raise ValueError(f"return_tensors={return_tensors!r}: ETC's inputs are torch tensors ('pt') or lists (None)")
+            raise ConfigError(f"return_tensors={return_tensors!r}: ETC's inputs are torch tensors ('pt') or lists (None)")
         return self.collator(examples)
 
 

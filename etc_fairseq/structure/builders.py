@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from etc_fairseq.attention.common import GlobalLocalStructure, read
+from etc_fairseq.errors import ConfigError, InputFormatError
 
 from .labels import DEFAULT_STRUCTURE_LABELS, RelativeLabelVocab
 from ..tracing import static_graph
@@ -79,11 +80,11 @@ REQUIRED_STRUCTURE_LABELS = DEFAULT_STRUCTURE_LABELS
 def _check_mask(name: str, t) -> None:
     """bool 2-D tensor ``[batch, len]``."""
     if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise InputFormatError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype != torch.bool:
-        raise ValueError(f"{name} must have dtype torch.bool, got {t.dtype}")
+        raise InputFormatError(f"{name} must have dtype torch.bool, got {t.dtype}")
     if t.dim() != 2:
-        raise ValueError(f"{name} must be 2-D [batch, len], got shape {tuple(t.shape)}")
+        raise InputFormatError(f"{name} must be 2-D [batch, len], got shape {tuple(t.shape)}")
 
 
 def _check_ids(
@@ -96,9 +97,9 @@ def _check_ids(
 ) -> None:
     """dtype int64, expected shape (last dim free when ``trailing_free``), same device."""
     if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise InputFormatError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype != torch.long:
-        raise ValueError(f"{name} must have dtype torch.int64, got {t.dtype}")
+        raise InputFormatError(f"{name} must have dtype torch.int64, got {t.dtype}")
     got = tuple(t.shape)
     if trailing_free:
         ok = t.dim() == len(shape) + 1 and got[:-1] == shape
@@ -107,9 +108,9 @@ def _check_ids(
         ok = got == shape
         want = f"{shape}"
     if not ok:
-        raise ValueError(f"{name} must have shape {want}, got {got}")
+        raise InputFormatError(f"{name} must have shape {want}, got {got}")
     if t.device != device:
-        raise ValueError(f"{name} must be on device {device}, got {t.device}")
+        raise InputFormatError(f"{name} must be on device {device}, got {t.device}")
 
 
 def _validating(t: torch.Tensor) -> bool:
@@ -125,7 +126,7 @@ def _check_index_range(name: str, t: torch.Tensor, valid: torch.Tensor, global_l
     bad = valid & ((t < -1) | (t >= global_len))
     if bool(bad.any()):
         pos = tuple(int(x) for x in bad.nonzero()[0].tolist())
-        raise ValueError(
+        raise InputFormatError(
             f"{name} values must be -1 or in [0, global_len={global_len}), "
             f"got {int(t[pos])} at index {pos}"
         )
@@ -143,7 +144,7 @@ def _check_not_padded_target(
     bad = valid & (t >= 0) & target_pad
     if bool(bad.any()):
         pos = tuple(int(x) for x in bad.nonzero()[0].tolist())
-        raise ValueError(
+        raise InputFormatError(
             f"{name} must point at non-padding global tokens, got {int(t[pos])} at index {pos} "
             f"which is padding in global_padding_mask"
         )
@@ -178,12 +179,12 @@ def _ancestors(global_parent: torch.Tensor) -> torch.Tensor:
         diag = anc.diagonal(dim1=1, dim2=2)  # [B, G]
         if bool(diag.any()):
             b, g = (int(x) for x in diag.nonzero()[0].tolist())
-            raise ValueError(
+            raise InputFormatError(
                 f"global_parent must be a forest (acyclic), got a cycle through global "
                 f"index {g} in batch row {b}"
             )
         b, g = (int(x) for x in (cur >= 0).nonzero()[0].tolist())
-        raise ValueError(
+        raise InputFormatError(
             f"global_parent chains must have at most {MAX_HIERARCHY_DEPTH} ancestors, "
             f"got a longer chain (or a longer cycle) from global index {g} in batch row {b}"
         )
@@ -285,19 +286,19 @@ def structure_ids(
     B, L = long_padding_mask.shape
     Bg, G = global_padding_mask.shape
     if Bg != B:
-        raise ValueError(
+        raise InputFormatError(
             f"global_padding_mask must have batch size {B} (from long_padding_mask), got {Bg}"
         )
     device = long_padding_mask.device
     if global_padding_mask.device != device:
-        raise ValueError(
+        raise InputFormatError(
             f"global_padding_mask must be on device {device}, got {global_padding_mask.device}"
         )
     if not isinstance(vocab, RelativeLabelVocab):
-        raise ValueError(f"vocab must be a RelativeLabelVocab, got {type(vocab).__name__}")
+        raise ConfigError(f"vocab must be a RelativeLabelVocab, got {type(vocab).__name__}")
     r = local_radius
     if isinstance(r, bool) or not isinstance(r, int) or r < 0:
-        raise ValueError(f"local_radius must be an int >= 0, got {r!r}")
+        raise ConfigError(f"local_radius must be an int >= 0, got {r!r}")
     for name in REQUIRED_STRUCTURE_LABELS:
         vocab.label(name)  # KeyError naming the missing label
 
@@ -539,7 +540,7 @@ def fixed_block_ids(
     """
     _check_mask("long_padding_mask", long_padding_mask)
     if isinstance(block_len, bool) or not isinstance(block_len, int) or block_len < 1:
-        raise ValueError(f"block_len must be an int >= 1, got {block_len!r}")
+        raise ConfigError(f"block_len must be an int >= 1, got {block_len!r}")
     B, L = long_padding_mask.shape
     device = long_padding_mask.device
     real = (~long_padding_mask).long()  # [B, L]
@@ -569,5 +570,5 @@ def segment_ids_from_lengths(lengths: Sequence[int], *, start: int = 0) -> torch
     """
     lengths_t = torch.as_tensor(list(lengths), dtype=torch.long)
     if bool((lengths_t < 0).any()):
-        raise ValueError(f"lengths must be >= 0, got {list(lengths)}")
+        raise InputFormatError(f"lengths must be >= 0, got {list(lengths)}")
     return torch.repeat_interleave(torch.arange(len(lengths_t), dtype=torch.long) + start, lengths_t)
