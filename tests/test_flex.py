@@ -316,6 +316,25 @@ def test_compile_fullgraph_one_graph_per_shape():
     torch._dynamo.reset()
 
 
+def test_compiled_flex_serves_many_lengths():
+    """The module's compiled ``flex_attention`` (what the GPU path calls outside ``torch.compile``) at 10
+    different padded lengths, more than dynamo's recompile limit of 8: at most two compilations (the first
+    shape, then one with symbolic lengths), every result equal to the dense reference. Compiled per shape, the
+    9th length would fall back to flex attention's unfused reference (the full score matrix in memory)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    for i, L in enumerate(range(100, 100 + 10 * BLOCK_SIZE, BLOCK_SIZE)):
+        t, kw = _inputs(i, 1, 2, L, 6, 4, bias=True)
+        with torch.no_grad():
+            got = _run(lambda *a, **k: flex_global_local_attention(*a, **k, compile=True), t, kw)
+            ref = _run(dense_global_local_attention, t, kw)
+        assert max(_maxdiff(g, r) for g, r in zip(got, ref)) < TOL, L
+    assert counters["stats"]["unique_graphs"] <= 2, dict(counters["stats"])
+    torch._dynamo.reset()
+
+
 @pytest.mark.slow
 def test_compiled_forward_past_65536_long_tokens_equals_blocked():
     """A compiled (inductor) CPU forward at 70,000 long tokens, 2 packed examples, fixed-block global tokens:

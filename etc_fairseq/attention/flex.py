@@ -498,8 +498,13 @@ def _relative_score_mod(plan: FlexPlan, sides, tables, q0: int, k0: int):
 @functools.lru_cache(maxsize=None)
 def _compiled_flex():
     """``flex_attention`` compiled once per process (created on first use: ``torch.compile`` imports
-    dynamo, seconds); each new padded shape compiles once."""
-    return torch.compile(flex_attention, dynamic=False)
+    dynamo, seconds). Shapes are automatic-dynamic: the first padded shape compiles a static kernel, the
+    first different one a kernel with symbolic lengths that serves every later length. With
+    ``dynamic=False`` each padded length (a multiple of 128) would compile its own, and past dynamo's
+    recompile limit (8) flex attention falls back to its unfused reference, which materialises the full
+    ``[B, H, rows, keys]`` score matrix: a variable-length training run would slow down and run out of
+    memory (``tests/test_flex.py::test_compiled_flex_serves_many_lengths``)."""
+    return torch.compile(flex_attention)
 
 
 def _pad_rows(x: torch.Tensor, n: int) -> torch.Tensor:
