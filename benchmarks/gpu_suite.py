@@ -3,7 +3,7 @@
 The suite uses only the fairseq-free core (``etc_fairseq.attention`` / ``structure`` / ``encoder``), torch and
 ``transformers`` (the peers), so a GPU machine without fairseq runs it (``scripts/gpu_suite.sh``). It works on
 torch 2.11 and 2.13. Parts, in order (``--parts``), each written to the JSON as soon as it is done, each
-skipped once the time budget (``--budget-s``) is spent:
+skipped once the time budget (``--budget-s``) is spent (``--parts`` names them in the order to run):
 
 ``exactness``  float32, forward AND every gradient (queries, keys, values of both sides, l2g / g2l keys and
                values, relative-label tables and biases) of ``flex`` and ``blocked`` against the dense reference
@@ -21,16 +21,19 @@ skipped once the time budget (``--budget-s``) is spent:
                modules include their Q/K/V projections (not separable), ETC's and SDPA's rows do not. Time =
                median after warm-up (the first flex call compiles), peak memory over the inputs, and TFLOP/s on
                the allowed pairs (forward 4 * head_dim flops per pair and head, backward 2.5x forward).
-``model``      a whole training step in bf16 (autocast; forward, MLM loss, backward, AdamW step): ``etc_base``
+``model``      a whole training step in bf16 (autocast; forward, the LM head and MLM loss on the 15 % masked
+               positions only, as fairseq and ModernBERT train, backward, AdamW step): ``etc_base``
                (the core :class:`~etc_fairseq.encoder.EtcEncoder`, ``EtcEncoderConfig.preset("etc_base")``: 12
                layers of 768, r = 84, fixed-block global tokens; attention dropout 0) at 8,192 and 32,768 long tokens, HF
                ModernBERT-base (random init, its fastest attention available: flash_attention_2, else
-               flex_attention, else sdpa) at the same lengths, BERT-base at 512 (batch 16); tokens per second.
+               flex_attention, else sdpa) at the same lengths, BERT-base at 512 (batch 16); tokens per second,
+               and the host synchronisations CUDA reports in one eager ``etc_base`` step.
 ``compile``    ``torch.compile(fullgraph=True)`` of an ``etc_base`` forward + loss (+ backward on CUDA) with the
-               flex path: graph breaks, compilations over 5 batches of different content at one shape and one
+               flex path (``--compile-layers`` of its layers, default 12): graph breaks, compilations over 5 batches of different content at one shape and one
                more length, host synchronisations in a compiled step (``torch.cuda.set_sync_debug_mode``).
-``capacity``   the longest input ``etc_base`` trains on with activation checkpointing (bf16 step), doubling from
-               65,536 until out of memory or out of time; peak memory and step time per length.
+``capacity``   the longest input ``etc_base`` trains on with activation checkpointing (bf16 step, the MLM loss on
+               8,192 masked positions: the head's memory grows with the vocabulary, not with the encoder),
+               doubling from 65,536 until out of memory or out of time; peak memory and step time per length.
 
 Usage::
 
@@ -476,36 +479,59 @@ def _etc_base(run: Run, quick: bool, **overrides):
     return enc, head
 
 
-def _mlm_batch(run: Run, batch: int, length: int, vocab: int, seed: int = 0):
+def _mlm_batch(run: Run, batch: int, length: int, vocab: int, seed: int = 0, max_masked: Optional[int] = None):
+    """Random tokens, int64 ``[batch, length]``, and MLM targets (-100 except at 15 % of the positions, at
+    most ``max_masked`` of them)."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, vocab, (batch, length), generator=gen)
-    targets = torch.where(torch.rand(batch, length, generator=gen) < 0.15, tokens, torch.full_like(tokens, -100))
+    picked = torch.rand(batch, length, generator=gen) < 0.15
+    if max_masked is not None and int(picked.sum()) > max_masked:
+        keep = torch.zeros(picked.numel(), dtype=torch.bool)
+        keep[picked.flatten().nonzero().squeeze(1)[torch.randperm(int(picked.sum()), generator=gen)[:max_masked]]] = True
+        picked = keep.view_as(picked)
+    targets = torch.where(picked, tokens, torch.full_like(tokens, -100))
     return tokens.to(run.device), targets.to(run.device)
 
 
 def _train_step(run: Run, model_fn: Callable, params, tokens, targets) -> Callable[[], None]:
-    """One bf16 (autocast) training step: forward -> logits, MLM cross entropy, backward, AdamW step."""
+    """One bf16 (autocast) training step: forward, the LM head on the masked positions only (as fairseq's and
+    ModernBERT's sparse MLM do), cross entropy, backward, AdamW step. ``model_fn(tokens, rows)``: float
+    logits ``[rows.numel(), vocab]`` at int64 ``rows``, the masked positions of the flattened
+    ``[batch * length]`` (found once, so that the step itself needs no host synchronisation)."""
     import torch
     import torch.nn.functional as F
 
     opt = torch.optim.AdamW(params, lr=1e-5)
     amp = torch.autocast(device_type=run.device.type, dtype=torch.bfloat16, enabled=run.cuda)
+    rows = (targets.flatten() != -100).nonzero().squeeze(1)
+    labels = targets.flatten()[rows]
 
     def step():
         with amp:
-            logits = model_fn(tokens)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
+            logits = model_fn(tokens, rows)
+        loss = F.cross_entropy(logits.float(), labels)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
     return step
 
 
+def _etc_mlm(enc, head) -> Callable:
+    """(tokens, rows) -> the LM head's logits at the masked long positions (:func:`_train_step`)."""
+    return lambda t, rows: head(enc(t).long_features.flatten(0, 1)[rows])
+
+
+def _etc_params(enc, head) -> list:
+    """The encoder's parameters and the head's own (its output projection is the tied embedding)."""
+    return list(enc.parameters()) + [head.bias, *head.dense.parameters(), *head.layer_norm.parameters()]
+
+
 def _hf_model(run: Run, name: str, length: int, quick: bool):
-    """(forward: tokens -> logits, parameters, attention used) of HF ModernBERT-base or BERT-base, random init
-    from their configs (never downloaded)."""
+    """(forward: (tokens, rows) -> logits at the masked positions (:func:`_train_step`), parameters, attention used, vocabulary,
+    attention implementations that failed) of HF ModernBERT-base or BERT-base, random init from their configs
+    (never downloaded)."""
     q = QUICK_SIZES
     small = dict(hidden_size=q["width"], intermediate_size=q["ffn"], num_attention_heads=q["heads"],
                  vocab_size=q["vocab"]) if quick else {}
@@ -528,7 +554,12 @@ def _hf_model(run: Run, name: str, length: int, quick: bool):
         try:
             model = model_cls._from_config(cfg, attn_implementation=attn).to(run.device)
             model.train()
-            return (lambda t: model(input_ids=t).logits), list(model.parameters()), attn, vocab, errors
+            if name == "bert":
+                fn = (lambda t, rows: model.cls(model.bert(input_ids=t).last_hidden_state.flatten(0, 1)[rows]))
+            else:
+                fn = (lambda t, rows: model.decoder(model.head(
+                    model.model(input_ids=t).last_hidden_state.flatten(0, 1)[rows])))
+            return fn, list(model.parameters()), attn, vocab, errors
         except Exception as e:  # noqa: BLE001 -- an implementation this machine lacks (flash-attn not installed)
             errors[attn] = _failed(e)
     raise RuntimeError(f"no attention implementation of {name} runs here: {errors}")
@@ -550,17 +581,20 @@ def part_model(run: Run, lengths: List[int]) -> Dict:
                 enc, head = _etc_base(run, run.quick)
                 enc.train()
                 row["attention"] = enc.attention_impl(run.device)
-                fn, params, vocab = (lambda t: head(enc(t).long_features)), list(enc.parameters()) + [head.bias, *head.dense.parameters(), *head.layer_norm.parameters()], enc.vocab_size
+                fn, params, vocab = _etc_mlm(enc, head), _etc_params(enc, head), enc.vocab_size
             else:
                 fn, params, attn, vocab, errors = _hf_model(run, "bert" if name == "bert_base" else "modernbert", length, run.quick)
                 row.update(attention=attn, unavailable_attention=errors)
             tokens, targets = _mlm_batch(run, batch, length, vocab)
-            row.update(run.time(_train_step(run, fn, params, tokens, targets), warmup, repeats), status="ok")
+            step = _train_step(run, fn, params, tokens, targets)
+            row.update(run.time(step, warmup, repeats), status="ok")
             row["tokens_per_s"] = batch * length / (row["time_ms"] / 1000)
+            if run.cuda and name == "etc_base":
+                row["host_syncs_in_an_eager_step"] = _host_syncs(run, step)
         except Exception as e:  # noqa: BLE001
             row["status"] = _failed(e)
         finally:
-            fn = params = None
+            fn = params = step = None
             if run.cuda:
                 torch.cuda.empty_cache()
         rows.append(row)
@@ -579,6 +613,28 @@ def part_model(run: Run, lengths: List[int]) -> Dict:
     return dict(precision="bf16 autocast" if run.cuda else "float32", optimizer="AdamW", rows=rows)
 
 
+def _host_syncs(run: Run, step: Callable[[], object]) -> int:
+    """Host synchronisations CUDA reports (``torch.cuda.set_sync_debug_mode("warn")``) in one call of ``step``."""
+    import warnings
+
+    import torch
+
+    run.sync()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step()
+            run.sync()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+#: masked positions per capacity step: the LM head's logits grow with the vocabulary, not the encoder
+CAPACITY_MASKED = 8192
+
+
 def part_capacity(run: Run, start: int, max_len: int) -> Dict:
     import torch
 
@@ -592,9 +648,8 @@ def part_capacity(run: Run, start: int, max_len: int) -> Dict:
         try:
             enc, head = _etc_base(run, run.quick, checkpoint_activations=True)
             enc.train()
-            tokens, targets = _mlm_batch(run, 1, length, enc.vocab_size)
-            params = list(enc.parameters()) + [head.bias, *head.dense.parameters(), *head.layer_norm.parameters()]
-            step = _train_step(run, lambda t: head(enc(t).long_features), params, tokens, targets)
+            tokens, targets = _mlm_batch(run, 1, length, enc.vocab_size, max_masked=CAPACITY_MASKED)
+            step = _train_step(run, _etc_mlm(enc, head), _etc_params(enc, head), tokens, targets)
             row.update(run.time(step, 1, 1), status="ok", attention=enc.attention_impl(run.device))
             if run.cuda:
                 row["peak_total_gb"] = torch.cuda.max_memory_allocated(run.device) / 2**30
@@ -610,7 +665,8 @@ def part_capacity(run: Run, start: int, max_len: int) -> Dict:
             break
         length *= 2
     trained = [r["long_len"] for r in rows if r["status"] == "ok"]
-    return dict(checkpoint_activations=True, longest_trained=max(trained) if trained else None, rows=rows)
+    return dict(checkpoint_activations=True, masked_positions=CAPACITY_MASKED,
+                longest_trained=max(trained) if trained else None, rows=rows)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -618,13 +674,13 @@ def part_capacity(run: Run, start: int, max_len: int) -> Dict:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def part_compile(run: Run, length: int, new_length: int) -> Dict:
+def part_compile(run: Run, length: int, new_length: int, layers: int) -> Dict:
     import torch
     import torch.nn.functional as F
     from torch._dynamo.testing import CompileCounter, CompileCounterWithBackend
     from torch._dynamo.utils import counters
 
-    enc, head = _etc_base(run, run.quick, dropout=0.0)
+    enc, head = _etc_base(run, run.quick, dropout=0.0, encoder_layers=2 if run.quick else layers)
     enc.backend = "flex"
     enc.train(run.cuda)
     train = run.cuda  # CPU flex attention has no backward: forward + loss only
@@ -644,7 +700,7 @@ def part_compile(run: Run, length: int, new_length: int) -> Dict:
     cnt = CompileCounterWithBackend("inductor") if run.cuda else CompileCounter()
     compiled = torch.compile(step, fullgraph=True, dynamic=False, backend=cnt)
     out = dict(backend="inductor" if run.cuda else "dynamo only (CompileCounter)", length=length,
-               with_backward=train)
+               layers=len(enc.layers), with_backward=train)
     t0 = time.perf_counter()
     with torch.set_grad_enabled(train):
         for seed in range(5):
@@ -653,17 +709,9 @@ def part_compile(run: Run, length: int, new_length: int) -> Dict:
                 loss.backward()
         run.sync()
         out.update(compilations_5_batches=cnt.frame_count, first_5_batches_s=time.perf_counter() - t0)
-        if run.cuda:  # a compiled step with host synchronisations reported
-            torch.cuda.set_sync_debug_mode("warn")
-            import warnings
-
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                loss = compiled(*batch(7, length))
-                loss.backward()
-                run.sync()
-            torch.cuda.set_sync_debug_mode("default")
-            out["host_syncs_in_a_compiled_step"] = sum("synchroniz" in str(w.message) for w in caught)
+        if run.cuda:
+            tokens, targets = batch(7, length)
+            out["host_syncs_in_a_compiled_step"] = _host_syncs(run, lambda: compiled(tokens, targets).backward())
         compiled(*batch(8, new_length))
     out.update(new_length=new_length, compilations_after_new_length=cnt.frame_count,
                graph_breaks=sum(counters["graph_break"].values()), unique_graphs=counters["stats"]["unique_graphs"])
@@ -680,7 +728,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--quick", action="store_true", help="tiny sizes, 1 repeat (the CPU test's mode)")
-    p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS, help="run in the order given")
     p.add_argument("--budget-s", type=float, default=None,
                    help="time budget; a part that starts after it is skipped (default 450 on CUDA, 50 with --quick)")
     p.add_argument("--attention-lengths", type=int, nargs="+", default=None,
@@ -689,6 +737,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="long lengths of the whole-model part (default 8192 32768)")
     p.add_argument("--capacity-start", type=int, default=None, help="default 65536")
     p.add_argument("--capacity-max", type=int, default=None, help="default 4194304")
+    p.add_argument("--compile-layers", type=int, default=12,
+                   help="etc_base layers in the compile part (default all 12; compile counts do not depend on depth, "
+                        "compile time does)")
     p.add_argument("--out", default=None, help="default benchmarks/results/gpu_suite_<device>.json")
     args = p.parse_args(argv)
     import torch
@@ -713,12 +764,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         "exactness": lambda: part_exactness(run),
         "attention": lambda: part_attention(run, att_lengths),
         "model": lambda: part_model(run, model_lengths),
-        "compile": lambda: part_compile(run, 128 if quick else 4096, 256 if quick else 8192),
+        "compile": lambda: part_compile(run, 128 if quick else 4096, 256 if quick else 8192, args.compile_layers),
         "capacity": lambda: part_capacity(run, cap_start, cap_max),
     }
-    for part in PARTS:
-        if part not in args.parts:
-            continue
+    for part in dict.fromkeys(args.parts):  # in the order given
         if run.left() < 0:
             result["parts"][part] = dict(status="skipped: time budget")
         else:
