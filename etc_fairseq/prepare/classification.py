@@ -35,11 +35,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from etc_fairseq.errors import ConfigError, InputFormatError, MissingFileError
+from etc_fairseq.errors import ConfigError, InputFormatError
 
 from .binarize import binarize
 from .documents import Document, DocumentFilter, PathLike
-from .mlm import prepare_output_dir, staged_output_dir, write_json_atomic
+from .mlm import check_given_files, prepare_output_dir, run_arguments, staged_output_dir, write_json_atomic
 from .sources import SourceStats, iter_documents
 from .spm import copy_model, encode_pieces, load_spm, train_spm, wrap_pieces
 
@@ -201,19 +201,11 @@ def prepare_article_classification(
         InputFormatError / MissingFileError / ConfigError: bad inputs or model/dictionary paths (message names them).
         ValueError: fewer than ``num_articles`` documents, or a class without train or valid examples.
     """
+    args = run_arguments(locals())
     t0 = time.monotonic()
-    args = {k: (str(v) if isinstance(v, Path) else v) for k, v in locals().items() if k != "t0"}
-    args["inputs"] = [str(p) for p in inputs]
-    args["out_dir"] = str(out_dir)
     if num_articles < 2:
         raise ConfigError(f"--num-articles must be at least 2, got {num_articles}")
-    for name, value in (("spm_model", spm_model), ("srcdict", srcdict)):
-        if value is not None and not Path(value).is_file():
-            raise MissingFileError(f"{value}: no such file (given as {name})")
-    if srcdict is not None:
-        from etc_fairseq.data.indexed import check_dictionary_file
-
-        check_dictionary_file(srcdict)
+    check_given_files((("spm_model", spm_model), ("srcdict", srcdict)), srcdict)
     dictionary_source = "given"
     if spm_model is not None and srcdict is None:
         sibling = Path(spm_model).parent / "bin" / "dict.txt"
