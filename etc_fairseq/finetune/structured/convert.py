@@ -33,14 +33,14 @@ import bisect
 import logging
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.finetune.common.convert import (
+    PathLike,
     add_output_arguments,
     add_split_arguments,
     check_split_names,
@@ -65,8 +65,6 @@ from etc_fairseq.finetune.structured.schema import (
 from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
-
-PathLike = Union[str, Path]
 
 DEFAULT_MAX_LONG_LEN = 4096
 DEFAULT_MAX_GLOBAL_LEN = 256
