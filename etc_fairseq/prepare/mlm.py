@@ -315,16 +315,9 @@ def prepare_mlm(
     except (ConfigError, NotEnoughDocumentsError) as e:
         raise type(e)(f"{e} (after filtering {', '.join(map(str, inputs))})") from None
 
-    model = reuse_or_train_spm(
-        spm_model,
-        [out / "raw" / "train.txt"],
-        out / "spm",
-        vocab_size=vocab_size,
-        model_type=spm_model_type,
-        character_coverage=character_coverage,
-        input_sentence_size=spm_input_sentence_size,
-        seed=seed,
-    )
+    model = reuse_or_train_spm(spm_model, [out / "raw" / "train.txt"], out / "spm", vocab_size=vocab_size,
+                               model_type=spm_model_type, character_coverage=character_coverage,
+                               input_sentence_size=spm_input_sentence_size, seed=seed)
     sp = load_spm(model)
 
     for s in SPLITS:

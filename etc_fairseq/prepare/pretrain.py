@@ -440,16 +440,9 @@ def prepare_pretraining(
             enc[s] = encode_with_source(source.source, tokenizer, out / "raw" / f"{s}.txt", out / "tok" / f"{s}.txt",
                                         max_sentence_pieces)
     elif tokenizer == "spm":
-        model = reuse_or_train_spm(
-            spm_model,
-            [out / "raw" / "train.txt"],
-            out / "spm",
-            vocab_size=vocab_size,
-            model_type=spm_model_type,
-            character_coverage=character_coverage,
-            input_sentence_size=spm_input_sentence_size,
-            seed=seed,
-        )
+        model = reuse_or_train_spm(spm_model, [out / "raw" / "train.txt"], out / "spm", vocab_size=vocab_size,
+                                   model_type=spm_model_type, character_coverage=character_coverage,
+                                   input_sentence_size=spm_input_sentence_size, seed=seed)
         tok_files["spm_model"] = model
         sp = load_spm(model)
         for s in SPLITS:
