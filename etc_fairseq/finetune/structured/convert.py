@@ -44,6 +44,7 @@ from etc_fairseq.finetune.common.convert import (
     add_output_arguments,
     add_split_arguments,
     check_split_names,
+    format_counts,
     prepared_directory,
     print_summary,
     splits_from_args,
@@ -470,7 +471,7 @@ def prepare_structured(
             writer = write_split(tmp, name, specs, examples(), log_every, total=len(recs))
             result = {k: int(counts[k]) for k in COUNT_KEYS}
             writer.finalize(source=str(splits[name]), counts=result, dataset="structured")
-            logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+            logger.info(f"{name}: {format_counts(result)}")
             summary[name] = result
         write_summary(tmp, "structured", tokenizer, summary, **asdict(opts),
                       global_type_bases=type_names(opts.global_types))

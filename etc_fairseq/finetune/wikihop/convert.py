@@ -71,6 +71,7 @@ from etc_fairseq.finetune.common.convert import (
     add_output_arguments,
     add_split_arguments,
     check_split_names,
+    format_counts,
     prepared_directory,
     print_summary,
     splits_from_args,
@@ -416,7 +417,7 @@ def prepare_wikihop(
                                  total=len(recs))
             result = {k: int(counts[k]) for k in COUNT_KEYS}
             writer.finalize(source=str(splits[name]), counts=result, layout=layout)
-            logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+            logger.info(f"{name}: {format_counts(result)}")
             summary[name] = result
         write_summary(tmp, "wikihop", tokenizer, summary, **dataclasses.asdict(opts))
     return summary
