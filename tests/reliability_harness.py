@@ -182,9 +182,12 @@ def _in_child(call: Callable[[], Optional[int]], limit: float):
                     os.dup2(e.fileno(), 2)
                 sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
                 sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), write_through=True)
-                for handler in __import__("logging").getLogger().handlers:  # fairseq's handlers: to the new stderr
+                logging = __import__("logging")
+                for handler in logging.getLogger().handlers:  # fairseq's handlers: to the new stderr
                     if hasattr(handler, "setStream"):
                         handler.setStream(sys.stderr)
+                for name in ("fairseq", "fairseq_cli", "etc_fairseq"):  # as in a fresh interpreter, whatever an
+                    logging.getLogger(name).setLevel(logging.NOTSET)  # in-process command set before the fork
                 try:
                     result = call()
                     status = 0 if result is None else int(result)

@@ -42,8 +42,6 @@ import torch
 
 from etc_fairseq.models import EtcModel
 from etc_fairseq.official import OFFICIAL_INPUT_NAMES, forward_official_inputs
-from etc_fairseq.official.convert import find_official_vocab, sentencepiece_pieces
-from etc_fairseq.tokenization import BERT_SPECIALS_IN_FAIRSEQ
 
 src, model_dir = Path(sys.argv[1]), sys.argv[2]
 io = src / "official_io.npz"
@@ -51,16 +49,9 @@ if not io.is_file():
     print(f"{io}: not there (a released checkpoint); skipped")
     sys.exit(0)
 hub = EtcModel.from_pretrained(model_dir, checkpoint_file="model.pt").eval()
-d = hub.task.source_dictionary
-vocab_file = find_official_vocab(src)
-if vocab_file.suffix == ".txt":
-    vocab = [BERT_SPECIALS_IN_FAIRSEQ.get(t, t) for t in vocab_file.read_text(encoding="utf-8").split("\n") if t]
-else:
-    vocab = sentencepiece_pieces(vocab_file)
-to_fairseq = np.array([d.index(t) for t in vocab])  # official id -> fairseq dictionary id
 z = np.load(io)
+# the official code's own inputs, official token ids included: etc-lift recorded their rows (etc_tokenizer.json)
 feats = {k: z[k] for k in OFFICIAL_INPUT_NAMES if k in z.files}
-feats["token_ids"], feats["global_token_ids"] = to_fairseq[feats["token_ids"]], to_fairseq[feats["global_token_ids"]]
 with torch.no_grad():
     long_out, global_out = forward_official_inputs(hub, feats)
 print("max |ours - official|: long %.2e, global %.2e" % (
