@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from etc_fairseq.data.indexed import load_split
 from etc_fairseq.errors import ConfigError, MissingFileError, OutputExistsError  # noqa: F401  (OutputExistsError raised here)
 
-from .atomic import atomic_directory
+from .atomic import atomic_directory, atomic_file
 from .binarize import binarize
 from .documents import (
     DocumentFilter,
@@ -360,7 +360,7 @@ def prepare_mlm(
 
 
 def write_json_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (readers never see half a file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``text`` and a newline to ``path`` through :func:`~etc_fairseq.prepare.atomic.atomic_file` (readers
+    never see half a file)."""
+    with atomic_file(path) as f:
+        f.write(text + "\n")
