@@ -163,6 +163,9 @@ def prepare_article_classification(
     spm_model: Optional[PathLike] = None,
     srcdict: Optional[PathLike] = None,
     vocab_size: int = 8000,
+    spm_model_type: str = "unigram",
+    character_coverage: float = 0.9995,
+    spm_input_sentence_size: int = 2_000_000,
     max_example_pieces: int = 254,
     min_example_pieces: int = 16,
     valid_fraction: float = 0.1,
@@ -185,6 +188,8 @@ def prepare_article_classification(
             to it is used if present.
         srcdict: fairseq ``dict.txt`` for the inputs (otherwise built from the train split).
         vocab_size: sentencepiece vocabulary size when a model is trained here.
+        spm_model_type / character_coverage / spm_input_sentence_size: sentencepiece training options (when a
+            model is trained here).
         max_example_pieces: longest example (longer paragraphs become several windows); keep it below the
             model's max positions minus the bos/eos fairseq adds.
         min_example_pieces: shorter windows are dropped.
@@ -239,7 +244,9 @@ def prepare_article_classification(
         text = out / "raw" / "spm-train.txt"
         text.parent.mkdir(parents=True, exist_ok=True)
         text.write_text("".join(p + "\n" for d in articles for p in d.paragraphs), encoding="utf-8")
-        model = train_spm([text], prefix, vocab_size=vocab_size, seed=seed)
+        model = train_spm([text], prefix, vocab_size=vocab_size, model_type=spm_model_type,
+                          character_coverage=character_coverage, input_sentence_size=spm_input_sentence_size,
+                          seed=seed)
         text.unlink()
         dictionary_source = "built from this task's train split"
     sp = load_spm(model)
