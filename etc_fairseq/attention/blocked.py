@@ -44,7 +44,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from .common import band_key_in_range, effective_radius, softmax_dtype
+from .common import effective_band, softmax_dtype
 
 __all__ = [
     "long_query_attention",
@@ -415,19 +415,13 @@ def long_query_attention(
     Returns:
         float ``[batch, heads, long_len, head_dim]``; rows with no allowed key are 0.
     """
-    r = int(local_radius)
-    batch, heads, long_len, head_dim = long_q.shape
+    long_len = long_q.shape[2]
     if long_len == 0:
         # nothing to attend from; keep the (empty) result attached to the graph
         return long_q * 0.0
     # Radius larger than the sequence: keep only the slots that can be valid.
-    r_eff = effective_radius(r, long_len)
-    if r_eff != r:
-        l2l_mask = l2l_mask[:, :, r - r_eff : r + r_eff + 1]
-        if l2l_rel is not None:
-            l2l_rel = l2l_rel[:, :, r - r_eff : r + r_eff + 1]
+    r_eff, local_mask, l2l_rel = effective_band(l2l_mask, l2l_rel, local_radius)  # [B, L, 2r+1]
     n_labels = rel_emb.shape[0] if rel_emb is not None else 0
-    local_mask = l2l_mask & band_key_in_range(long_len, r_eff, l2l_mask.device)  # [B, L, 2r+1]
     codes_local = pair_codes(local_mask, l2l_rel, n_labels, rel_emb is not None)  # [B, L, 2r+1]
     codes_global = pair_codes(l2g_mask, l2g_rel, n_labels, rel_emb is not None)  # [B, L, G]
     row_live = local_mask.any(-1) | l2g_mask.any(-1)  # [B, L]

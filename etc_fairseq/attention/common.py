@@ -12,7 +12,7 @@ Everything here is a pure function of tensors (no ``nn.Module``):
   differ (e.g. local keys and global keys), without concatenating the groups;
 - :class:`GlobalLocalStructure`, the 4 masks + 4 label-id tensors of one batch travelling as one
   object, and the band helpers every implementation needs (:func:`band_key_in_range`,
-  :func:`effective_radius`).
+  :func:`effective_radius`, :func:`effective_band`).
 
 Shape names used in the docstrings: ``batch``, ``heads``, ``q_len`` (number of
 queries), ``k_len`` (number of keys of one group), ``head_dim``, ``num_labels``.
@@ -35,6 +35,7 @@ __all__ = [
     "band_key_in_range",
     "read",
     "effective_radius",
+    "effective_band",
     "check_local_radius",
     "piece_shapes",
     "validate_side",
@@ -147,6 +148,30 @@ def band_key_in_range(long_len: int, local_radius: int, device=None) -> torch.Te
 def effective_radius(local_radius: int, long_len: int) -> int:
     """``min(r, long_len - 1)`` (at least 0): band slots beyond it can never hold a real key."""
     return max(0, min(int(local_radius), long_len - 1))
+
+
+def effective_band(
+    l2l_mask: torch.Tensor, l2l_rel: Optional[torch.Tensor], local_radius: int
+) -> Tuple[int, torch.Tensor, Optional[torch.Tensor]]:
+    """The l2l band cut to the slots that can hold a real key: the radius :func:`effective_radius`, and the
+    mask False wherever a slot points outside the sequence (:func:`band_key_in_range`).
+
+    Args:
+        l2l_mask: bool ``[batch, long_len, 2*r+1]``.
+        l2l_rel: int64 ``[batch, long_len, 2*r+1]`` label ids, or None.
+        local_radius: ``r >= 0``.
+    Returns:
+        ``(r_eff, mask, rel)``: int ``r_eff``; bool ``[batch, long_len, 2*r_eff+1]``; int64 of the same shape
+        (only cut, not masked) or None.
+    """
+    r = int(local_radius)
+    long_len = l2l_mask.shape[1]
+    r_eff = effective_radius(r, long_len)
+    if r_eff != r:
+        l2l_mask = l2l_mask[:, :, r - r_eff : r + r_eff + 1]
+        if l2l_rel is not None:
+            l2l_rel = l2l_rel[:, :, r - r_eff : r + r_eff + 1]
+    return r_eff, l2l_mask & band_key_in_range(long_len, r_eff, l2l_mask.device), l2l_rel
 
 
 def read(table: torch.Tensor, b: torch.Tensor, *index: torch.Tensor) -> torch.Tensor:

@@ -118,16 +118,8 @@ def dense_long_query_attention(
     long_q, l2l_k, l2l_v, l2g_k, l2g_v, *, local_radius, l2l_mask, l2g_mask,
     l2l_rel=None, l2g_rel=None, rel_emb=None, rel_bias=None, dropout_p=0.0,
 ) -> torch.Tensor:
-    """Dense reference of ``long_query_attention`` (same arguments, shapes and result).
-
-    Args:
-        long_q: float ``[batch, heads, long_len, head_dim]``.
-        l2l_k, l2l_v: float ``[batch, heads, long_len, head_dim]``.
-        l2g_k, l2g_v: float ``[batch, heads, global_len, head_dim]``.
-        l2l_mask: bool ``[batch, long_len, 2*r+1]``; l2g_mask: bool ``[batch, long_len, global_len]``.
-        l2l_rel / l2g_rel: int64, same shapes as the masks, or None.
-        rel_emb: float ``[num_labels, heads, head_dim]`` or None.
-        rel_bias: float ``[num_labels, heads]`` or None (needs ``rel_emb``).
+    """Dense reference of :func:`etc_fairseq.attention.blocked.long_query_attention` (same arguments but
+    ``chunk``, same shapes and result).
 
     Returns:
         float ``[batch, heads, long_len, head_dim]``.
@@ -146,16 +138,8 @@ def dense_global_query_attention(
     global_q, g2g_k, g2g_v, g2l_k, g2l_v, *, g2g_mask, g2l_mask,
     g2g_rel=None, g2l_rel=None, rel_emb=None, rel_bias=None, dropout_p=0.0,
 ) -> torch.Tensor:
-    """Dense reference of ``global_query_attention`` (same arguments, shapes and result).
-
-    Args:
-        global_q: float ``[batch, heads, global_len, head_dim]``.
-        g2g_k, g2g_v: float ``[batch, heads, global_len, head_dim]``.
-        g2l_k, g2l_v: float ``[batch, heads, long_len, head_dim]``.
-        g2g_mask: bool ``[batch, global_len, global_len]``; g2l_mask: bool ``[batch, global_len, long_len]``.
-        g2g_rel / g2l_rel: int64, same shapes as the masks, or None.
-        rel_emb: float ``[num_labels, heads, head_dim]`` or None.
-        rel_bias: float ``[num_labels, heads]`` or None (needs ``rel_emb``).
+    """Dense reference of :func:`etc_fairseq.attention.blocked.global_query_attention` (same arguments but
+    ``chunk``, same shapes and result).
 
     Returns:
         float ``[batch, heads, global_len, head_dim]``.

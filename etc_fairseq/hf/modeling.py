@@ -341,8 +341,13 @@ def _encode(head: EtcPreTrainedModel, values: dict) -> EtcModelOutput:
     return head.etc(**{k: values[k] for k in _ENCODER_ARGS}, return_dict=True)
 
 
-def _finish(config: EtcConfig, return_dict: Optional[bool], output):
-    """The output, or its tuple (loss first when there is one) with ``return_dict=False``."""
+def _finish(config: EtcConfig, return_dict: Optional[bool], output_class, enc: EtcModelOutput, **head_outputs):
+    """A head's ``output_class``: its own ``head_outputs`` (loss, logits, ...) and, from the encoder's output
+    ``enc``, the hidden states and the global features; its tuple (loss first when there is one) with
+    ``return_dict=False``."""
+    output = output_class(**head_outputs, hidden_states=enc.hidden_states,
+                          global_last_hidden_state=enc.global_last_hidden_state,
+                          global_hidden_states=enc.global_hidden_states)
     return output if _return_dict(config, return_dict) else output.to_tuple()
 
 
@@ -389,9 +394,7 @@ class EtcForMaskedLM(EtcPreTrainedModel):
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), labels.view(-1), ignore_index=-100)
-        return _finish(self.config, return_dict, EtcMaskedLMOutput(
-            loss=loss, logits=logits, hidden_states=enc.hidden_states,
-            global_last_hidden_state=enc.global_last_hidden_state, global_hidden_states=enc.global_hidden_states))
+        return _finish(self.config, return_dict, EtcMaskedLMOutput, enc, loss=loss, logits=logits)
 
 
 class EtcForSequenceClassification(EtcPreTrainedModel):
@@ -442,9 +445,7 @@ class EtcForSequenceClassification(EtcPreTrainedModel):
             pooled = feats[torch.arange(feats.size(0), device=feats.device), index]
         logits = self.classifier(pooled)  # [B, num_labels]
         loss = None if labels is None else self._loss(logits, labels)
-        return _finish(self.config, return_dict, EtcSequenceClassifierOutput(
-            loss=loss, logits=logits, hidden_states=enc.hidden_states,
-            global_last_hidden_state=enc.global_last_hidden_state, global_hidden_states=enc.global_hidden_states))
+        return _finish(self.config, return_dict, EtcSequenceClassifierOutput, enc, loss=loss, logits=logits)
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Hugging Face's sequence-classification losses, chosen by ``config.problem_type``."""
@@ -506,9 +507,7 @@ class EtcForTokenClassification(EtcPreTrainedModel):
                 raise InputFormatError(f"labels must be int64 [batch, {'global' if glob else 'long'}_len] = "
                                  f"{tuple(logits.shape[:2])}, got {tuple(labels.shape)}")
             loss = F.cross_entropy(logits.float().view(-1, self.num_labels), labels.view(-1), ignore_index=-100)
-        return _finish(self.config, return_dict, EtcTokenClassifierOutput(
-            loss=loss, logits=logits, hidden_states=enc.hidden_states,
-            global_last_hidden_state=enc.global_last_hidden_state, global_hidden_states=enc.global_hidden_states))
+        return _finish(self.config, return_dict, EtcTokenClassifierOutput, enc, loss=loss, logits=logits)
 
 
 class EtcForQuestionAnswering(EtcPreTrainedModel):
@@ -555,6 +554,5 @@ class EtcForQuestionAnswering(EtcPreTrainedModel):
                           for p in (start_positions, end_positions))
             loss = (F.cross_entropy(start_logits.float(), start, ignore_index=ignored)
                     + F.cross_entropy(end_logits.float(), end, ignore_index=ignored)) / 2
-        return _finish(self.config, return_dict, EtcQuestionAnsweringModelOutput(
-            loss=loss, start_logits=start_logits, end_logits=end_logits, hidden_states=enc.hidden_states,
-            global_last_hidden_state=enc.global_last_hidden_state, global_hidden_states=enc.global_hidden_states))
+        return _finish(self.config, return_dict, EtcQuestionAnsweringModelOutput, enc, loss=loss,
+                       start_logits=start_logits, end_logits=end_logits)

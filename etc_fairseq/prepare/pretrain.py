@@ -44,18 +44,18 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 
 from etc_fairseq.data.indexed import load_dictionary, load_split
-from etc_fairseq.errors import ConfigError, MissingFileError
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.guards import load_json_file
 from etc_fairseq.data.pretraining_corpus import FORMAT, META_FILE
 from etc_fairseq.data.pretraining_corpus import TOKENIZERS as CORPUS_TOKENIZERS
 
 from .binarize import binarize
 from .documents import Document, DocumentFilter, NotEnoughDocumentsError, PathLike
-from .mlm import prepare_output_dir, staged_output_dir, spool_and_split, write_json_atomic
+from .mlm import check_given_files, prepare_output_dir, run_arguments, staged_output_dir, spool_and_split, write_json_atomic
 from .sentences import split_sentences
 from .sources import SourceStats, iter_documents
 from .gpt2 import wrap_tokens
-from .spm import EncodeStats, copy_model, encode_document_file, load_spm, train_spm
+from .spm import EncodeStats, encode_document_file, load_spm, reuse_or_train_spm
 
 from etc_fairseq.progress import progress
 
@@ -330,18 +330,8 @@ def _check_args(tokenizer, min_sentences, max_sentence_pieces, spm_model, srcdic
             raise ConfigError("--tokenizer gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe (GPT-2's encoder.json and vocab.bpe)")
         if spm_model is not None:
             raise ConfigError("--spm-model is for --tokenizer spm, not gpt2")
-    for name, p in (
-        ("--spm-model", spm_model),
-        ("--srcdict", srcdict),
-        ("--gpt2-encoder-json", gpt2_encoder_json),
-        ("--gpt2-vocab-bpe", gpt2_vocab_bpe),
-    ):
-        if p is not None and not Path(p).is_file():
-            raise MissingFileError(f"{p}: no such file (given as {name})")
-    if srcdict is not None:
-        from etc_fairseq.data.indexed import check_dictionary_file
-
-        check_dictionary_file(srcdict)
+    check_given_files((("--spm-model", spm_model), ("--srcdict", srcdict), ("--gpt2-encoder-json", gpt2_encoder_json),
+                       ("--gpt2-vocab-bpe", gpt2_vocab_bpe)), srcdict)
 
 
 @staged_output_dir
@@ -403,9 +393,8 @@ def prepare_pretraining(
         ConfigError: bad arguments; NotEnoughDocumentsError: fewer than 2 documents left after filtering.
         SpmTrainingError / BinarizeError: from the sentencepiece / fairseq steps.
     """
+    args = run_arguments(locals())
     t0 = time.monotonic()
-    args = {k: (str(v) if isinstance(v, Path) else v) for k, v in locals().items() if k != "t0"}
-    args["inputs"] = [str(p) for p in inputs]
     source = None
     if from_model is not None:
         source, tokenizer, spm_model, srcdict, gpt2_encoder_json, gpt2_vocab_bpe = _from_model(
@@ -451,19 +440,9 @@ def prepare_pretraining(
             enc[s] = encode_with_source(source.source, tokenizer, out / "raw" / f"{s}.txt", out / "tok" / f"{s}.txt",
                                         max_sentence_pieces)
     elif tokenizer == "spm":
-        if spm_model is not None:
-            model = copy_model(spm_model, out / "spm")
-            logger.info("reusing sentencepiece model %s", spm_model)
-        else:
-            model = train_spm(
-                [out / "raw" / "train.txt"],
-                out / "spm",
-                vocab_size=vocab_size,
-                model_type=spm_model_type,
-                character_coverage=character_coverage,
-                input_sentence_size=spm_input_sentence_size,
-                seed=seed,
-            )
+        model = reuse_or_train_spm(spm_model, [out / "raw" / "train.txt"], out / "spm", vocab_size=vocab_size,
+                                   model_type=spm_model_type, character_coverage=character_coverage,
+                                   input_sentence_size=spm_input_sentence_size, seed=seed)
         tok_files["spm_model"] = model
         sp = load_spm(model)
         for s in SPLITS:

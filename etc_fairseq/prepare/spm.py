@@ -321,6 +321,22 @@ def copy_model(model: PathLike, dst_prefix: PathLike) -> Path:
     return out
 
 
+def reuse_or_train_spm(
+    spm_model: Optional[PathLike], train_files: Sequence[PathLike], model_prefix: PathLike, **train_options
+) -> Path:
+    """The sentencepiece model of a prepare run: ``spm_model`` copied to ``model_prefix`` (:func:`copy_model`)
+    when one is given, else one trained on ``train_files`` (:func:`train_spm` with ``train_options``).
+
+    Returns:
+        path of ``<model_prefix>.model``.
+    """
+    if spm_model is not None:
+        model = copy_model(spm_model, model_prefix)
+        logger.info("reusing sentencepiece model %s", spm_model)
+        return model
+    return train_spm(train_files, model_prefix, **train_options)
+
+
 def iter_pieces_lines(sp, lines: Iterable[str]) -> Iterable[str]:
     """Encode lines lazily to space-separated piece strings (blank lines stay blank).
 

@@ -53,6 +53,7 @@ import numpy as np
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.convert import (
+    STANDARD_SPLITS,
     add_output_arguments,
     add_split_arguments,
     check_split_names,
@@ -346,7 +347,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 def _splits_from_args(args: argparse.Namespace) -> List[Tuple[str, Path]]:
     if len(args.input) != len(args.split):
         raise ConfigError(f"--input and --split must be given in pairs, got {len(args.input)} --input and {len(args.split)} --split")
-    out = [(name, getattr(args, name)) for name in ("train", "valid", "test") if getattr(args, name) is not None]
+    out = [(name, getattr(args, name)) for name in STANDARD_SPLITS if getattr(args, name) is not None]
     out += list(zip(args.split, args.input))
     return out
 

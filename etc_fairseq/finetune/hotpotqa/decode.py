@@ -189,7 +189,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.finetune.hotpotqa.metrics import format_metrics
+    from etc_fairseq.finetune.common.evaluate import format_metrics
     from etc_fairseq.finetune.common.runner import iterate_outputs, load_checkpoint, parse_overrides
     from etc_fairseq.prepare.atomic import atomic_file
 

@@ -22,7 +22,6 @@ joint_prec, joint_recall`` (fractions in [0, 1]).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional, Sequence
@@ -186,11 +185,6 @@ def load_predictions(path: Path) -> dict:
     return data
 
 
-def format_metrics(metrics: Mapping[str, float]) -> str:
-    """One JSON object, metrics rounded to 4 digits."""
-    return json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in metrics.items()})
-
-
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from etc_fairseq.finetune.common.evaluate import add_evaluate_arguments
 
@@ -199,7 +193,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.finetune.common.evaluate import report_metrics
+    from etc_fairseq.finetune.common.evaluate import format_metrics, report_metrics
 
     text = format_metrics(evaluate(load_predictions(args.predictions), read_gold(args.gold)))
     report_metrics(text, text, args.output)

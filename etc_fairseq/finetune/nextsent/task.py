@@ -14,7 +14,7 @@ sentences for the support and the criterion adds W times its cross-entropy.
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 from dataclasses import dataclass, field
 
-from fairseq.tasks import FairseqTask, register_task
+from fairseq.tasks import register_task
 
 from etc_fairseq.encoder.heads import TokenLogits
 from etc_fairseq.errors import ConfigError
@@ -40,15 +40,11 @@ class EtcNextSentTask(EtcStructuredTask):
 
     TARGET_FIELDS = tuple(target_fields())
 
-    def build_model(self, cfg, from_checkpoint=False):
-        """As :meth:`EtcStructuredTask.build_model`; a ``roberta_window`` model has no ETC encoder whose
+    def keep_final_outputs(self, model) -> None:
+        """As :meth:`EtcStructuredTask.keep_final_outputs`; a ``roberta_window`` model has no ETC encoder whose
         final outputs could be chosen."""
-        model = FairseqTask.build_model(self, cfg, from_checkpoint)
-        self.check_prepared_model(model)
         if not isinstance(model, RobertaWindowModel):
-            model.encoder.sentence_encoder.keep_final_outputs(self.encoder_outputs())
-        self.build_heads(model)
-        return model
+            super().keep_final_outputs(model)
 
     def build_heads(self, model) -> None:
         model.register_task_head(SENTENCE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))

@@ -39,10 +39,11 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.convert import (
+    PathLike,
     add_output_arguments,
     add_split_arguments,
     check_split_names,
@@ -70,8 +71,6 @@ from etc_fairseq.guards import InputFormatError, positive_int
 from etc_fairseq.prepare.tokenizer import piece_span_of_words
 
 logger = logging.getLogger(__name__)
-
-PathLike = Union[str, Path]
 
 #: the paper's sliding-window strides and global input lengths per long input length (appendix C, sec. 4)
 PAPER_STRIDES = {512: 128, 4096: 2048, 8192: 4096}

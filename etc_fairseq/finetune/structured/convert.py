@@ -33,17 +33,18 @@ import bisect
 import logging
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.finetune.common.convert import (
+    PathLike,
     add_output_arguments,
     add_split_arguments,
     check_split_names,
+    format_counts,
     prepared_directory,
     print_summary,
     splits_from_args,
@@ -65,8 +66,6 @@ from etc_fairseq.finetune.structured.schema import (
 from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
-
-PathLike = Union[str, Path]
 
 DEFAULT_MAX_LONG_LEN = 4096
 DEFAULT_MAX_GLOBAL_LEN = 256
@@ -472,7 +471,7 @@ def prepare_structured(
             writer = write_split(tmp, name, specs, examples(), log_every, total=len(recs))
             result = {k: int(counts[k]) for k in COUNT_KEYS}
             writer.finalize(source=str(splits[name]), counts=result, dataset="structured")
-            logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+            logger.info(f"{name}: {format_counts(result)}")
             summary[name] = result
         write_summary(tmp, "structured", tokenizer, summary, **asdict(opts),
                       global_type_bases=type_names(opts.global_types))

@@ -104,13 +104,17 @@ class EtcStructuredDataTask(EtcStructuredTask):
         self.TARGET_FIELDS = tuple(target_fields(self.label_level))
 
     @classmethod
+    def data_description(cls) -> str:
+        return "etc_structured reads the directory written by etc-prepare structured"
+
+    @classmethod
     def setup_task(cls, cfg: EtcStructuredDataConfig, **kwargs):
         from etc_fairseq.data.indexed import load_data_dictionary
 
         from_checkpoint = bool(kwargs.get("from_checkpoint", False))
         info = read_label_info(cfg.data)
         hold_label_info(cfg, info, from_checkpoint)
-        dictionary = load_data_dictionary(cfg.data, "etc_structured reads the directory written by etc-prepare structured")
+        dictionary = load_data_dictionary(cfg.data, cls.data_description())
         task = cls(cfg, dictionary, info)
         task.take_up_prepared_settings(from_checkpoint=from_checkpoint)
         logger.info(f"label level {task.label_level}" + (f", {len(task.classes)} classes {task.classes}"

@@ -61,16 +61,17 @@ import logging
 import re
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.convert import (
+    PathLike,
     add_output_arguments,
     add_split_arguments,
     check_split_names,
+    format_counts,
     prepared_directory,
     print_summary,
     splits_from_args,
@@ -82,8 +83,6 @@ from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, field_specs, is_c
 from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
-
-PathLike = Union[str, Path]
 
 DEFAULT_MAX_LONG_LEN = 4096
 DEFAULT_MAX_GLOBAL_LEN = 430
@@ -418,7 +417,7 @@ def prepare_wikihop(
                                  total=len(recs))
             result = {k: int(counts[k]) for k in COUNT_KEYS}
             writer.finalize(source=str(splits[name]), counts=result, layout=layout)
-            logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+            logger.info(f"{name}: {format_counts(result)}")
             summary[name] = result
         write_summary(tmp, "wikihop", tokenizer, summary, **dataclasses.asdict(opts))
     return summary
