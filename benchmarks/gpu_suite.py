@@ -5,6 +5,12 @@ The suite uses only the fairseq-free core (``etc_fairseq.attention`` / ``structu
 torch 2.11 and 2.13. Parts, in order (``--parts``), each written to the JSON as soon as it is done, each
 skipped once the time budget (``--budget-s``) is spent (``--parts`` names them in the order to run):
 
+``smoke``      flex attention compiled and run once (forward + backward, bf16, 4,096 long tokens) through the
+               model (one ``etc_base`` layer, the plan built from structure ids) and through the attention
+               benchmark's plan (read from built masks), each try in a subprocess with a time limit, with
+               the kernel options of :data:`KERNEL_OPTION_LADDER` in turn (torch's defaults first) until one
+               works; the later parts use those options (``ETC_FLEX_KERNEL_OPTIONS``, ``docs/gpu.md``), and
+               skip the flex path (the model trains with the blocked kernel) when none does.
 ``exactness``  float32, forward AND every gradient (queries, keys, values of both sides, l2g / g2l keys and
                values, relative-label tables and biases) of ``flex`` and ``blocked`` against the dense reference
                (TF32 off), on the benchmarks' CONSTRUCTED ETC inputs at a long length that is and one that is not
@@ -48,6 +54,7 @@ figures say nothing about a GPU. The JSON names the device, torch, triton, trans
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -61,7 +68,7 @@ from typing import Callable, Dict, List, Optional
 from benchmarks import inputs as bench_inputs
 from benchmarks.harness import REPO, RESULTS_DIR, command_line, write_json
 
-PARTS = ("exactness", "attention", "model", "compile", "capacity")
+PARTS = ("smoke", "exactness", "attention", "model", "compile", "capacity")
 FP32_TOL = 1e-5
 
 
@@ -83,6 +90,8 @@ class Run:
         self.heads = 2 if quick else bench_inputs.HEADS
         self.start = time.perf_counter()
         self.budget_s = budget_s
+        #: why the flex path is not measured (the smoke part found no kernel options that compile), or None
+        self.flex_skipped: Optional[str] = None
 
     def left(self) -> float:
         return self.budget_s - (time.perf_counter() - self.start)
@@ -233,6 +242,9 @@ def part_exactness(run: Run) -> Dict:
             ref = _outputs_and_grads("dense", ref_t, kw, cot, True, False)
             for impl in ("blocked", "flex"):
                 backward = impl != "flex" or backward_flex
+                if impl == "flex" and run.flex_skipped:
+                    case["fp32"][impl] = dict(status=run.flex_skipped)
+                    continue
                 try:
                     t, _ = _attention_case(long_len, global_len, split, run.device, torch.float32, run.heads)
                     got = _outputs_and_grads(impl, t, kw, cot, backward, run.cuda)
@@ -244,7 +256,8 @@ def part_exactness(run: Run) -> Dict:
                     case["fp32"][impl] = dict(status=_failed(e))
             # bf16: each implementation's error against the float32 reference, next to dense's own bf16 error
             errors = {}
-            for impl in ("dense", "blocked", "flex") if not (run.quick and results) else ():
+            impls = ("dense", "blocked") + (() if run.flex_skipped else ("flex",))
+            for impl in impls if not (run.quick and results) else ():
                 backward = impl != "flex" or backward_flex
                 try:
                     t, _ = _attention_case(long_len, global_len, split, run.device, torch.bfloat16, run.heads)
@@ -429,6 +442,9 @@ def part_attention(run: Run, lengths: List[int]) -> Dict:
             if run.left() < 0:
                 rows.append(dict(row, status="skipped: time budget"))
                 continue
+            if impl == "flex" and run.flex_skipped:
+                rows.append(dict(row, status=run.flex_skipped))
+                continue
             try:
                 if step is None:
                     step, impl_pairs = _peer_step(impl, run, long_len, global_len, dtype, backward)
@@ -468,6 +484,8 @@ def _etc_base(run: Run, quick: bool, **overrides):
     from etc_fairseq.encoder import EtcEncoder, EtcEncoderConfig, LMHead
 
     fields = dict(attention_dropout=0.0, **overrides)
+    if run.flex_skipped:
+        fields["attention_backend"] = "blocked"
     vocab = 50265
     if quick:
         q = QUICK_SIZES
@@ -670,6 +688,99 @@ def part_capacity(run: Run, start: int, max_len: int) -> Dict:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# smoke: which flex kernel options compile and run on this GPU
+# ---------------------------------------------------------------------------------------------------------
+
+#: ``flex_attention`` kernel options the smoke part tries in turn: torch's defaults, then fewer pipeline
+#: stages and smaller tiles (less shared memory per block: the mask and label functions read several
+#: tables per tile, and torch's default tiles asked for 1.4 MB of an H200's 227 KB)
+KERNEL_OPTION_LADDER = (
+    {},
+    {"num_stages": 1},
+    {"fwd_BLOCK_M": 64, "fwd_BLOCK_N": 64, "bwd_BLOCK_M1": 32, "bwd_BLOCK_N1": 64, "bwd_BLOCK_M2": 64,
+     "bwd_BLOCK_N2": 32, "num_stages": 1},
+    {"fwd_BLOCK_M": 32, "fwd_BLOCK_N": 32, "bwd_BLOCK_M1": 16, "bwd_BLOCK_N1": 32, "bwd_BLOCK_M2": 32,
+     "bwd_BLOCK_N2": 16, "num_stages": 1, "num_warps": 4},
+)
+
+
+def smoke_child(run: Run, length: int) -> Dict:
+    """One try of :func:`part_smoke` (in its own process, kernel options from ``ETC_FLEX_KERNEL_OPTIONS``):
+    the flex path's first call (compilation included) and then its median of 3, through one ``etc_base``
+    layer (a bf16 training step) and through the attention benchmark's plan (forward + backward)."""
+    import torch
+
+    out: Dict = dict(status="ok")
+    backward = run.cuda  # no flex backward on CPU
+    try:
+        enc, head = _etc_base(run, run.quick, encoder_layers=1)
+        enc.backend = "flex"
+        enc.train(backward)
+        tokens, targets = _mlm_batch(run, 1, length, enc.vocab_size)
+        if backward:
+            step = _train_step(run, _etc_mlm(enc, head), _etc_params(enc, head), tokens, targets)
+        else:
+            def step():
+                with torch.no_grad():
+                    return enc(tokens)
+        t0 = time.perf_counter()
+        step()
+        run.sync()
+        out.update(model_first_step_s=time.perf_counter() - t0, model_step_ms=run.time(step, 0, 3)["time_ms"])
+    except Exception as e:  # noqa: BLE001 -- the result of the try
+        out.update(status=_failed(e), model=_failed(e))
+    try:
+        etc, _, _ = _etc_steps(run, length, 16 if run.quick else bench_inputs.GLOBAL_LEN,
+                               torch.bfloat16 if run.cuda else torch.float32, backward)
+        t0 = time.perf_counter()
+        etc["flex"]()
+        run.sync()
+        out.update(attention_first_call_s=time.perf_counter() - t0,
+                   attention_ms=run.time(etc["flex"], 0, 3)["time_ms"])
+    except Exception as e:  # noqa: BLE001
+        out["attention"] = _failed(e)
+    return out
+
+
+def part_smoke(run: Run, length: int, per_try_s: float) -> Dict:
+    """:data:`KERNEL_OPTION_LADDER` tried in turn (:func:`smoke_child`, one subprocess each, at most
+    ``per_try_s``) until the model's flex path compiles and runs; the process then uses those options."""
+    from etc_fairseq.attention.flex import KERNEL_OPTIONS_ENV, set_flex_kernel_options
+
+    rows, chosen = [], None
+    for options in KERNEL_OPTION_LADDER:
+        row: Dict = dict(kernel_options=options)
+        if run.left() < 0:
+            rows.append(dict(row, status="skipped: time budget"))
+            break
+        cmd = [sys.executable, "-m", "benchmarks.gpu_suite", "--device", str(run.device), "--smoke-child",
+               "--smoke-length", str(length)] + (["--quick"] if run.quick else [])
+        env = dict(os.environ, **{KERNEL_OPTIONS_ENV: json.dumps(options)})
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=per_try_s)
+            lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
+            if lines:
+                row.update(json.loads(lines[-1]))
+            else:
+                last = (p.stderr.strip().splitlines() or ["no output"])[-1][:300]
+                row["status"] = f"failed: exit {p.returncode}: {last}"
+        except subprocess.TimeoutExpired:
+            row["status"] = f"failed: not done in {per_try_s:.0f} s"
+        row["seconds"] = time.perf_counter() - t0
+        rows.append(row)
+        print(f"  smoke {json.dumps(options)}: {row['status']}", file=sys.stderr, flush=True)
+        if row["status"] == "ok":
+            chosen = options
+            break
+    if chosen is None:
+        run.flex_skipped = "skipped: no kernel options in the smoke part compiled the flex path"
+    else:
+        set_flex_kernel_options(chosen or None)
+    return dict(length=length, per_try_s=per_try_s, chosen=chosen, rows=rows)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # (e) compile counts
 # ---------------------------------------------------------------------------------------------------------
 
@@ -680,6 +791,8 @@ def part_compile(run: Run, length: int, new_length: int, layers: int) -> Dict:
     from torch._dynamo.testing import CompileCounter, CompileCounterWithBackend
     from torch._dynamo.utils import counters
 
+    if run.flex_skipped:
+        return dict(skipped=run.flex_skipped)
     enc, head = _etc_base(run, run.quick, dropout=0.0, encoder_layers=2 if run.quick else layers)
     enc.backend = "flex"
     enc.train(run.cuda)
@@ -730,7 +843,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny sizes, 1 repeat (the CPU test's mode)")
     p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS, help="run in the order given")
     p.add_argument("--budget-s", type=float, default=None,
-                   help="time budget; a part that starts after it is skipped (default 450 on CUDA, 50 with --quick)")
+                   help="time budget; a part that starts after it is skipped (default 450 on CUDA, 150 with --quick)")
     p.add_argument("--attention-lengths", type=int, nargs="+", default=None,
                    help="long lengths of the attention part (default 4096 16384 65536)")
     p.add_argument("--model-lengths", type=int, nargs="+", default=None,
@@ -740,13 +853,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--compile-layers", type=int, default=12,
                    help="etc_base layers in the compile part (default all 12; compile counts do not depend on depth, "
                         "compile time does)")
+    p.add_argument("--smoke-length", type=int, default=None, help="long length of the smoke part (default 4096)")
+    p.add_argument("--smoke-try-s", type=float, default=150, help="time limit of one smoke try (default 150 s)")
+    p.add_argument("--smoke-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help="default benchmarks/results/gpu_suite_<device>.json")
     args = p.parse_args(argv)
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     quick = args.quick
-    run = Run(device, quick, args.budget_s if args.budget_s is not None else (50 if quick else 450))
+    run = Run(device, quick, args.budget_s if args.budget_s is not None else (150 if quick else 450))
+    smoke_length = args.smoke_length or (256 if quick else 4096)
+    if args.smoke_child:  # one try of the smoke part: its result as one JSON line
+        print(json.dumps(smoke_child(run, smoke_length)), flush=True)
+        return 0
     att_lengths = args.attention_lengths or ([300] if quick else [4096, 16384, 65536])
     model_lengths = args.model_lengths or ([256] if quick else [8192, 32768])
     cap_start = args.capacity_start or (512 if quick else 65536)
@@ -761,6 +881,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"command: {result['command']}\ndevice: {result['device']}", file=sys.stderr, flush=True)
     torch.manual_seed(0)
     jobs = {
+        "smoke": lambda: part_smoke(run, smoke_length, args.smoke_try_s),
         "exactness": lambda: part_exactness(run),
         "attention": lambda: part_attention(run, att_lengths),
         "model": lambda: part_model(run, model_lengths),

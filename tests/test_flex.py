@@ -335,6 +335,50 @@ def test_compiled_flex_serves_many_lengths():
     torch._dynamo.reset()
 
 
+def test_pair_code_table_packs_mask_and_label():
+    """One code per pair: the label where allowed, -1 where not; NO_LABEL where the piece has no labels."""
+    from etc_fairseq.attention.flex import NO_LABEL, pair_code_table
+
+    mask = torch.tensor([[[True, False, True], [False, True, True]]])
+    labels = torch.tensor([[[3, 4, 0], [1, 2, 5]]])
+    assert pair_code_table(mask, labels).tolist() == [[[3, -1, 0], [-1, 2, 5]]]
+    assert pair_code_table(mask, None).tolist() == [[[NO_LABEL, -1, NO_LABEL], [-1, NO_LABEL, NO_LABEL]]]
+    assert pair_code_table(mask, labels).dtype == torch.int32
+
+
+def test_kernel_options_reach_every_call_and_bad_ones_fail_in_one_line(monkeypatch):
+    """``set_flex_kernel_options`` (or ``ETC_FLEX_KERNEL_OPTIONS``) is passed to flex attention as its
+    ``kernel_options`` (the tile sizes and pipeline stages a GPU needs; the result is the same); a value
+    that is not a JSON object is a ConfigError naming the variable."""
+    import etc_fairseq.attention.flex as flex_module
+    from etc_fairseq.errors import ConfigError
+
+    seen = []
+    real = flex_module.flex_attention
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("kernel_options"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(flex_module, "flex_attention", recording)
+    t, kw = _inputs(0, 1, 2, 150, 6, 4)
+    ref = _run(dense_global_local_attention, t, kw)
+    try:
+        monkeypatch.setenv(flex_module.KERNEL_OPTIONS_ENV, '{"num_stages": 1, "BLOCK_M": 64}')
+        monkeypatch.setattr(flex_module, "_kernel_options_read", False)
+        with torch.no_grad():
+            got = _run(lambda *a, **k: flex_global_local_attention(*a, **k, compile=False), t, kw)
+        assert seen and all(o == {"num_stages": 1, "BLOCK_M": 64} for o in seen)
+        assert max(_maxdiff(g, r) for g, r in zip(got, ref)) < TOL
+        for bad in ("{bad", "[1, 2]"):
+            monkeypatch.setenv(flex_module.KERNEL_OPTIONS_ENV, bad)
+            monkeypatch.setattr(flex_module, "_kernel_options_read", False)
+            with pytest.raises(ConfigError, match="ETC_FLEX_KERNEL_OPTIONS.*JSON object"):
+                flex_module.flex_kernel_options()
+    finally:
+        flex_module.set_flex_kernel_options(None)
+
+
 @pytest.mark.slow
 def test_compiled_forward_past_65536_long_tokens_equals_blocked():
     """A compiled (inductor) CPU forward at 70,000 long tokens, 2 packed examples, fixed-block global tokens:

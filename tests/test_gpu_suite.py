@@ -2,7 +2,8 @@
 (FlexAttention forward-only: torch has no CPU backward for it), in a fresh process, without importing fairseq,
 and writes one JSON whose figures are consistent: exactness within the tolerances the suite states, every
 attention implementation and peer measured, every model stepped, one compilation per shape, a capacity probe.
-The command is the one docs/gpu.md shows."""
+The command is the one docs/gpu.md shows. When the smoke part finds no kernel options that compile, the flex
+path is skipped everywhere and the model trains with the blocked kernel."""
 import json
 import subprocess
 import sys
@@ -20,7 +21,8 @@ def test_quick_cpu_run_writes_one_consistent_json(tmp_path):
     assert r["fairseq_imported"] is False  # the GPU machine has no fairseq
     parts = r["parts"]
     assert {p: parts[p]["status"] for p in parts} == {p: "ok" for p in
-                                                      ("exactness", "attention", "model", "compile", "capacity")}
+                                                      ("smoke", "exactness", "attention", "model", "compile", "capacity")}
+    assert parts["smoke"]["chosen"] == {} and parts["smoke"]["rows"][0]["model_step_ms"] > 0  # torch's defaults
     for case in parts["exactness"]["cases"]:
         for impl in ("blocked", "flex"):
             assert case["fp32"][impl]["within_tolerance"], (case["long_len"], impl, case["fp32"][impl])
@@ -38,3 +40,22 @@ def test_quick_cpu_run_writes_one_consistent_json(tmp_path):
     c = parts["compile"]
     assert (c["compilations_5_batches"], c["compilations_after_new_length"], c["graph_breaks"]) == (1, 2, 0), c
     assert parts["capacity"]["longest_trained"] == 512
+
+
+def test_flex_skipped_everywhere_when_no_kernel_options_work(tmp_path):
+    """Every smoke try out of time (a limit of 10 ms): the attention part's flex row and the compile part say
+    they were skipped, the other rows are measured, and etc_base trains with the blocked kernel."""
+    out = tmp_path / "suite.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_suite", "--device", "cpu", "--quick", "--out", str(out),
+                           "--parts", "smoke", "attention", "compile", "--smoke-try-s", "0.01"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parts = json.loads(out.read_text())["parts"]
+    assert list(parts) == ["smoke", "attention", "compile"]  # in the order given
+    smoke = parts["smoke"]
+    assert smoke["chosen"] is None and len(smoke["rows"]) == 4
+    assert all(row["status"].startswith("failed: not done in") for row in smoke["rows"])
+    rows = {row["impl"]: row for row in parts["attention"]["rows"]}
+    assert rows["flex"]["status"].startswith("skipped: no kernel options")
+    assert all(rows[impl]["status"] == "ok" for impl in ("blocked", "sdpa", "longformer", "bigbird"))
+    assert parts["compile"]["skipped"].startswith("skipped: no kernel options")

@@ -50,7 +50,9 @@ against the dense reference on CPU.
 from __future__ import annotations
 
 import functools
+import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
@@ -59,7 +61,7 @@ import torch.nn.functional as F
 
 from etc_fairseq.errors import ConfigError
 
-from .common import GlobalLocalStructure, read, softmax_dtype
+from .common import GlobalLocalStructure, softmax_dtype
 
 __all__ = [
     "BLOCK_SIZE",
@@ -73,6 +75,9 @@ __all__ = [
     "FlexPlan",
     "build_flex_plan",
     "flex_plan_from_structure",
+    "pair_code_table",
+    "flex_kernel_options",
+    "set_flex_kernel_options",
     "relative_table",
     "flex_joint_attention",
     "flex_global_local_attention",
@@ -380,34 +385,73 @@ def flex_plan_from_structure(structure: GlobalLocalStructure, split_kv: bool) ->
     """A :class:`FlexPlan` reading the masks and labels of a built structure (any masks: random ones,
     official ETC's); a None mask or label tensor: that piece is never allowed / has no relative term.
 
-    The structure's tensors are padded to the layout (copies: the compact-id plan of
-    :mod:`etc_fairseq.structure.flex_plan` is the model's path).
+    Each piece's mask and labels are packed into one int32 code per pair (the label where allowed, -1
+    where not; :func:`pair_code_table`), and the four pieces' codes into one flat table, so the kernel reads
+    ONE table entry per (query, key) for both the mask and the label, at an offset computed from the
+    pair's piece: reading each piece's mask and label tables separately takes eight reads per pair, which
+    the GPU kernel holds in shared memory per tile (torch's default tiles then need more than an H200 has:
+    ``docs/gpu.md``). The compact-id plan of :mod:`etc_fairseq.structure.flex_plan` is the model's path.
     """
     s = structure
     B, L, G, r = s.batch_size, s.long_len, s.global_len, s.local_radius
     lay = FlexLayout.of(B, L, G, split_kv, r)
     dl, dg = lay.long_pad - L, lay.global_pad - G
-
-    def pad(t, rows, cols):  # [B, n, m] -> padded rows / cols with 0 / False
-        return None if t is None else materialized(F.pad(t, (0, cols, 0, rows)))
-
-    tables = {
-        "l2l": (pad(s.l2l_mask, dl, 0), pad(s.l2l_rel, dl, 0)),
-        "l2g": (pad(s.l2g_mask, dl, dg), pad(s.l2g_rel, dl, dg)),
-        "g2g": (pad(s.g2g_mask, dg, dg), pad(s.g2g_rel, dg, dg)),
-        "g2l": (pad(s.g2l_mask, dg, dl), pad(s.g2l_rel, dg, dl)),
+    pieces = {  # name: (mask, labels, padded rows, padded columns)
+        "l2l": (s.l2l_mask, s.l2l_rel, dl, 0), "l2g": (s.l2g_mask, s.l2g_rel, dl, dg),
+        "g2g": (s.g2g_mask, s.g2g_rel, dg, dg), "g2l": (s.g2l_mask, s.g2l_rel, dg, dl),
     }
+    has_labels = any(lab is not None for _, lab, _, _ in pieces.values())
+    tables, starts, shapes, start = [], {}, {}, 0
+    for name, (mask, labels, rows, cols) in pieces.items():
+        if mask is None:
+            continue
+        code = F.pad(pair_code_table(mask, labels if has_labels else None), (0, cols, 0, rows), value=-1)
+        tables.append(code.reshape(-1))
+        starts[name], shapes[name], start = start, code.shape[1:], start + code.numel()
+    codes = materialized(torch.cat(tables)) if tables else None
 
-    def reader(t, band):
-        if t is None:
-            return None
-        if band:  # slot k - q + r of row q (the caller keeps |k - q| <= r)
-            return lambda b, qp, kp: read(t, b, qp, (kp - qp + r).clamp(0, 2 * r))
-        return lambda b, qp, kp: read(t, b, qp, kp)
+    def piece_offset(name, b, qp, kp):
+        """int64 flat offset of (b, qp, kp) in ``name``'s codes (l2l: the band slot ``kp - qp + r``)."""
+        rows, cols = shapes[name]
+        col = (kp - qp + r).clamp(0, 2 * r) if name == "l2l" else kp
+        return starts[name] + (b.to(torch.int64) * rows + qp.to(torch.int64)) * cols + col.to(torch.int64)
 
-    allowed = {p: reader(m, p == "l2l") for p, (m, _) in tables.items()}
-    labels = {p: reader(lab, p == "l2l") for p, (_, lab) in tables.items() if lab is not None}
-    return build_flex_plan(lay, allowed, labels, s.device)
+    def code(b, q, kv):
+        """int32 code of joint pair (q, kv): its label (or 0) where allowed, -1 where not."""
+        qg, qgp, qlp, kg, kgp, klp, _ = _decode(lay, q, kv)
+        dead = torch.full_like(qgp + kgp, -1, dtype=torch.int64)
+        off = {name: (piece_offset(name, b, qp, kp) if name in starts else dead)
+               for name, qp, kp in (("g2g", qgp, kgp), ("g2l", qgp, klp), ("l2g", qlp, kgp), ("l2l", qlp, klp))}
+        off = torch.where(qg, torch.where(kg, off["g2g"], off["g2l"]), torch.where(kg, off["l2g"], off["l2l"]))
+        return torch.where(off >= 0, codes[off.clamp(min=0)], -1)
+
+    def mask_mod(b, h, q, kv):
+        if codes is None:
+            return torch.zeros_like(q + kv, dtype=torch.bool)
+        qg, _, qlp, kg, _, klp, side_ok = _decode(lay, q, kv)
+        band = qg | kg | (((klp - qlp).abs() <= r) & (klp < L))
+        out = (code(b, q, kv) >= 0) & band
+        return out if side_ok is None else out & side_ok
+
+    def label(b, q, kv):
+        return code(b, q, kv).to(torch.int64).clamp(min=0)
+
+    partial, full = _block_matrices(lay, mask_mod, s.device)
+    return FlexPlan(lay, mask_mod, label if has_labels and codes is not None else None, partial, full)
+
+
+def pair_code_table(mask: torch.Tensor, labels: Optional[torch.Tensor]) -> torch.Tensor:
+    """One piece's mask and labels as one code per pair.
+
+    Args:
+        mask: bool ``[B, n, m]`` (l2l: ``[B, L, 2r+1]`` band slots).
+        labels: int ``[B, n, m]`` label ids, or None (no relative term on this piece).
+    Returns:
+        int32 ``[B, n, m]``: the label where allowed (:data:`NO_LABEL` where the piece has no labels), -1
+        where not.
+    """
+    value = labels.to(torch.int32) if labels is not None else torch.full_like(mask, NO_LABEL, dtype=torch.int32)
+    return torch.where(mask, value, torch.full_like(value, -1))
 
 
 # ----------------------------------------------------------------------------
@@ -465,7 +509,8 @@ def flex_joint_attention(
     if compile is None:
         compile = q.is_cuda
     attend = _compiled_flex() if compile and not torch.compiler.is_compiling() else flex_attention
-    return attend(q, k, v, score_mod=score_mod, block_mask=plan.block_mask(sides), scale=1.0 / math.sqrt(q.shape[-1]))
+    return attend(q, k, v, score_mod=score_mod, block_mask=plan.block_mask(sides), scale=1.0 / math.sqrt(q.shape[-1]),
+                  kernel_options=flex_kernel_options())
 
 
 def _relative_score_mod(plan: FlexPlan, sides, tables, q0: int, k0: int):
@@ -493,6 +538,40 @@ def _relative_score_mod(plan: FlexPlan, sides, tables, q0: int, k0: int):
         return score + torch.where((qi >= long_start) == (start == long_start), value, 0.0)
 
     return score_mod
+
+
+#: environment variable holding the process's :func:`flex_kernel_options` as a JSON object
+KERNEL_OPTIONS_ENV = "ETC_FLEX_KERNEL_OPTIONS"
+_kernel_options: Optional[Dict] = None
+_kernel_options_read = False
+
+
+def set_flex_kernel_options(options: Optional[Dict]) -> None:
+    """Set the ``kernel_options`` every ``flex_attention`` call of this process passes (torch's
+    ``FlexKernelOptions``: ``BLOCK_M``, ``BLOCK_N``, ``num_stages``, ``num_warps``, ``fwd_``/``bwd_``
+    prefixed variants); None: torch's defaults for the GPU. A tile configuration is a property of the GPU
+    and the kernel, not of a model, so it is set per process (as ``torch.backends`` flags are); the
+    environment variable ``ETC_FLEX_KERNEL_OPTIONS`` sets it for a command such as ``fairseq-train``."""
+    global _kernel_options, _kernel_options_read
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError(f"flex kernel options must be a dict (torch's FlexKernelOptions) or None, got {options!r}")
+    _kernel_options, _kernel_options_read = (dict(options) if options else None), True
+
+
+def flex_kernel_options() -> Optional[Dict]:
+    """The ``kernel_options`` of this process's ``flex_attention`` calls (:func:`set_flex_kernel_options`;
+    on first use read from ``ETC_FLEX_KERNEL_OPTIONS``, a JSON object)."""
+    if not _kernel_options_read:
+        text = os.environ.get(KERNEL_OPTIONS_ENV, "").strip()
+        try:
+            options = json.loads(text) if text else None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{KERNEL_OPTIONS_ENV}={text!r}: expected a JSON object such as "
+                              f'{{"num_stages": 1}} ({e.msg})') from None
+        if options is not None and not isinstance(options, dict):
+            raise ConfigError(f"{KERNEL_OPTIONS_ENV}={text!r}: expected a JSON object such as {{\"num_stages\": 1}}")
+        set_flex_kernel_options(options)
+    return _kernel_options
 
 
 @functools.lru_cache(maxsize=None)
