@@ -41,6 +41,10 @@ skipped once the time budget (``--budget-s``) is spent (``--parts`` names them i
                8,192 masked positions: the head's memory grows with the vocabulary, not with the encoder),
                doubling from 65,536 until out of memory or out of time; peak memory and step time per length.
 
+On CUDA every part after ``smoke`` runs in a subprocess stopped after ``--part-limit-s`` (180 s; ``--isolate``),
+so one part whose compilations take minutes cannot use the whole budget (inductor's on-disk cache keeps the
+kernels a part compiled for the next one).
+
 Usage::
 
     bash scripts/gpu_suite.sh                                # on the GPU machine (installs given wheels first)
@@ -837,6 +841,23 @@ def part_compile(run: Run, length: int, new_length: int, layers: int) -> Dict:
 # ---------------------------------------------------------------------------------------------------------
 
 
+def _isolated_part(run: Run, part: str, child_args: List[str], limit_s: float) -> Dict:
+    """``part`` run in a subprocess (the kernel options and flex verdict of the smoke part passed on), stopped
+    after ``limit_s`` seconds or at the end of the run's budget, whichever comes first; its JSON result."""
+    from etc_fairseq.attention.flex import KERNEL_OPTIONS_ENV, flex_kernel_options
+
+    cmd = [sys.executable, "-m", "benchmarks.gpu_suite", *child_args, "--part-child", "--parts", part,
+           "--budget-s", str(max(run.left(), 1.0))] + (["--skip-flex", run.flex_skipped] if run.flex_skipped else [])
+    env = dict(os.environ, **{KERNEL_OPTIONS_ENV: json.dumps(flex_kernel_options() or {})})
+    limit = max(1.0, min(limit_s, run.left() + 30))
+    try:  # the child's stderr (its progress lines) goes to ours
+        p = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return dict(status=f"failed: not done in {limit:.0f} s (stopped)")
+    lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else dict(status=f"failed: exit {p.returncode}, no result")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
@@ -856,6 +877,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--smoke-length", type=int, default=None, help="long length of the smoke part (default 4096)")
     p.add_argument("--smoke-try-s", type=float, default=150, help="time limit of one smoke try (default 150 s)")
     p.add_argument("--smoke-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
+                   help="run each part after the smoke part in a subprocess stopped after --part-limit-s, so that a "
+                        "compilation that takes minutes cannot use the whole budget (default: on CUDA)")
+    p.add_argument("--part-limit-s", type=float, default=180, help="time limit of an isolated part (default 180 s)")
+    p.add_argument("--part-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--skip-flex", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help="default benchmarks/results/gpu_suite_<device>.json")
     args = p.parse_args(argv)
     import torch
@@ -867,6 +894,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.smoke_child:  # one try of the smoke part: its result as one JSON line
         print(json.dumps(smoke_child(run, smoke_length)), flush=True)
         return 0
+    run.flex_skipped = args.skip_flex
+    isolate = run.cuda if args.isolate is None else args.isolate
     att_lengths = args.attention_lengths or ([300] if quick else [4096, 16384, 65536])
     model_lengths = args.model_lengths or ([256] if quick else [8192, 32768])
     cap_start = args.capacity_start or (512 if quick else 65536)
@@ -888,18 +917,35 @@ def main(argv: Optional[List[str]] = None) -> int:
         "compile": lambda: part_compile(run, 128 if quick else 4096, 256 if quick else 8192, args.compile_layers),
         "capacity": lambda: part_capacity(run, cap_start, cap_max),
     }
+    if args.part_child:  # one isolated part: its result as one JSON line
+        part = args.parts[0]
+        try:
+            out = dict(jobs[part](), status="ok")
+        except Exception as e:  # noqa: BLE001
+            out = dict(status=_failed(e), traceback=traceback.format_exc()[-3000:])
+        out["fairseq_imported"] = any(m.split(".")[0] == "fairseq" for m in sys.modules)
+        print(json.dumps(out), flush=True)
+        return 0
+    child_args = ["--device", device, "--attention-lengths", *map(str, att_lengths), "--model-lengths",
+                  *map(str, model_lengths), "--capacity-start", str(cap_start), "--capacity-max", str(cap_max),
+                  "--compile-layers", str(args.compile_layers)] + (["--quick"] if quick else [])
+    child_fairseq = False
     for part in dict.fromkeys(args.parts):  # in the order given
         if run.left() < 0:
             result["parts"][part] = dict(status="skipped: time budget")
         else:
             t0 = time.perf_counter()
             print(f"[{part}] {run.left():.0f} s left", file=sys.stderr, flush=True)
-            try:
-                result["parts"][part] = dict(jobs[part](), status="ok")
-            except Exception as e:  # noqa: BLE001 -- one part failing must not lose the others
-                result["parts"][part] = dict(status=_failed(e), traceback=traceback.format_exc()[-3000:])
+            if isolate and part != "smoke":  # the smoke part isolates each of its tries itself
+                result["parts"][part] = _isolated_part(run, part, child_args, args.part_limit_s)
+                child_fairseq |= bool(result["parts"][part].pop("fairseq_imported", False))
+            else:
+                try:
+                    result["parts"][part] = dict(jobs[part](), status="ok")
+                except Exception as e:  # noqa: BLE001 -- one part failing must not lose the others
+                    result["parts"][part] = dict(status=_failed(e), traceback=traceback.format_exc()[-3000:])
             result["parts"][part]["seconds"] = time.perf_counter() - t0
-        result["fairseq_imported"] = any(m.split(".")[0] == "fairseq" for m in sys.modules)
+        result["fairseq_imported"] = child_fairseq or any(m.split(".")[0] == "fairseq" for m in sys.modules)
         result["seconds"] = time.perf_counter() - run.start
         write_json(out_path, result)  # after every part: a run cut short keeps what it measured
     print(f"wrote {out_path} ({result['seconds']:.0f} s)", file=sys.stderr)

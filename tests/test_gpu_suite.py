@@ -59,3 +59,20 @@ def test_flex_skipped_everywhere_when_no_kernel_options_work(tmp_path):
     assert rows["flex"]["status"].startswith("skipped: no kernel options")
     assert all(rows[impl]["status"] == "ok" for impl in ("blocked", "sdpa", "longformer", "bigbird"))
     assert parts["compile"]["skipped"].startswith("skipped: no kernel options")
+
+
+def test_isolated_parts_report_their_result_or_their_time_limit(tmp_path):
+    """``--isolate`` (the default on CUDA): a part in its own process returns its result to the JSON; one
+    that outlives ``--part-limit-s`` is stopped and recorded as such."""
+    def suite(limit):
+        out = tmp_path / f"suite_{limit}.json"
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_suite", "--device", "cpu", "--quick", "--out",
+                               str(out), "--parts", "attention", "--isolate", "--part-limit-s", str(limit)],
+                              cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(out.read_text())
+    done = suite(200)
+    assert done["parts"]["attention"]["status"] == "ok" and done["fairseq_imported"] is False
+    assert {row["status"] for row in done["parts"]["attention"]["rows"]} == {"ok"}
+    stopped = suite(1)
+    assert stopped["parts"]["attention"]["status"] == "failed: not done in 1 s (stopped)"
