@@ -363,16 +363,20 @@ def test_kernel_options_reach_every_call_and_bad_ones_fail_in_one_line(monkeypat
     monkeypatch.setattr(flex_module, "flex_attention", recording)
     t, kw = _inputs(0, 1, 2, 150, 6, 4)
     ref = _run(dense_global_local_attention, t, kw)
+    def from_env(value):  # what importing the module with this environment gives
+        monkeypatch.setenv(flex_module.KERNEL_OPTIONS_ENV, value)
+        options, error = flex_module._options_from_env()
+        monkeypatch.setattr(flex_module, "_kernel_options", options)
+        monkeypatch.setattr(flex_module, "_kernel_options_error", error)
+
     try:
-        monkeypatch.setenv(flex_module.KERNEL_OPTIONS_ENV, '{"num_stages": 1, "BLOCK_M": 64}')
-        monkeypatch.setattr(flex_module, "_kernel_options_read", False)
+        from_env('{"num_stages": 1, "BLOCK_M": 64}')
         with torch.no_grad():
             got = _run(lambda *a, **k: flex_global_local_attention(*a, **k, compile=False), t, kw)
         assert seen and all(o == {"num_stages": 1, "BLOCK_M": 64} for o in seen)
         assert max(_maxdiff(g, r) for g, r in zip(got, ref)) < TOL
         for bad in ("{bad", "[1, 2]"):
-            monkeypatch.setenv(flex_module.KERNEL_OPTIONS_ENV, bad)
-            monkeypatch.setattr(flex_module, "_kernel_options_read", False)
+            from_env(bad)
             with pytest.raises(ConfigError, match="ETC_FLEX_KERNEL_OPTIONS.*JSON object"):
                 flex_module.flex_kernel_options()
     finally:

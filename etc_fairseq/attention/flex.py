@@ -417,7 +417,7 @@ def flex_plan_from_structure(structure: GlobalLocalStructure, split_kv: bool) ->
         return starts[name] + (b.to(torch.int64) * rows + qp.to(torch.int64)) * cols + col.to(torch.int64)
 
     def code(b, q, kv):
-        """int32 code of joint pair (q, kv): its label (or 0) where allowed, -1 where not."""
+        """int32 code of joint pair (q, kv) (:func:`pair_code_table`): its label where allowed, -1 where not."""
         qg, qgp, qlp, kg, kgp, klp, _ = _decode(lay, q, kv)
         dead = torch.full_like(qgp + kgp, -1, dtype=torch.int64)
         off = {name: (piece_offset(name, b, qp, kp) if name in starts else dead)
@@ -542,8 +542,26 @@ def _relative_score_mod(plan: FlexPlan, sides, tables, q0: int, k0: int):
 
 #: environment variable holding the process's :func:`flex_kernel_options` as a JSON object
 KERNEL_OPTIONS_ENV = "ETC_FLEX_KERNEL_OPTIONS"
-_kernel_options: Optional[Dict] = None
-_kernel_options_read = False
+
+
+def _options_from_env() -> Tuple[Optional[Dict], Optional[str]]:
+    """(options, None) from ``ETC_FLEX_KERNEL_OPTIONS``, or (None, the error) when it is not a JSON object."""
+    text = os.environ.get(KERNEL_OPTIONS_ENV, "").strip()
+    if not text:
+        return None, None
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as e:
+        options, detail = None, f" ({e.msg})"
+    else:
+        detail = ""
+    if not isinstance(options, dict):
+        return None, f'{KERNEL_OPTIONS_ENV}={text!r}: expected a JSON object such as {{"num_stages": 1}}{detail}'
+    return options or None, None
+
+
+# read at import, not at the first call: that call may be inside torch.compile's tracing
+_kernel_options, _kernel_options_error = _options_from_env()
 
 
 def set_flex_kernel_options(options: Optional[Dict]) -> None:
@@ -551,26 +569,18 @@ def set_flex_kernel_options(options: Optional[Dict]) -> None:
     ``FlexKernelOptions``: ``BLOCK_M``, ``BLOCK_N``, ``num_stages``, ``num_warps``, ``fwd_``/``bwd_``
     prefixed variants); None: torch's defaults for the GPU. A tile configuration is a property of the GPU
     and the kernel, not of a model, so it is set per process (as ``torch.backends`` flags are); the
-    environment variable ``ETC_FLEX_KERNEL_OPTIONS`` sets it for a command such as ``fairseq-train``."""
-    global _kernel_options, _kernel_options_read
+    environment variable ``ETC_FLEX_KERNEL_OPTIONS`` (a JSON object, read when this module is imported)
+    sets it for a command such as ``fairseq-train``."""
+    global _kernel_options, _kernel_options_error
     if options is not None and not isinstance(options, dict):
         raise ConfigError(f"flex kernel options must be a dict (torch's FlexKernelOptions) or None, got {options!r}")
-    _kernel_options, _kernel_options_read = (dict(options) if options else None), True
+    _kernel_options, _kernel_options_error = (dict(options) if options else None), None
 
 
 def flex_kernel_options() -> Optional[Dict]:
-    """The ``kernel_options`` of this process's ``flex_attention`` calls (:func:`set_flex_kernel_options`;
-    on first use read from ``ETC_FLEX_KERNEL_OPTIONS``, a JSON object)."""
-    if not _kernel_options_read:
-        text = os.environ.get(KERNEL_OPTIONS_ENV, "").strip()
-        try:
-            options = json.loads(text) if text else None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{KERNEL_OPTIONS_ENV}={text!r}: expected a JSON object such as "
-                              f'{{"num_stages": 1}} ({e.msg})') from None
-        if options is not None and not isinstance(options, dict):
-            raise ConfigError(f"{KERNEL_OPTIONS_ENV}={text!r}: expected a JSON object such as {{\"num_stages\": 1}}")
-        set_flex_kernel_options(options)
+    """The ``kernel_options`` of this process's ``flex_attention`` calls (:func:`set_flex_kernel_options`)."""
+    if _kernel_options_error is not None:
+        raise ConfigError(_kernel_options_error)
     return _kernel_options
 
 
