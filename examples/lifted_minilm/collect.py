@@ -162,7 +162,11 @@ def plot(res: dict, png: Path) -> None:
         panels.append((name, "bars"))
         if name != "mlm":
             panels.append((name, "curves"))
-    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.4 * max(len(panels), 1), 4.0), squeeze=False)
+    cols = min(max(len(panels), 1), 4)
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.9 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
     for ax, (name, kind) in zip(axes.flat, panels):
         sec = res["sections"][name]
         arms = sec["arms"]

@@ -149,7 +149,10 @@ pretrain() {  # continued pretraining of the lifted model, and etc_tiny from scr
   fi
   if ! done_log "$PRE/etc_tiny.log"; then
     stage "etc_tiny from scratch on the same data: $PRE_UPDATES updates of $PRE_BATCH x $PRE_LONG tokens, lr 2e-3 -> $PRE/etc_tiny"
-    "$VENV_BIN/fairseq-train" "$PRE/data/bin" "${PRE_ARGS[@]}" "${OPTIM[@]}" --arch etc_tiny --hard-g2l --lr 2e-3 \
+    # the lifted model's attention settings (radius 84, relative positions clipped at 12: the data records
+    # them), etc_tiny's sizes (2 layers, 64 wide)
+    "$VENV_BIN/fairseq-train" "$PRE/data/bin" "${PRE_ARGS[@]}" "${OPTIM[@]}" --arch etc_tiny --local-radius 84 \
+      --relative-pos-max-distance 12 --hard-g2l --lr 2e-3 \
       --save-dir "$PRE/etc_tiny" >> "$PRE/etc_tiny.log" 2>&1 || { echo "error: see $PRE/etc_tiny.log" >&2; exit 1; }
   fi
 }
@@ -257,7 +260,7 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
   if [ ! -f "$D/prepare.json" ]; then
     stage "etc-prepare structured (record level, CLS global token) -> $D"
     "$VENV_BIN/etc-prepare" structured --train "$R/train.jsonl" --valid "$R/valid.jsonl" --label-level record \
-      --from-model "$LIFTED" --max-long-len 128 --out "$D" --overwrite --no-progress-bar
+      --from-model "$LIFTED" --max-long-len 128 --max-global-len 8 --out "$D" --overwrite --no-progress-bar
   fi
   for m in "$CUT" "$SRC"; do
     local out=$RUN_DIR/classify/floor-$(basename "$m").json
@@ -268,8 +271,8 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
   done
   local UPDATES=$CL_UPDATES BATCH=$CL_BATCH VALID_EVERY=$CL_VALID_EVERY  # short records: more, larger updates
   for seed in $SEEDS; do
-    spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base --max-global-len 8
-    spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base --max-global-len 8
+    spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base
+    spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base
   done
   wait
 }
