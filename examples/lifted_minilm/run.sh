@@ -280,9 +280,28 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
 if has pretrain || has mlm || has nextsent || has wikihop || has classify; then fetch_and_lift; fi
 if has pretrain || has mlm || has nextsent || has wikihop; then pretrain_data; fi
 if has pretrain; then pretrain; fi
+as_trained() {  # LIFTED_CKPT OUT_DIR: the same weights as a fairseq-train checkpoint (fairseq-validate reads
+  # the task and criterion a checkpoint was trained with, and an etc-lift checkpoint holds none): one update at
+  # learning rate 0, then a check that no weight changed
+  if [ -f "$2/checkpoint_last.pt" ]; then return; fi
+  "$VENV_BIN/fairseq-train" "$PRE/data/bin" --user-dir user_dir --task etc_pretraining --criterion cpc_mlm \
+    --arch etc_base --finetune-from-model "$1" --max-long-len 512 --max-global-len 32 --batch-size 1 \
+    --optimizer adam --lr 0 --lr-scheduler fixed --max-update 1 --disable-validation --no-epoch-checkpoints \
+    --cpu --num-workers 0 --seed 1 --save-dir "$2" > "$2.log" 2>&1 || { echo "error: see $2.log" >&2; exit 1; }
+  "$VENV_BIN/python" - "$1" "$2/checkpoint_last.pt" <<'PY'
+import sys, torch
+from etc_fairseq.checkpoint_io import load_checkpoint
+a, b = (load_checkpoint(p)["model"] for p in sys.argv[1:])
+changed = [k for k in a if not torch.equal(a[k], b[k])]
+assert a.keys() == b.keys() and not changed, f"the learning-rate-0 update changed {changed[:3]}"
+print(f"{sys.argv[2]}: the {len(a)} tensors of {sys.argv[1]}, unchanged")
+PY
+}
+
 if has mlm; then
   held_out_mlm continued "$CONTINUED"
-  held_out_mlm lifted "$LIFTED/model.pt"
+  as_trained "$LIFTED/model.pt" "$PRE/lifted_not_continued"
+  held_out_mlm lifted "$PRE/lifted_not_continued/checkpoint_last.pt"
   held_out_mlm etc_tiny "$PRE/etc_tiny/checkpoint_last.pt"
 fi
 if has nextsent; then nextsent; fi
