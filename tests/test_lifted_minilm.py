@@ -194,8 +194,8 @@ def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):
         # the copy sits just before the answer: counted as "before the gap", not as the answer
         {"question": q, "paragraphs": [para(q, "w5 w6 w7"), para("w11")], "answer": [0, 1]},
     ]
-    res = similarity.similarity_baseline(tmp_path / "bert", records)
-    assert res == {"model": str(tmp_path / "bert"), "records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}
+    res = similarity.similarity_baseline(similarity.hf_embedder(tmp_path / "bert"), records)
+    assert res == {"records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}
 
 
 def test_cost_runs_a_lifted_directory_at_other_depths(tmp_path):
