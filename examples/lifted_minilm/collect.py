@@ -48,6 +48,8 @@ ARMS = {
     "bert512": "the source model as released (full attention, absolute positions), first 512 tokens",
     "continued": "ETC (lifted + continued), CLS global token",
     "lifted": "ETC (lifted, not continued), CLS global token",
+    "continued_mean": "ETC (lifted + continued), mean of the long tokens",
+    "lifted_mean": "ETC (lifted, not continued), mean of the long tokens",
 }
 _WORDS = re.compile(r"[a-z0-9]+")
 
@@ -102,7 +104,7 @@ def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
     if arms:
         dev = json.loads((run_dir / "wikihop" / "raw" / "dev.json").read_text(encoding="utf-8"))
         res["sections"]["wikihop"] = {"metric": "dev accuracy (%)", "arms": arms, "baseline": wikihop_overlap(dev)}
-    arms = _finetune(run_dir, "classify", ["continued", "lifted"], seeds, long_len)
+    arms = _finetune(run_dir, "classify", ["continued", "lifted", "continued_mean", "lifted_mean"], seeds, long_len)
     if arms:
         floors = {p.stem[len("floor-"):]: json.loads(p.read_text()) for p in sorted((run_dir / "classify").glob("floor-*.json"))}
         res["sections"]["classify"] = {"metric": "held-out polarity accuracy (%), REAL labels", "arms": arms,

@@ -270,9 +270,13 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
     fi
   done
   local UPDATES=$CL_UPDATES BATCH=$CL_BATCH VALID_EVERY=$CL_VALID_EVERY  # short records: more, larger updates
-  for seed in $SEEDS; do
+  for seed in $SEEDS; do  # the record head on the CLS global token (the paper's), or on the mean of the long tokens
     spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base
     spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base
+    spawn finetune classify structured continued_mean "$seed" "$D" 128 "$CONTINUED" --arch etc_base \
+      --record-head-input long_mean
+    spawn finetune classify structured lifted_mean "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base \
+      --record-head-input long_mean
   done
   wait
 }
