@@ -208,3 +208,20 @@ def test_cost_runs_a_lifted_directory_at_other_depths(tmp_path):
     for layers in (1, 3):  # fewer and more layers than the lifted model: the config is what is timed
         s = cost.step_seconds(tmp_path / "lifted", 90, layers, shared=bool(layers == 3), repeats=1)
         assert 0 < s < float("inf")
+
+
+def test_summary_token_check_on_a_lifted_model(tmp_path):
+    """The check that found the lifted SENTENCE token carrying nothing of its sentence: spreads per layer
+    output (the embeddings first), one SENTENCE token per text, all identical at the embeddings (one token
+    id, one type, no positions)."""
+    from etc_fairseq.cli.lift import main as lift_main
+
+    similarity = _load("similarity")
+    _tiny_bert(tmp_path / "bert", layers=2)
+    assert lift_main([str(tmp_path / "bert"), "--out", str(tmp_path / "lifted" / "model.pt"), "--arch", "etc_tiny",
+                      "--relative-positions-only", "-q"]) == 0
+    texts = ["w1 w2 w3", "w4 w5", "w6 w7 w8 w9", "w10"]
+    res = similarity.summary_token_check(tmp_path / "lifted" / "model.pt", tmp_path / "lifted", texts)
+    assert res["texts"] == 4 and res["chance"] == 25.0 and len(res["layers"]) == 3
+    assert res["layers"][0]["sentence_token_spread"] == 0.0 < res["layers"][0]["mean_pooled_spread"]
+    assert res["own_mean_retrieval"] in (0.0, 25.0, 50.0, 75.0, 100.0)
