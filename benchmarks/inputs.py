@@ -14,15 +14,16 @@ BELONGS, NOT_BELONGS = 2 * MAX_DISTANCE + 1, 2 * MAX_DISTANCE + 2
 GLOBAL_LEN = 256
 
 
-def attention_inputs(long_len: int, global_len: int):
+def attention_inputs(long_len: int, global_len: int, heads: int = HEADS):
     """CONSTRUCTED inputs of one global-local attention call (seeded): ``(tensors, kwargs)`` where ``tensors``
     holds the q/k/v of both sides float32 [BATCH, HEADS, len, HEAD_DIM] and the relative-label embeddings
     float32 [NUM_LABELS, HEADS, HEAD_DIM] (leaves with gradients), and ``kwargs`` the masks and relative
-    labels in the ETC layout (the last 1/32 of the long input is padding; one global token per segment)."""
+    labels in the ETC layout (the last 1/32 of the long input is padding; one global token per segment).
+    ``heads``: fewer heads for quick smoke runs."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
-    B, H, D, L, G, r = BATCH, HEADS, HEAD_DIM, long_len, global_len, RADIUS
+    B, H, D, L, G, r = BATCH, heads, HEAD_DIM, long_len, global_len, RADIUS
 
     def leaf(*shape):
         return torch.randn(*shape, generator=gen).requires_grad_(True)

@@ -319,6 +319,7 @@ def run_worker(mode: str, job: str, work: Path, fairseq_args: List[str]) -> List
     env = dict(os.environ)
     if mode == "xla":
         env["PJRT_DEVICE"] = "CPU"
+        env["ETC_FAIRSEQ_FIXES"] = "xla"
     cmd = [sys.executable, __file__, "--worker", mode, "--record", str(record), "--"] + fairseq_args
     print(f"[xla_check] {job} / {mode}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
     t0 = time.time()

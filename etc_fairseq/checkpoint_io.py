@@ -2,34 +2,22 @@
 
 Two independent gates, both before anything of the file is used:
 
-1. **The pickle** (:func:`load_checkpoint`, :func:`unsafe_globals`): zip-format files are scanned
+1. **The pickle** (:func:`load_checkpoint`, :func:`unsafe_globals`, here): zip-format files are scanned
    statically for pickle globals outside torch's weights-only allowlist (nothing is unpickled); legacy
    (pre-1.6) files cannot be scanned and are read with an explicit ``torch.load(weights_only=True)``.
    Extra globals are allowed only on request (``legacy_configs=True``: ``argparse.Namespace`` and numpy's
    scalar/dtype reconstructors, which argparse-era fairseq checkpoints such as released RoBERTa models
    hold; ``etc-lift`` reads those). ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` is ignored (:func:`force_weights_only`).
-2. **The config** (:func:`validate_checkpoint_config`): a weights-only pickle can still name any fairseq
-   model, and fairseq builds whatever ``cfg.model._name`` names; several fairseq models ``eval()`` config
-   strings (wav2vec2's ``conv_feature_layers``, fconv's ``encoder_layers``, ...). So before a model is
-   built from a checkpoint, its config must name an ETC model (``etc`` or one of its registered
-   architectures), every model field must be a field of that model's dataclass with a value of the
-   field's type (int, float, bool, str, one of the choices, a list of those; a ``${section.field}``
-   reference where fairseq's ``II(...)`` put one), and the task and criterion must be ones our loaders
-   are meant to build (etc-fairseq's own, plus fairseq's ``masked_lm`` and ``sentence_prediction``),
-   with the same field and type rules. Argparse-era ``args`` namespaces are refused: no ETC checkpoint
-   has one. A resolver interpolation (``${oc.env:...}``) anywhere in the config is refused too.
+2. **The config**: a weights-only pickle can still name any fairseq model, and fairseq builds whatever
+   ``cfg.model._name`` names. What a config may name needs fairseq's registries, so that gate is
+   :func:`etc_fairseq.models.checkpoint_config.validate_checkpoint_config`; the field checks it applies to
+   each section are here (:func:`check_config_fields`, :func:`check_no_resolvers`).
 
 Every failure is one :class:`CheckpointLoadError` whose message names the file and what is wrong
 (the refused global; the config field, its value and what was expected; or, for a truncated file,
 the other checkpoints in the same directory to fall back on).
 
-Used by: fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` (wrapped in
-:mod:`etc_fairseq.fairseq_compat`: ``fairseq-train`` resume / ``--restore-file`` / ``--finetune-from-model``,
-``fairseq-validate --path``, ``etc-predict --path``, ``EtcModel.from_pretrained``) and ``etc-lift``
-(:func:`etc_fairseq.lift.load_roberta_state`, which reads tensors only and builds nothing).
-
-This module imports only torch at import time; fairseq's registries are read inside
-:func:`validate_checkpoint_config`.
+A leaf: imports only torch (and omegaconf, to read fairseq's config nodes, when given one).
 """
 from __future__ import annotations
 
@@ -54,10 +42,6 @@ logger = logging.getLogger(__name__)
 
 PathLike = Union[str, os.PathLike]
 
-#: fairseq tasks and criterions (besides etc-fairseq's own) that ETC checkpoints are trained with and our
-#: loaders build: README's masked-LM quick start and sentence classification.
-FAIRSEQ_TASKS = ("masked_lm", "sentence_prediction")
-FAIRSEQ_CRITERIONS = ("masked_lm", "sentence_prediction")
 
 
 # -------------------------------------------------------------------------------------------------------
@@ -208,7 +192,8 @@ def checkpoint_allowlist(path: PathLike, legacy_configs: bool = False) -> List[A
 
 
 def load_checkpoint(path: PathLike, *, legacy_configs: bool = False, mmap: bool = False) -> Dict[str, Any]:
-    """Read a checkpoint safely on CPU (gate 1 only; see :func:`validate_checkpoint_config` for gate 2).
+    """Read a checkpoint safely on CPU (gate 1 only; gate 2 is
+    :func:`etc_fairseq.models.checkpoint_config.validate_checkpoint_config`).
 
     Args:
         path: the checkpoint file.
@@ -270,14 +255,14 @@ def _read(path: Path, legacy_configs: bool, mmap: bool, keep: bool) -> Tuple[Any
 
 
 # -------------------------------------------------------------------------------------------------------
-# gate 2: the config
+# the field checks of gate 2 (etc_fairseq.models.checkpoint_config names what a config may hold)
 # -------------------------------------------------------------------------------------------------------
 
 _REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_.]*\}")  # what II("task.max_positions") stores
 _RESOLVER = re.compile(r"\$\{[^}]*:")  # ${oc.env:HOME}, ${oc.decode:...}: a resolver call
 
 
-def _plain(value: Any) -> Any:
+def plain_config(value: Any) -> Any:
     """A dict / Namespace / omegaconf node -> plain dict (others unchanged)."""
     if isinstance(value, argparse.Namespace):
         return dict(vars(value))
@@ -327,7 +312,7 @@ def _expected(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def _check_fields(path: Path, section: str, values: Mapping[str, Any], dataclass: type) -> None:
+def check_config_fields(path: Path, section: str, values: Mapping[str, Any], dataclass: type) -> None:
     """Every key of ``values`` (except ``_name``) is a field of ``dataclass`` with a value of its type."""
     try:
         hints = typing.get_type_hints(dataclass)
@@ -349,7 +334,7 @@ def _check_fields(path: Path, section: str, values: Mapping[str, Any], dataclass
             )
 
 
-def _no_resolvers(path: Path, obj: Any, where: str) -> None:
+def check_no_resolvers(path: Path, obj: Any, where: str) -> None:
     if isinstance(obj, str):
         if _RESOLVER.search(obj):
             raise CheckpointLoadError(
@@ -358,103 +343,21 @@ def _no_resolvers(path: Path, obj: Any, where: str) -> None:
             )
     elif isinstance(obj, Mapping):
         for k, v in obj.items():
-            _no_resolvers(path, v, f"{where}.{k}")
+            check_no_resolvers(path, v, f"{where}.{k}")
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            _no_resolvers(path, v, f"{where}[{i}]")
-
-
-def _ours(cls: Any) -> bool:
-    return getattr(cls, "__module__", "").split(".")[0] == "etc_fairseq"
-
-
-def allowed_components() -> Dict[str, Dict[str, type]]:
-    """What a checkpoint may name, with the dataclass its fields are checked against:
-    ``{"model": {name or architecture: dataclass}, "task": {...}, "criterion": {...}}``. Models: every
-    model and architecture etc-fairseq registers; tasks and criterions: etc-fairseq's plus
-    :data:`FAIRSEQ_TASKS` / :data:`FAIRSEQ_CRITERIONS`. Only dataclass-configured components qualify."""
-    import etc_fairseq.register  # noqa: F401  (the registries below hold our components once it ran)
-    from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY
-    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_DATACLASS_REGISTRY, MODEL_REGISTRY
-    from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
-
-    models: Dict[str, type] = {}
-    for name, cls in MODEL_REGISTRY.items():
-        if _ours(cls) and name in MODEL_DATACLASS_REGISTRY:
-            models[name] = MODEL_DATACLASS_REGISTRY[name]
-    by_class = {MODEL_REGISTRY[n]: dc for n, dc in models.items()}
-    for arch, cls in ARCH_MODEL_REGISTRY.items():
-        if cls in by_class:
-            models[arch] = by_class[cls]
-    tasks = {n: TASK_DATACLASS_REGISTRY[n] for n, c in TASK_REGISTRY.items()
-             if (_ours(c) or n in FAIRSEQ_TASKS) and n in TASK_DATACLASS_REGISTRY}
-    criterions = {n: CRITERION_DATACLASS_REGISTRY[n] for n, c in CRITERION_REGISTRY.items()
-                  if (_ours(c) or n in FAIRSEQ_CRITERIONS) and n in CRITERION_DATACLASS_REGISTRY}
-    return {"model": models, "task": tasks, "criterion": criterions}
-
-
-def validate_checkpoint_config(state: Mapping[str, Any], path: PathLike) -> None:
-    """Gate 2: refuse a checkpoint whose config would make fairseq build anything but an ETC model with
-    plain, typed settings (see the module docstring). Call it on the unpickled checkpoint before any
-    model, task or criterion is built from it.
-
-    Args:
-        state: the checkpoint as :func:`load_checkpoint` returns it (``cfg`` a plain dict, or an omegaconf
-            node after fairseq's loader).
-        path: the file, for messages.
-    Raises:
-        CheckpointLoadError: one line naming the file, the field and what was expected.
-    """
-    path = Path(path)
-    if state.get("args") is not None:
-        arch = getattr(state["args"], "arch", None) if not isinstance(state["args"], Mapping) else state["args"].get("arch")
-        raise CheckpointLoadError(
-            f"checkpoint {path}: has an argparse-era 'args' config (arch={arch!r}); etc-fairseq builds models "
-            "only from checkpoints with a dataclass 'cfg' (RoBERTa checkpoints: convert them with etc-lift)"
-        )
-    cfg = _plain(state.get("cfg"))
-    if not isinstance(cfg, Mapping):
-        raise CheckpointLoadError(f"checkpoint {path}: no 'cfg' config (got {type(cfg).__name__}); not an etc-fairseq checkpoint")
-    _no_resolvers(path, cfg, "cfg")
-    allowed = allowed_components()
-    for section, required in (("model", True), ("task", False), ("criterion", False)):
-        values = _plain(cfg.get(section))
-        if values is None and not required:
-            continue
-        if not isinstance(values, Mapping):
-            raise CheckpointLoadError(
-                f"checkpoint {path}: cfg.{section} is a {type(values).__name__}, not a dataclass config "
-                f"(expected a dict with _name, one of {', '.join(sorted(allowed[section]))})"
-            )
-        name = values.get("_name")
-        if name not in allowed[section]:
-            what = "an ETC model" if section == "model" else f"a {section} etc-fairseq builds"
-            raise CheckpointLoadError(
-                f"checkpoint {path}: cfg.{section}._name={name!r} is not {what} "
-                f"(expected one of {', '.join(sorted(allowed[section]))})"
-            )
-        _check_fields(path, section, values, allowed[section][name])
-
-
-def load_model_checkpoint(path: PathLike, *, mmap: bool = False) -> Dict[str, Any]:
-    """:func:`load_checkpoint` then :func:`validate_checkpoint_config`: an etc-fairseq checkpoint that is
-    safe to build a model from."""
-    state = load_checkpoint(path, mmap=mmap)
-    validate_checkpoint_config(state, path)
-    return state
+            check_no_resolvers(path, v, f"{where}[{i}]")
 
 
 __all__ = [
     "CheckpointLoadError",
-    "FAIRSEQ_CRITERIONS",
-    "FAIRSEQ_TASKS",
-    "allowed_components",
+    "check_config_fields",
+    "check_no_resolvers",
     "checkpoint_allowlist",
     "corrupt_message",
     "force_weights_only",
     "newest_intact_checkpoint",
     "load_checkpoint",
-    "load_model_checkpoint",
+    "plain_config",
     "unsafe_globals",
-    "validate_checkpoint_config",
 ]

@@ -22,11 +22,18 @@ import gzip
 import json
 import lzma
 import os
+import re
+import sys
 import zlib
 from pathlib import Path
-from typing import Any, Dict, Hashable, Iterable, Iterator, Mapping, Sequence, Tuple, Union
+from typing import Any, Dict, Hashable, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
-from etc_fairseq.errors import InputFormatError, OutputRefusedError  # noqa: F401  (raised here; importable from here)
+from etc_fairseq.errors import (  # noqa: F401  (raised here; importable from here)
+    InputFormatError,
+    MissingFileError,
+    OutputRefusedError,
+    OutputWriteError,
+)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -90,8 +97,8 @@ def check_outputs_against_inputs(
     Args:
         outputs: option name (e.g. ``--out``) -> path the command writes (a file, or a directory it replaces).
         inputs: option name -> path the command reads (files or directories; absent ones are skipped).
-        file_outputs: the option names in ``outputs`` that name a file: an existing directory there is refused,
-            and so is an existing file inside an input directory.
+        file_outputs: the option names in ``outputs`` that name a file: an existing directory there is refused.
+            For every output, an existing file or directory inside an input directory is refused.
     Raises:
         OutputRefusedError: one line naming both options and paths.
     """
@@ -120,9 +127,9 @@ def check_outputs_against_inputs(
                     f"{out_flag} {out} holds the input {in_flag} {path}: replacing it would delete the input; "
                     "write elsewhere"
                 )
-            if out_flag in file_outputs and in_r.is_dir() and out_r.exists() and _is_within(out_r, in_r):
-                # A new file inside an input directory is fine (DATA/preds.json); an existing one may be
-                # something the command reads (DATA/dict.txt), so it is never replaced.
+            if in_r.is_dir() and out_r.exists() and _is_within(out_r, in_r):
+                # A new file or directory inside an input directory is fine (DATA/preds.json); an existing one
+                # may be something the command reads (DATA/dict.txt), so it is never replaced.
                 raise OutputRefusedError(
                     f"{out_flag} {out} already exists inside the input {in_flag} {path}: it may be one of the "
                     "input's files; write elsewhere or delete it first"
@@ -134,16 +141,16 @@ def check_output_location(flag: str, path: PathLike) -> None:
     ancestor that is a file (``x.json/out``), or one this user may not write into.
 
     Raises:
-        NotADirectoryError / PermissionError: naming ``path`` and the ancestor at fault.
+        OutputWriteError: naming ``path`` and the ancestor at fault (``errno`` ENOTDIR or EACCES).
     """
     path = Path(path).expanduser()
     ancestor = path.parent
     while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, f"cannot write {flag} here: {ancestor} is not a directory", str(path))
+        raise OutputWriteError(errno.ENOTDIR, f"cannot write {flag} here: {ancestor} is not a directory", str(path))
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, f"cannot write {flag} here: {ancestor} is not writable", str(path))
+        raise OutputWriteError(errno.EACCES, f"cannot write {flag} here: {ancestor} is not writable", str(path))
 
 
 def path_arguments(args: argparse.Namespace, skip: Iterable[str] = ()) -> Dict[str, Path]:
@@ -212,7 +219,7 @@ def check_input_file(path: Path, what: str) -> None:
     if path.is_dir():
         raise InputFormatError(f"{path}: is a directory, expected {what}")
     if not path.exists():
-        raise FileNotFoundError(errno.ENOENT, f"no such file ({what} expected)", str(path))
+        raise MissingFileError(f"{path}: no such file ({what} expected)")
 
 
 def _open_decompressed(path: Path):
@@ -234,7 +241,7 @@ def read_input_bytes(path: PathLike, what: str = "a file") -> bytes:
     """The whole (gzip/bz2-decompressed) content of an input file.
 
     Raises:
-        FileNotFoundError, InputFormatError: one line naming the file.
+        MissingFileError, InputFormatError: one line naming the file.
     """
     path = Path(path)
     check_input_file(path, what)
@@ -283,13 +290,70 @@ def iter_input_lines(path: PathLike, what: str = "a UTF-8 text file") -> Iterato
         raise _stream_error(path, e) from None
 
 
-def load_json_file(path: PathLike, what: str = "a JSON file") -> Any:
-    """Parse a whole (possibly compressed) UTF-8 JSON input file; errors name the file (and line, column)."""
-    text = read_input_text(path, what)
+#: a ``\uD800``-``\uDFFF`` escape: the only way a lone surrogate (half of a UTF-16 pair, not a character)
+#: gets into parsed JSON, since UTF-8 input cannot hold one
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def parse_json(text: str, where: str, what: Optional[str] = None) -> Any:
+    """``json.loads(text)`` for input read from ``where`` (``FILE`` or ``FILE:LINE``), refusing in one
+    :class:`InputFormatError` line: text that is not JSON (with the line and column), nesting deeper than
+    Python's parser can follow (its ``RecursionError``), and a string holding a lone surrogate (``"\udc80"``:
+    not text; tokenizers and UTF-8 writers fail on it), named by its field path. ``what``: what was expected,
+    for the message."""
+    expected = f"; {what} expected" if what else ""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputFormatError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}; {what} expected)") from None
+        at = f"line {e.lineno}, column {e.colno}" if "\n" in text.strip() else f"column {e.colno}"
+        raise InputFormatError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at {at}{expected})") from None
+    except RecursionError:
+        raise InputFormatError(f"{where}: JSON nested too deeply (arrays/objects inside each other beyond what "
+                               f"Python's JSON reader follows, about {sys.getrecursionlimit()} levels{expected})") from None
+    if _SURROGATE_ESCAPE.search(text):
+        found = _lone_surrogate(value, "")
+        if found is not None:
+            field, char = found
+            field = field.encode("utf-8", "backslashreplace").decode("utf-8")
+            raise InputFormatError(f"{where}: {'field ' + field if field else 'the value'}: holds \\u{ord(char):04x}, "
+                                   "half of a UTF-16 surrogate pair without its other half (not a character); "
+                                   "expected text")
+    return value
+
+
+def _lone_surrogate(value: Any, field: str) -> Optional[Tuple[str, str]]:
+    """(field path such as ``words[3]``, the surrogate) of the first string in ``value`` holding a lone
+    surrogate, or None. Iterative, so that any depth the JSON parser accepted is walked."""
+    stack = [(value, field)]
+    while stack:
+        v, f = stack.pop()
+        if isinstance(v, str):
+            bad = next((c for c in v if "\ud800" <= c <= "\udfff"), None)
+            if bad is not None:
+                return f, bad
+        elif isinstance(v, dict):
+            for k, x in reversed(list(v.items())):
+                name = f"{f}.{k}" if f else str(k)
+                stack.append((x, name))
+                stack.append((k, f"{name} (its name)"))
+        elif isinstance(v, list):
+            stack.extend((x, f"{f}[{i}]") for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+def load_json_file(path: PathLike, what: str = "a JSON file") -> Any:
+    """Parse a whole (possibly compressed) UTF-8 JSON input file (:func:`parse_json`); errors name the file
+    (and line, column)."""
+    return parse_json(read_input_text(path, what), str(path), what)
+
+
+def iter_json_lines(path: PathLike, what: str) -> Iterator[Tuple[str, Any]]:
+    """``(where, value)`` for every non-blank line of a (possibly compressed) JSONL input file, ``where``
+    being ``FILE:LINE``; each line parsed by :func:`parse_json`."""
+    for line_no, line in iter_input_lines(path, what):
+        if line.strip():
+            where = f"{path}:{line_no}"
+            yield where, parse_json(line, where)
 
 
 class UniqueIds:
@@ -336,3 +400,35 @@ def one_line_error(e: BaseException) -> str:
         if isinstance(e, KeyError) and e.args:
             text = str(e.args[0])
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def command_name(default: str = "fairseq") -> str:
+    """The command the user ran, for ``PROG: error: ...``: ``fairseq-train`` for the console script and for
+    ``python -m fairseq_cli.train`` (``sys.argv[0]`` is then ``.../fairseq_cli/train.py``)."""
+    import sys
+
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is None:
+        return default
+    if argv0.suffix == ".py" and argv0.parent.name == "fairseq_cli":
+        return "fairseq-" + argv0.stem.replace("_", "-")
+    return argv0.name or default
+
+
+#: set to 1 to see the traceback of user errors in ``fairseq-train`` / ``fairseq-validate`` with the plugin
+#: (the ``etc-*`` commands take ``--debug``)
+DEBUG_VARIABLE = "ETC_FAIRSEQ_DEBUG"
+
+
+def exit_if_user_error(e: BaseException, prog: str) -> None:
+    """For a user error (:func:`etc_fairseq.errors.is_user_error`): print it as ``PROG: error: MESSAGE`` on
+    stderr and exit with status 1, as every command does. Returns for anything else (a bug: the caller
+    re-raises it, keeping its traceback), and when ``ETC_FAIRSEQ_DEBUG=1`` asks for tracebacks."""
+    import sys
+
+    from etc_fairseq.errors import is_user_error
+
+    if not is_user_error(e) or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+        return
+    print(f"{prog}: error: {one_line_error(e)}", file=sys.stderr, flush=True)
+    raise SystemExit(1) from None

@@ -1,5 +1,6 @@
 """Using a trained ETC checkpoint from Python: :class:`EtcHubInterface` (like fairseq's
-``RobertaHubInterface``), built by ``EtcModel.from_pretrained`` from local files only. The user guide with
+``RobertaHubInterface``), built by ``EtcModel.from_pretrained`` (:mod:`etc_fairseq.models.loading`) from local
+files only. The user guide with
 runnable examples is ``docs/python-api.md``.
 
 ::
@@ -19,13 +20,13 @@ runnable examples is ``docs/python-api.md``.
 What ``from_pretrained`` reads (all local; nothing is downloaded):
 
 - ``model_dir/checkpoint_file``: a checkpoint written by ``fairseq-train --arch etc_*`` (any task). It is
-  checked before anything else is read or built (:func:`etc_fairseq.checkpoint_io.load_model_checkpoint`):
+  checked before anything else is read or built (:func:`etc_fairseq.models.checkpoint_config.load_model_checkpoint`):
   a weights-only pickle with nothing beyond torch's allowlist, and a config naming an ETC model with
   known, typed fields and one of our tasks; anything else is refused and nothing in it runs.
 - the data directory (``data_name_or_path``, relative to ``model_dir`` when it starts with ``.``):
   ``dict.txt``, as for fairseq-train; for a ``sentence_prediction`` checkpoint the directory holding
   ``input0/dict.txt`` and ``label/dict.txt`` (``bin/input0`` itself is accepted too).
-- the tokenizer (:func:`find_tokenizer`): explicit files if given; else, for an ``etc-lift`` output (or
+- the tokenizer (:func:`etc_fairseq.data.tokenizer_files.find_tokenizer`): explicit files if given; else, for an ``etc-lift`` output (or
   data ``etc-prepare pretrain --from-model`` wrote), the source model's own tokenizer from its
   ``etc_tokenizer.json`` (:func:`etc_fairseq.tokenization.load_tokenizer`; its pretrained global token ids
   are used too); else the ``pretrain.json`` that
@@ -57,262 +58,24 @@ Layouts:
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from etc_fairseq.data.packing import Piece, example_structure_ids
+from etc_fairseq.data.batching import EtcInput, collate_inputs, structured_input
+from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
-from etc_fairseq.tokenization import (
-    TOKENIZER_DESCRIPTION,
-    SourceTokenizer,
-    byte_level_bpe_tokenizer,
-    load_tokenizer,
-    sentencepiece_tokenizer,
-)
 
 logger = logging.getLogger(__name__)
 
-PathLike = Union[str, os.PathLike]
+__all__ = ["EtcHubInterface", "LM_HEAD_LIFTED"]
 
-#: One encoded input without a batch dimension: ``src_tokens`` int64 [long_len], and for structured input
-#: ``global_tokens``/``global_types`` int64 [global_len] and ``structure`` (``long_segment``,
-#: ``long_example`` int64 [long_len]; ``global_example`` int64 [global_len]).
-EtcInput = Dict[str, Any]
-
-__all__ = [
-    "EtcHubInterface",
-    "EtcInput",
-    "find_tokenizer",
-    "structured_input",
-    "collate_inputs",
-    "from_pretrained",
-    "resolve_data_dir",
-]
-
-
-# -------------------------------------------------------------------------------------------------------
-# the tokenizer: text -> dictionary symbols (the strings in dict.txt), an
-# etc_fairseq.tokenization.SourceTokenizer whatever the files
-# -------------------------------------------------------------------------------------------------------
-
-
-def _spm(model: PathLike) -> SourceTokenizer:
-    """A sentencepiece model whose pieces are the dictionary symbols (``etc-prepare pretrain --tokenizer spm``)."""
-    if not Path(model).is_file():
-        raise FileNotFoundError(f"{model}: no such sentencepiece model")
-    return sentencepiece_tokenizer(model)
-
-
-def _gpt2(encoder_json: PathLike, vocab_bpe: PathLike) -> SourceTokenizer:
-    """GPT-2 byte-level BPE whose dictionary symbols are GPT-2 ids in decimal (fairseq RoBERTa's ``dict.txt``);
-    each text is encoded on its own, without a leading space, as ``etc-prepare pretrain`` encodes sentences."""
-    for p in (encoder_json, vocab_bpe):
-        if not Path(p).is_file():
-            raise FileNotFoundError(f"{p}: no such GPT-2 BPE file")
-    return byte_level_bpe_tokenizer(encoder_json, vocab_bpe, gpt2_ids=True)
-
-
-def _gpt2_pair(d: Path) -> Optional[Tuple[Path, Path]]:
-    for sub in (d / "gpt2", d):
-        if (sub / "encoder.json").is_file() and (sub / "vocab.bpe").is_file():
-            return sub / "encoder.json", sub / "vocab.bpe"
-    return None
-
-
-def find_tokenizer(
-    model_dir: PathLike,
-    data_dir: PathLike,
-    spm_model: Optional[PathLike] = None,
-    gpt2_encoder_json: Optional[PathLike] = None,
-    gpt2_vocab_bpe: Optional[PathLike] = None,
-) -> Tuple[Optional[SourceTokenizer], List[str], Dict[str, Any]]:
-    """Find the tokenizer that a checkpoint's training data was encoded with (see the module docstring
-    for the search order).
-
-    Args:
-        model_dir: the checkpoint's directory.
-        data_dir: the data directory (with ``dict.txt``).
-        spm_model / gpt2_encoder_json + gpt2_vocab_bpe: explicit files (take precedence).
-    Returns:
-        (the :class:`~etc_fairseq.tokenization.SourceTokenizer` or None, the places looked at, the
-        ``pretrain.json`` contents or ``{}``).
-    Raises:
-        FileNotFoundError: an explicit file, or one that ``pretrain.json`` names, is missing.
-        TokenizerFileError: a file that is not the tokenizer it should be.
-        ValueError: both kinds given explicitly, or only one of the two GPT-2 files.
-    """
-    model_dir, data_dir = Path(model_dir), Path(data_dir)
-    meta: Dict[str, Any] = {}
-    meta_path = data_dir / "pretrain.json"
-    if meta_path.is_file():
-        from etc_fairseq.data.pretraining_corpus import read_meta
-
-        meta = read_meta(data_dir)
-    if spm_model is not None and (gpt2_encoder_json is not None or gpt2_vocab_bpe is not None):
-        raise ValueError("give either spm_model or the GPT-2 files (gpt2_encoder_json, gpt2_vocab_bpe), not both")
-    if (gpt2_encoder_json is None) != (gpt2_vocab_bpe is None):
-        raise ValueError("GPT-2 BPE needs both gpt2_encoder_json and gpt2_vocab_bpe")
-    if spm_model is not None:
-        return _spm(spm_model), [f"spm_model={spm_model}"], meta
-    if gpt2_encoder_json is not None:
-        return _gpt2(gpt2_encoder_json, gpt2_vocab_bpe), [f"gpt2 files {gpt2_encoder_json}, {gpt2_vocab_bpe}"], meta
-    looked = []
-    # an etc-lift output (or a corpus prepared --from-model one): the source model's own tokenizer
-    lifted_dirs = [model_dir]
-    if "model_dir" in meta.get("tokenizer_files", {}):
-        lifted_dirs.append(data_dir / meta["tokenizer_files"]["model_dir"])
-    for d in lifted_dirs:
-        if (d / TOKENIZER_DESCRIPTION).is_file():
-            return load_tokenizer(d), [str(d / TOKENIZER_DESCRIPTION)], meta
-    if meta:
-        files = {k: (data_dir / v) for k, v in meta.get("tokenizer_files", {}).items()}
-        for p in files.values():
-            if not p.is_file():
-                raise FileNotFoundError(f"{p}: tokenizer file named by {meta_path} is missing")
-        if meta.get("tokenizer") == "spm" and "spm_model" in files:
-            return _spm(files["spm_model"]), [str(meta_path)], meta
-        if meta.get("tokenizer") == "gpt2" and {"gpt2_encoder_json", "gpt2_vocab_bpe"} <= set(files):
-            return _gpt2(files["gpt2_encoder_json"], files["gpt2_vocab_bpe"]), [str(meta_path)], meta
-        looked.append(f"{meta_path} (names no usable tokenizer)")
-    else:
-        looked.append(f"{meta_path} (absent)")
-    seen = set()
-    for d in (model_dir, data_dir, data_dir.parent):
-        d = d.resolve()
-        if d in seen:
-            continue
-        seen.add(d)
-        if (d / "spm.model").is_file():
-            return _spm(d / "spm.model"), looked + [str(d / "spm.model")], meta
-        pair = _gpt2_pair(d)
-        if pair is not None:
-            return _gpt2(*pair), looked + [str(pair[0])], meta
-        looked.append(f"{d}/{{spm.model, encoder.json + vocab.bpe, gpt2/encoder.json + gpt2/vocab.bpe}}")
-    return None, looked, meta
-
-
-# -------------------------------------------------------------------------------------------------------
-# pure layout functions
-# -------------------------------------------------------------------------------------------------------
-
-
-def structured_input(documents: Sequence[Sequence[Sequence[int]]], global_id: int,
-                     cls_id: Optional[int] = None) -> EtcInput:
-    """The ``etc_pretraining`` layout of documents of sentences (token ids), without masking; with
-    ``cls_id``, a CLS first on both sides (the fine-tuning layouts' CLS, what classification heads read).
-
-    Args:
-        documents: per document, per sentence, its dictionary ids (non-empty; no special tokens).
-        global_id: the dictionary id of a sentence's global token
-            (:func:`~etc_fairseq.structure.global_tokens.global_token_id` for ``SENTENCE``: ``<s>``).
-        cls_id: None, or the id of a CLS (``<s>``) put first in the long input and first in the global
-            input (type ``CLS``); the long CLS belongs to the global CLS; only with one document.
-    Returns:
-        an :data:`EtcInput`: ``src_tokens`` int64 [L] (the sentences back to back, L = total tokens),
-        ``global_tokens`` int64 [G] (``global_id``, G = number of sentences), ``global_types`` int64 [G]
-        (``SENTENCE``), ``structure``: ``long_segment`` int64 [L] (sentence index of each long token),
-        ``long_example`` int64 [L] and ``global_example`` int64 [G] (document index).
-        With ``cls_id``, L and G count the CLS too (position 0 on each side; ``long_segment`` 0 there, the
-        sentences' indices shifted by one).
-    Raises:
-        ValueError: no documents, an empty document or an empty sentence (named by index), or ``cls_id``
-            with several documents.
-    """
-    if len(documents) == 0:
-        raise ValueError("structured input needs at least one document")
-    if cls_id is not None and len(documents) != 1:
-        raise ValueError("a CLS token is for one document per example; pack several without it")
-    lengths: List[List[int]] = []
-    for d, doc in enumerate(documents):
-        if len(doc) == 0:
-            raise ValueError(f"document {d} has no sentences")
-        for s, sent in enumerate(doc):
-            if len(sent) == 0:
-                raise ValueError(f"document {d}, sentence {s}: no tokens")
-        lengths.append([len(sent) for sent in doc])
-    example = [Piece(d, 0, len(doc)) for d, doc in enumerate(documents)]  # every document is one piece
-    ids = example_structure_ids(example, lengths)
-    src = np.concatenate([np.asarray(sent, dtype=np.int64) for doc in documents for sent in doc])
-    g = len(ids["global_example"])
-    out = {
-        "src_tokens": torch.from_numpy(src),
-        "global_tokens": torch.full((g,), int(global_id), dtype=torch.long),
-        "global_types": torch.full((g,), int(GlobalTokenType.SENTENCE), dtype=torch.long),
-        "structure": {k: torch.from_numpy(v) for k, v in ids.items()},
-    }
-    if cls_id is None:
-        return out
-    one = torch.zeros(1, dtype=torch.long)
-    st = out["structure"]
-    return {
-        "src_tokens": torch.cat([one + int(cls_id), out["src_tokens"]]),
-        "global_tokens": torch.cat([one + int(cls_id), out["global_tokens"]]),
-        "global_types": torch.cat([one + int(GlobalTokenType.CLS), out["global_types"]]),
-        "structure": {
-            "long_segment": torch.cat([one, st["long_segment"] + 1]),
-            "long_example": torch.cat([one, st["long_example"]]),
-            "global_example": torch.cat([one, st["global_example"]]),
-        },
-    }
-
-
-def collate_inputs(items: Sequence[EtcInput], pad: int) -> Dict[str, Any]:
-    """Batch :data:`EtcInput` items into the model's ``net_input``, padded as
-    :meth:`~etc_fairseq.data.pretraining_dataset.PretrainingDataset.collater` pads.
-
-    Args:
-        items: all plain (``src_tokens`` only) or all structured.
-        pad: the dictionary's pad id.
-    Returns:
-        ``{"src_tokens": int64 [B, L]}`` (pad-padded), plus for structured items ``global_tokens`` int64
-        [B, G] (pad-padded), ``global_types`` int64 [B, G] (0-padded) and ``structure`` with
-        ``long_segment`` int64 [B, L] (-1 at padding), ``long_example`` int64 [B, L] and
-        ``global_example`` int64 [B, G] (0 at padding).
-    Raises:
-        ValueError: no items, or plain and structured items mixed.
-    """
-    if len(items) == 0:
-        raise ValueError("nothing to collate")
-    structured = ["global_tokens" in it for it in items]
-    if any(structured) and not all(structured):
-        raise ValueError("cannot batch plain token inputs with structured (document) inputs")
-    bsz = len(items)
-    L = max(max(len(it["src_tokens"]) for it in items), 1)
-    src = torch.full((bsz, L), pad, dtype=torch.long)
-    for i, it in enumerate(items):
-        src[i, : len(it["src_tokens"])] = it["src_tokens"]
-    if not structured[0]:
-        return {"src_tokens": src}
-    G = max(max(len(it["global_tokens"]) for it in items), 1)
-    gtok = torch.full((bsz, G), pad, dtype=torch.long)
-    gtyp = torch.zeros((bsz, G), dtype=torch.long)
-    long_segment = torch.full((bsz, L), -1, dtype=torch.long)
-    long_example = torch.zeros((bsz, L), dtype=torch.long)
-    global_example = torch.zeros((bsz, G), dtype=torch.long)
-    for i, it in enumerate(items):
-        n, g = len(it["src_tokens"]), len(it["global_tokens"])
-        gtok[i, :g] = it["global_tokens"]
-        gtyp[i, :g] = it["global_types"]
-        long_segment[i, :n] = it["structure"]["long_segment"]
-        long_example[i, :n] = it["structure"]["long_example"]
-        global_example[i, :g] = it["structure"]["global_example"]
-    return {
-        "src_tokens": src,
-        "global_tokens": gtok,
-        "global_types": gtyp,
-        "structure": {"long_segment": long_segment, "long_example": long_example, "global_example": global_example},
-    }
-
-
-# -------------------------------------------------------------------------------------------------------
-# the interface
-# -------------------------------------------------------------------------------------------------------
+#: the field of a lifted checkpoint's provenance (``extra_state.lifted_from``) saying whether its LM head came from
+#: its source: False for Google's ETC and a Hugging Face model without an MLM head, whose LM head starts fresh, so
+#: :meth:`EtcHubInterface.fill_mask` predicts noise until the model is pretrained further (it warns)
+LM_HEAD_LIFTED = "lm_head_lifted"
 
 
 class EtcHubInterface(nn.Module):
@@ -324,15 +87,21 @@ class EtcHubInterface(nn.Module):
         model: the :class:`~etc_fairseq.models.etc.EtcModel`.
         tokenizer: a :class:`~etc_fairseq.tokenization.SourceTokenizer` or None (token ids only).
         max_sentence_pieces: cut longer sentences in :meth:`encode_documents` (0 = never); the training
-            data's value (``pretrain.json``) when loaded by :func:`from_pretrained`.
-        tokenizer_search: where :func:`find_tokenizer` looked (for the error message without one).
+            data's value (``pretrain.json``) when loaded by ``EtcModel.from_pretrained``.
+        tokenizer_search: where :func:`~etc_fairseq.data.tokenizer_files.find_tokenizer` looked (for the error
+            message without one).
         global_role_ids: pretrained role -> dictionary id of the special global tokens (see
             :func:`~etc_fairseq.structure.global_tokens.global_token_id`); from ``pretrain.json``.
+        lm_head_trained: False when the LM head starts fresh (see :data:`LM_HEAD_LIFTED`).
     """
 
     def __init__(self, cfg, task, model, tokenizer=None, max_sentence_pieces: int = 0,
-                 tokenizer_search: Sequence[str] = (), global_role_ids: Optional[Dict[str, int]] = None):
+                 tokenizer_search: Sequence[str] = (), global_role_ids: Optional[Dict[str, int]] = None,
+                 lm_head_trained: bool = True):
         super().__init__()
+        #: False for a checkpoint lifted from a source without an LM head, not yet pretrained further
+        #: (:data:`LM_HEAD_LIFTED`): :meth:`fill_mask` then warns that its predictions mean nothing
+        self.lm_head_trained = bool(lm_head_trained)
         #: the ids a converted source model's global tokens were pretrained with (``global_token_ids`` of
         #: ``pretrain.json``, as the pretraining dataset uses them); empty: ``<s>`` for every role
         self.global_role_ids = dict(global_role_ids or {})
@@ -362,7 +131,7 @@ class EtcHubInterface(nn.Module):
     # -- encoding ---------------------------------------------------------------------------------------
     def _need_tokenizer(self):
         if self.tokenizer is None:
-            raise ValueError(
+            raise ConfigError(
                 "no tokenizer found for this checkpoint (looked at: " + "; ".join(self._tokenizer_search)
                 + "); pass spm_model= or gpt2_encoder_json= and gpt2_vocab_bpe= to from_pretrained, "
                 "or give token ids"
@@ -420,15 +189,15 @@ class EtcHubInterface(nn.Module):
         limit = self.max_length if max_length is None else int(max_length)
         extra = 2 if add_special_tokens else 0
         if truncation and limit is None:
-            raise ValueError("truncation=True needs max_length= (this model has no length limit of its own)")
+            raise ConfigError("truncation=True needs max_length= (this model has no length limit of its own)")
         if limit is not None and len(ids) + extra > limit:
             if not truncation:
-                raise ValueError(
+                raise InputFormatError(
                     f"text encodes to {len(ids) + extra} tokens, more than max_length={limit}; pass "
                     "truncation=True to cut it (a warning gives the count), or a larger max_length="
                 )
             if limit < extra + 1:
-                raise ValueError(f"max_length={limit} leaves no room for any token")
+                raise ConfigError(f"max_length={limit} leaves no room for any token")
             logger.warning("truncated a text of %d tokens to max_length=%d (%d cut)",
                            len(ids) + extra, limit, len(ids) + extra - limit)
             ids = ids[: limit - extra]
@@ -441,11 +210,11 @@ class EtcHubInterface(nn.Module):
         if isinstance(doc, str):
             raise TypeError(f"document {d} is a string; give its sentences as a list of strings")
         if len(doc) == 0:
-            raise ValueError(f"document {d} has no sentences")
+            raise InputFormatError(f"document {d} has no sentences")
         for i, text in enumerate(doc):
             pieces = self.encode_sentence(text)
             if not pieces:
-                raise ValueError(f"document {d}, sentence {i}: {text!r} encodes to no tokens")
+                raise InputFormatError(f"document {d}, sentence {i}: {text!r} encodes to no tokens")
             sents.extend(pieces)
         return sents
 
@@ -453,7 +222,7 @@ class EtcHubInterface(nn.Module):
         """One document (its sentences as text) -> one structured example: one ``SENTENCE`` global
         token per sentence summarising its pieces (the ``etc_pretraining`` layout, sentences longer than
         :attr:`max_sentence_pieces` cut as ``etc-prepare pretrain`` cuts them), and with ``cls`` (default)
-        a CLS first on both sides, which classification heads read (:func:`structured_input`).
+        a CLS first on both sides, which classification heads read (:func:`~etc_fairseq.data.batching.structured_input`).
 
         Returns:
             an :data:`EtcInput` (no batch dimension).
@@ -465,14 +234,14 @@ class EtcHubInterface(nn.Module):
 
     def encode_documents(self, documents: Sequence[Sequence[str]], cls: bool = True) -> Dict[str, Any]:
         """Several documents -> a padded batch, one row per document (:meth:`encode_document` each, then
-        :func:`collate_inputs`), like a tokenizer called on a list of texts.
+        :func:`~etc_fairseq.data.batching.collate_inputs`), like a tokenizer called on a list of texts.
 
         Returns:
             the model's ``net_input``: ``src_tokens`` int64 [num_documents, long_len] etc. (see
-            :func:`collate_inputs`); give it to :meth:`extract_features` / :meth:`predict` as it is.
+            :func:`~etc_fairseq.data.batching.collate_inputs`); give it to :meth:`extract_features` / :meth:`predict` as it is.
         """
         if isinstance(documents, str) or len(documents) == 0:
-            raise ValueError("encode_documents takes a non-empty list of documents (each a list of sentences)")
+            raise InputFormatError("encode_documents takes a non-empty list of documents (each a list of sentences)")
         items = []
         for d, doc in enumerate(documents):
             cls_id = self._global_id(GlobalTokenType.CLS) if cls else None
@@ -508,12 +277,16 @@ class EtcHubInterface(nn.Module):
             ``etc_pretraining`` model, ``<s> ... </s>`` otherwise).
         """
         mask = "<mask>"
+        if not self.lm_head_trained:
+            logger.warning("fill_mask: this checkpoint was lifted from a model without an LM head and not pretrained "
+                           "since; its LM head is freshly initialised, so the predictions are noise (continue "
+                           "pretraining with --task etc_pretraining --criterion cpc_mlm first)")
         if masked_input.count(mask) != 1:
-            raise ValueError(f"fill_mask needs exactly one {mask} in the input, got {masked_input.count(mask)}")
+            raise InputFormatError(f"fill_mask needs exactly one {mask} in the input, got {masked_input.count(mask)}")
         tok = self._need_tokenizer()
         mask_id = self.dictionary.index(mask)
         if mask_id == self.dictionary.unk():
-            raise ValueError(f"this model's dictionary has no {mask} symbol (not trained with masking)")
+            raise ConfigError(f"this model's dictionary has no {mask} symbol (not trained with masking)")
         left, right = masked_input.split(mask)
         ids = self._symbols_to_ids(tok.encode(left.rstrip())) if left.strip() else []
         pos = len(ids)
@@ -552,13 +325,16 @@ class EtcHubInterface(nn.Module):
 
         ``inputs``: int64 [long_len] or [batch, long_len] token ids (plain; the model adds fixed-block
         global tokens), an :data:`EtcInput`, a list of 1-D token tensors or of :data:`EtcInput`, or an
-        already batched ``net_input`` dict (2-D ``src_tokens``).
+        already batched ``net_input`` dict (2-D ``src_tokens``). Token ids must be integers of this model's
+        dictionary and global token types those of :class:`GlobalTokenType`
+        (:class:`~etc_fairseq.errors.InputFormatError` naming the input otherwise: a float tensor, or an id
+        the embedding tables have no row for).
         """
         if torch.is_tensor(inputs):
             if inputs.dim() == 1:
                 inputs = inputs.unsqueeze(0)
             if inputs.dim() != 2:
-                raise ValueError(f"token ids must be int64 [long_len] or [batch, long_len], got {tuple(inputs.shape)}")
+                raise InputFormatError(f"token ids must be int64 [long_len] or [batch, long_len], got {tuple(inputs.shape)}")
             net = {"src_tokens": inputs}
         elif isinstance(inputs, dict):
             if inputs["src_tokens"].dim() == 2:
@@ -566,13 +342,18 @@ class EtcHubInterface(nn.Module):
             else:
                 net = collate_inputs([inputs], self.dictionary.pad())
         elif isinstance(inputs, (list, tuple)):
-            items = [x if isinstance(x, dict) else {"src_tokens": torch.as_tensor(x, dtype=torch.long)} for x in inputs]
+            items = [x if isinstance(x, dict) else {"src_tokens": _integer_ids(torch.as_tensor(x), f"inputs[{i}]")}
+                     for i, x in enumerate(inputs)]
             net = collate_inputs(items, self.dictionary.pad())
         else:
             raise TypeError(f"cannot use {type(inputs).__name__} as model input")
+        for key, high in (("src_tokens", len(self.dictionary)), ("global_tokens", len(self.dictionary)),
+                          ("global_types", len(GlobalTokenType))):
+            if net.get(key) is not None:
+                _check_ids(_integer_ids(net[key], key), key, high)
         n, limit = net["src_tokens"].size(1), self.model.max_positions()
         if limit is not None and n > limit:
-            raise ValueError(
+            raise InputFormatError(
                 f"long input of {n} tokens exceeds {limit}, the size of this model's absolute position "
                 "table (max_positions / index_position_embeddings); encode(..., truncation=True) cuts it"
             )
@@ -631,109 +412,20 @@ def _to_device(x, device):
     return x
 
 
-# -------------------------------------------------------------------------------------------------------
-# loading
-# -------------------------------------------------------------------------------------------------------
+def _integer_ids(t: torch.Tensor, what: str) -> torch.Tensor:
+    """``t`` itself when it holds integers (ids); an InputFormatError naming ``what`` for floats or bools,
+    which an embedding would refuse deep inside the model (or a cast would round silently)."""
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise InputFormatError(f"{what}: expected integer token ids (int64), got a {t.dtype} tensor")
+    return t.long() if t.dtype != torch.long else t
 
 
-def from_pretrained(
-    model_name_or_path: PathLike,
-    checkpoint_file: str = "model.pt",
-    data_name_or_path: str = ".",
-    spm_model: Optional[PathLike] = None,
-    gpt2_encoder_json: Optional[PathLike] = None,
-    gpt2_vocab_bpe: Optional[PathLike] = None,
-    **kwargs,
-) -> EtcHubInterface:
-    """Load a trained ETC checkpoint from a local directory (``EtcModel.from_pretrained`` calls this).
-
-    Args:
-        model_name_or_path: a local directory holding the checkpoint (no URLs, no archive names: nothing
-            is downloaded).
-        checkpoint_file: the checkpoint's file name in that directory.
-        data_name_or_path: the data directory with ``dict.txt``; relative to the model directory when it
-            starts with ``.`` (fairseq's convention), else a path.
-        spm_model / gpt2_encoder_json / gpt2_vocab_bpe: tokenizer files (else found by :func:`find_tokenizer`).
-        kwargs: fairseq config overrides (as ``hub_utils.from_pretrained`` takes them), e.g. ``dropout``.
-    Returns:
-        an :class:`EtcHubInterface` in evaluation mode (dropout off; ``.train()`` switches it on).
-    Raises:
-        FileNotFoundError: a directory or file is missing (named).
-        etc_fairseq.checkpoint_io.CheckpointLoadError: the checkpoint references globals outside torch's
-            weights-only allowlist, or its config names anything but an ETC model with known, typed fields
-            (nothing of it is executed or built).
-    """
-    from fairseq import hub_utils
-
-    import etc_fairseq.register  # noqa: F401  (registers the etc model, tasks and criterions)
-    from etc_fairseq.checkpoint_io import load_model_checkpoint
-    from etc_fairseq.models.etc import EtcModel
-
-    model_dir = Path(model_name_or_path)
-    if not model_dir.is_dir():
-        raise FileNotFoundError(
-            f"{model_name_or_path}: no such model directory (EtcModel.from_pretrained reads local files "
-            "only; nothing is downloaded)"
-        )
-    data_name_or_path = str(data_name_or_path)
-    data_dir = (model_dir / data_name_or_path) if data_name_or_path.startswith(".") else Path(data_name_or_path)
-    data_dir = data_dir.resolve()
-    task_name = None
-    for name in checkpoint_file.split(os.pathsep):
-        path = model_dir / name
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such checkpoint file")
-        state = load_model_checkpoint(path, mmap=True)  # both gates; fairseq's loader (wrapped) checks again
-        task_name = task_name or _task_name(state)
-        del state
-    data_dir = resolve_data_dir(data_dir, task_name, data_name_or_path)
-    tokenizer, looked, meta = find_tokenizer(model_dir, data_dir, spm_model, gpt2_encoder_json, gpt2_vocab_bpe)
-    kwargs.setdefault("load_checkpoint_heads", True)
-    x = hub_utils.from_pretrained(str(model_dir.resolve()), checkpoint_file, str(data_dir), archive_map=None, **kwargs)
-    model = x["models"][0]
-    if not isinstance(model, EtcModel):
-        raise ValueError(
-            f"{model_dir / checkpoint_file}: holds a {type(model).__name__}, not an ETC model "
-            "(for RoBERTa checkpoints use etc-lift or RobertaModel.from_pretrained)"
-        )
-    role_ids = meta.get("global_token_ids") or {}
-    if not role_ids and getattr(tokenizer, "global_token_pieces", None):  # an etc-lift output directory
-        role_ids = {r: tokenizer.global_token_id(r, x["task"].source_dictionary) for r in tokenizer.global_token_pieces}
-    hub = EtcHubInterface(
-        x["args"], x["task"], model, tokenizer,
-        max_sentence_pieces=int(meta.get("max_sentence_pieces", 0) or 0), tokenizer_search=looked,
-        global_role_ids=role_ids,
-    )
-    return hub.eval()  # dropout off: the same text gives the same features (call .train() to fine-tune)
-
-
-def _task_name(state: Dict[str, Any]) -> Optional[str]:
-    cfg = state.get("cfg") or {}
-    task = cfg.get("task") if isinstance(cfg, dict) else None
-    if isinstance(task, dict):
-        return task.get("_name")
-    args = state.get("args")
-    return getattr(args, "task", None)
-
-
-def resolve_data_dir(data_dir: Path, task_name: Optional[str], given: str = "") -> Path:
-    """The data directory to give the checkpoint's task: for fairseq's ``sentence_prediction`` the
-    directory holding ``input0/dict.txt`` (and ``label/``) -- also when ``input0`` itself is given -- else
-    the one holding ``dict.txt``.
-
-    Raises:
-        FileNotFoundError: the dictionary the task reads is missing (the path is named).
-    """
-    if task_name == "sentence_prediction":
-        if not (data_dir / "input0" / "dict.txt").is_file() and data_dir.name == "input0" \
-                and (data_dir / "dict.txt").is_file():
-            data_dir = data_dir.parent  # given bin/input0: the task itself appends input0/
-        need = data_dir / "input0" / "dict.txt"
-    else:
-        need = data_dir / "dict.txt"
-    if not need.is_file():
-        raise FileNotFoundError(
-            f"{need}: no such file (data_name_or_path={given!r}; task {task_name or '?'} reads its dictionary "
-            "there)"
-        )
-    return data_dir
+def _check_ids(t: torch.Tensor, what: str, high: int) -> None:
+    """Refuse an id outside ``[0, high)`` (an embedding table of ``high`` rows), naming the first one."""
+    if t.numel() == 0:
+        return
+    bad = (t < 0) | (t >= high)
+    if bool(bad.any()):
+        first = tuple(int(i) for i in bad.nonzero()[0].tolist())
+        raise InputFormatError(f"{what}: id {int(t[first])} at position {list(first)} is outside this model's "
+                               f"range 0..{high - 1}")

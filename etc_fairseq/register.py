@@ -1,14 +1,9 @@
-"""Import this module to register everything etc-fairseq adds to fairseq (``user_dir`` does): the ``etc``
-model and its architectures, the ``etc_pretraining`` task and ``cpc_mlm`` criterion, and every fine-tuning
-dataset's task and criterion (``etc_<dataset>``, from ``etc_fairseq/finetune/<dataset>/{task,criterion}.py``)."""
-import importlib
+"""What fairseq's ``--user-dir`` imports (``user_dir/__init__.py``): registers every component etc-fairseq
+adds to fairseq (:func:`etc_fairseq.models.registration.register_components`: the ``etc`` model and its
+architectures, the ``etc_pretraining`` task and ``cpc_mlm`` criterion, every fine-tuning dataset's task and
+criterion) and installs the narrow fairseq fixes (:func:`etc_fairseq.fairseq_fixes.install`)."""
+from etc_fairseq import fairseq_fixes
+from etc_fairseq.models.registration import register_components
 
-from etc_fairseq import models  # noqa: F401  (model "etc" + architectures)
-from etc_fairseq.commands import dataset_modules
-from etc_fairseq.pretraining import criterion as _pretraining_criterion  # noqa: F401  (criterion "cpc_mlm")
-from etc_fairseq.pretraining import task as _pretraining_task  # noqa: F401  (task "etc_pretraining")
-
-for _module in dataset_modules("task") + dataset_modules("criterion"):
-    importlib.import_module(_module)
-
-from etc_fairseq import fairseq_compat  # noqa: E402,F401  (narrow fairseq fixes: safe checkpoint loading, CPU distributed)
+register_components()
+fairseq_fixes.install()

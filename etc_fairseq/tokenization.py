@@ -31,14 +31,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from etc_fairseq.errors import InputFormatError
+
 PathLike = Union[str, os.PathLike]
 
 TOKENIZER_DESCRIPTION = "etc_tokenizer.json"
+#: the field of :data:`TOKENIZER_DESCRIPTION` listing, for each id of the source model's own vocabulary, the model's
+#: token row (-1: none); written where the lift reorders the rows (Google's released ETC)
+SOURCE_TOKEN_ROWS = "source_token_rows"
 #: Fairseq's names for BERT's special tokens (etc-lift renames those rows; see etc_fairseq.lift.huggingface).
 BERT_SPECIALS_IN_FAIRSEQ = {"[CLS]": "<s>", "[PAD]": "<pad>", "[SEP]": "</s>", "[UNK]": "<unk>", "[MASK]": "<mask>"}
 
 
-class TokenizerFileError(ValueError):
+class TokenizerFileError(InputFormatError):
     """A tokenizer description or file that cannot be used (one line naming the file and field)."""
 
 
@@ -152,6 +157,8 @@ class SourceTokenizer:
     #: pieces -> text (None: :meth:`decode` joins the pieces by their word-start marks)
     _decode: object = field(default=None, repr=False)
     split_punctuation: bool = False
+    #: the model's token row of each id of the source model's own vocabulary (:data:`SOURCE_TOKEN_ROWS`), or None
+    source_token_rows: Optional[Tuple[int, ...]] = field(default=None, repr=False)
     #: the files it was read from (shown by ``repr``)
     files: Tuple[str, ...] = ()
 
@@ -325,7 +332,35 @@ def load_tokenizer(model_dir: PathLike) -> SourceTokenizer:
     if not isinstance(split, bool):
         raise TokenizerFileError(f"{path}: field 'split_punctuation' = {split!r}; expected true or false")
     tok.split_punctuation = split
+    tok.source_token_rows = _source_token_rows(desc, path)
     return tok
+
+
+def _source_token_rows(desc: Dict, path: Path) -> Optional[Tuple[int, ...]]:
+    rows = desc.get(SOURCE_TOKEN_ROWS)
+    if rows is None:
+        return None
+    if not isinstance(rows, list) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= -1 for r in rows):
+        raise TokenizerFileError(f"{path}: field {SOURCE_TOKEN_ROWS!r}: expected a list of token rows (ints >= -1)")
+    return tuple(rows)
+
+
+def read_source_token_rows(model_dir: PathLike) -> Optional[Tuple[int, ...]]:
+    """The :data:`SOURCE_TOKEN_ROWS` of ``model_dir/etc_tokenizer.json``: the model's token row of each id of the
+    source model's vocabulary, or None when the directory has no description or the description no map (the
+    model's rows are the source's ids).
+
+    Raises:
+        TokenizerFileError: the description is not valid JSON or the map is malformed (names the file).
+    """
+    path = Path(model_dir) / TOKENIZER_DESCRIPTION
+    if not path.is_file():
+        return None
+    try:
+        desc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TokenizerFileError(f"{path}: not valid JSON ({e})") from None
+    return _source_token_rows(desc, path) if isinstance(desc, dict) else None
 
 
 def _tokenizer_of(desc: Dict, model_dir: Path, path: Path) -> SourceTokenizer:

@@ -33,6 +33,7 @@ from typing import BinaryIO, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 import torch
 
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.structure.builders import STRUCTURE_KEYS, build_structure
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 from etc_fairseq.structure.labels import RelativeLabelVocab
@@ -179,7 +180,7 @@ def crop_grids(grids: LabelGrids, max_long: Optional[int] = None, max_global: Op
     """
     for name, v in (("max_long", max_long), ("max_global", max_global)):
         if v is not None and v < 1:
-            raise ValueError(f"{name} must be >= 1, got {v}")
+            raise ConfigError(f"{name} must be >= 1, got {v}")
     nl = grids.long_shown if max_long is None else min(grids.long_shown, int(max_long))
     ng = grids.global_shown if max_global is None else min(grids.global_shown, int(max_global))
     return replace(
@@ -303,7 +304,7 @@ def label_palette(vocab: RelativeLabelVocab) -> np.ndarray:
             try:
                 colours.append(_hex_rgb(next(extra)))
             except StopIteration:
-                raise ValueError(f"no colour left for structure label {name!r}") from None
+                raise ConfigError(f"no colour left for structure label {name!r}") from None
     palette = np.asarray(colours, dtype=np.float64)  # [num_labels, 3]
     assert palette.shape == (vocab.size, 3)
     return palette
@@ -439,11 +440,11 @@ def render_structure(
     right_cols = max(L, W)
     c = int(cell) if cell is not None else _choose_cell(G + L, G + right_cols, max_px)
     if c < 1:
-        raise ValueError(f"cell must be >= 1 pixel, got {c}")
+        raise ConfigError(f"cell must be >= 1 pixel, got {c}")
     side = max(G + L, G + right_cols) * c
     if side > MAX_PICTURE_PX:
         fit = max(1, MAX_PICTURE_PX // max(G + L, G + right_cols))
-        raise ValueError(
+        raise ConfigError(
             f"cell size {c} px gives a grid of {side} px a side for {G} global and {L} long tokens, more than "
             f"{MAX_PICTURE_PX} px: use a cell size of at most {fit} (--cell-size) or show fewer tokens (--max-tokens)"
         )

@@ -1,13 +1,22 @@
-"""Run the project's fault and bad-input suites and print the figures docs/reliability.md quotes.
+"""Run the project's fault and bad-input suites, or its reliability harness, and print the figures
+docs/reliability.md quotes.
 
     python scripts/reliability_report.py            # the default suites (about 5 minutes on 2 cores)
     python scripts/reliability_report.py --fast     # without the SIGKILL resume runs (tests/test_resume.py)
     python scripts/reliability_report.py tests/test_reliability_inputs.py   # chosen files
+    python scripts/reliability_report.py --cases    # every case of tests/reliability_harness.py (about 2 minutes)
+    python scripts/reliability_report.py --cases --ci -v   # the suite's subset, one line per case
 
-Each test id is one bad input or one fault (the files are parametrized that way), and every case asserts the
-exit status, a one-line error naming the file or flag, and that nothing was written or lost; so "passed" is
+Suites: each test id is one bad input or one fault (the files are parametrized that way), and every case asserts
+the exit status, a one-line error naming the file or flag, and that nothing was written or lost; so "passed" is
 the number of inputs that got a clear error with nothing lost. The report is a table per file and a total,
 plus the same as JSON with ``--json FILE``. Exit status: 0 when every case passed, 1 otherwise.
+
+Cases (``--cases``): the harness builds its real inputs (the Wikipedia sample prepared for pre-training, an
+etc_tiny model pre-trained on it for 20 updates, structured data and models fine-tuned from it, as the test
+suite's fixtures do) under a temporary directory, runs every case and prints the table of outcomes (one-line
+errors, tracebacks, accepted, silently wrong, inputs lost, code run, ...). Exit status 0 when every bad input
+got a one-line error and every good one was accepted, with nothing lost and nothing run.
 """
 from __future__ import annotations
 
@@ -70,12 +79,51 @@ def run_suites(files, extra_args=()) -> dict:
     return {"files": per_file, "wall_seconds": wall, "pytest_exit_status": proc.returncode}
 
 
+def run_harness(ci: bool, verbose: bool, json_path) -> int:
+    """``--cases``: build the harness's inputs, run its cases, print the table (see the module docstring)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import conftest
+    import reliability_harness as harness
+
+    from etc_fairseq.prepare.pretrain import prepare_pretraining
+    from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample
+
+    harness.warm_imports()
+    cache = Path(os.environ.get("ETC_FAIRSEQ_CACHE", REPO / ".cache")).expanduser()
+    with tempfile.TemporaryDirectory(prefix="etc-reliability-") as tmp:
+        work = Path(tmp)
+        pre = prepare_pretraining([fetch_wikipedia_sample(cache)], work / "pretrain", tokenizer="spm",
+                                  vocab_size=1000, **conftest.PRETRAIN_FIXTURE_ARGS)
+        argv = [str(pre.bin_dir), *conftest.ETC_TINY_PRETRAIN_ARGS, "--save-dir", str(work / "pretrained")]
+        status, out, err = harness._in_child(lambda: harness._cli("fairseq-train", argv), harness.TIME_LIMIT)
+        if status != 0:
+            raise SystemExit(f"pre-training the harness's model failed:\n{(out + err)[-3000:]}")
+        fx = harness.build_fixtures(work, Path(pre.bin_dir), work / "pretrained" / "checkpoint_last.pt")
+        cases = [c for c in harness.CASES if c.ci or not ci]
+        t0 = time.monotonic()
+        outcomes = harness.run_cases(fx, cases)
+        wall = time.monotonic() - t0
+    if verbose:
+        print(harness.outcome_lines(outcomes))
+    print(harness.table(outcomes))
+    print(f"({len(outcomes)} cases in {wall:.0f} s)")
+    if json_path:
+        json_path.write_text(json.dumps([o.__dict__ for o in outcomes], indent=1) + "\n", encoding="utf-8")
+    good = all(o.outcome in ("one-line error", "accepted") and not o.input_lost and not o.code_run for o in outcomes)
+    return 0 if good else 1
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="*", help=f"test files (default: {' '.join(SUITES)})")
     p.add_argument("--fast", action="store_true", help=f"leave out {', '.join(SLOW)}")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--cases", action="store_true", help="run the harness's cases (tests/reliability_harness.py)")
+    p.add_argument("--ci", action="store_true", help="with --cases: only the subset the test suite runs")
+    p.add_argument("-v", "--verbose", action="store_true", help="with --cases: one line per case")
     args = p.parse_args(argv)
+    if args.cases:
+        return run_harness(args.ci, args.verbose, args.json)
     files = args.files or [f for f in SUITES if not (args.fast and f in SLOW)]
     report = run_suites(files)
     total = dict(cases=0, passed=0, failed=0, skipped=0)

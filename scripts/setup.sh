@@ -29,8 +29,8 @@ if "$VENV/bin/python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) 
 else
   $pip install -q --no-deps "fairseq==0.12.2"
 fi
-$pip install -q -e ".[test]"
-echo "[setup] pip's 've-fairseq requires torchaudio' is expected and harmless (README.md, Installing)"
+$pip install -q -e ".[all]"
+echo "[setup] pip's 've-fairseq requires torchaudio' is expected and harmless (docs/installing.md)"
 "$VENV/bin/python" -c 'import torch, fairseq, etc_fairseq; print("[setup] torch", torch.__version__, "fairseq", fairseq.__version__, "etc_fairseq", etc_fairseq.__version__)'
 rm -f "$VENV"/.etc-setup-*
 touch "$stamp"

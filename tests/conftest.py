@@ -192,3 +192,21 @@ def pytest_sessionfinish(session, exitstatus):
 
     if "forkserver" in sys.modules:
         sys.modules["forkserver"].stop()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true",
+                     help="also run the tests marked slow (minutes each on one CPU core; named in their docstrings)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: minutes on one CPU core; skipped unless --run-slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -4,7 +4,6 @@ The logs are written here by fairseq's own progress bar (the ``simple`` format f
 fairseq-validate print validation lines with), with random metric values; the collected means, spreads,
 final values and learning curves must be those of the values written.
 """
-import importlib.util
 import json
 import logging
 import random
@@ -13,17 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_collect():
-    spec = importlib.util.spec_from_file_location("ablations_collect", ROOT / "examples" / "ablations" / "collect.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-collect = _load_collect()
+from examples.ablations import collect
 
 
 def _write_log(path: Path, rows, epoch=1, noise=True):

@@ -758,6 +758,25 @@ def test_pair_codes_exact():
     assert pair_codes(mask, labels, 300, True).dtype == torch.int32
 
 
+def test_effective_band_exact():
+    """The band both blocked kernels start from: cut to radius min(r, long_len - 1), slots outside the
+    sequence masked off, label ids only cut."""
+    from etc_fairseq.attention.common import effective_band
+
+    # long_len 2, r 2 -> r_eff 1: keep slots 1..3 of 5; row 0's slot 0 (key -1) and row 1's slot 2 (key 2) go
+    mask = torch.ones(1, 2, 5, dtype=torch.bool)
+    rel = torch.arange(10).view(1, 2, 5)
+    r_eff, band, cut = effective_band(mask, rel, 2)
+    assert r_eff == 1
+    assert band.tolist() == [[[False, True, True], [True, True, False]]]
+    assert cut.tolist() == [[[1, 2, 3], [6, 7, 8]]]
+    # a radius that fits keeps every slot; the caller's False entries stay False; no labels stay None
+    mask = torch.tensor([[[True, False, True], [True, True, True], [True, True, True]]])
+    r_eff, band, cut = effective_band(mask, None, 1)
+    assert r_eff == 1 and cut is None
+    assert band.tolist() == [[[False, False, True], [True, True, True], [True, True, False]]]
+
+
 def test_implementation_switch_gives_the_same_results(monkeypatch):
     import etc_fairseq.attention.global_local as global_local
 
@@ -771,15 +790,14 @@ def test_implementation_switch_gives_the_same_results(monkeypatch):
 
 def test_check_local_radius():
     """One rule for the radius, used by every validator: a whole number >= 0, never a bool."""
-    from etc_fairseq.attention.common import (check_local_radius, validate_global_local_inputs,
-                                              validate_long_query_inputs)
+    from etc_fairseq.attention.common import GlobalLocalStructure, check_local_radius, validate_long_query_inputs
 
     assert check_local_radius(3) == 3 and check_local_radius(0) == 0 and check_local_radius(2.0) == 2
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match=r"local_radius: expected an int >= 0, got"):
             check_local_radius(bad)
-    # both validators check the radius before anything else (the tensors here are never looked at)
+    # both validators that take a radius check it before anything else (the tensors are never looked at)
     with pytest.raises(ValueError, match="local_radius"):
         validate_long_query_inputs(*[None] * 5, -1, *[None] * 5)
     with pytest.raises(ValueError, match="local_radius"):
-        validate_global_local_inputs(*[None] * 6, 1.5, *[None] * 10)
+        GlobalLocalStructure(None, None, None, None, 1.5).validate()

@@ -288,10 +288,10 @@ def test_structured_side_file_errors_name_the_line(structured):
     lines = side.read_text().splitlines()
     lines[3] = lines[3][:-3]
     side.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ValueError, match=r"valid\.side\.jsonl: line 4: not valid JSON"):
+    with pytest.raises(ValueError, match=r"valid\.side\.jsonl:4: not valid JSON"):
         read_side(data, "valid")
     side.write_bytes(b'{"id": "doc0"}\n{"id": "caf\xe9"}\n')
-    with pytest.raises(ValueError, match=r"valid\.side\.jsonl: line 2: not UTF-8"):
+    with pytest.raises(ValueError, match=r"valid\.side\.jsonl:2: not UTF-8"):
         read_side(data, "valid")
 
 
@@ -370,7 +370,8 @@ def test_etc_lift_on_a_full_disk_leaves_nothing_behind(tmp_path, monkeypatch):
 
     import torch
 
-    from etc_fairseq.lift import LiftError, save_etc_checkpoint
+    from etc_fairseq.lift import LiftError
+    from etc_fairseq.models.lifting import save_etc_checkpoint
     from etc_fairseq.models import config_for_arch
 
     def full_disk(obj, f, *args, **kwargs):

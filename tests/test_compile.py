@@ -162,14 +162,8 @@ def test_pretraining_one_graph_for_batches_of_varying_content(fixed_task):
 
 @pytest.fixture(scope="module")
 def wikihop_fixed(tmp_path_factory, wiki_dump, pretrain_data):
-    import importlib.util
-
     from etc_fairseq.cli.prepare import main as prepare_main
-
-    repo = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("wikihop_construct", repo / "examples" / "wikihop" / "construct.py")
-    construct = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(construct)
+    from examples.wikihop import construct
     tmp = tmp_path_factory.mktemp("wikihop_compile")
     # records with 2 and with 4 candidates (construct.py gives every record of a run the same number)
     records = []

@@ -1,5 +1,5 @@
 """Data-parallel training on CPU (gloo) through fairseq's own launcher (``--distributed-world-size 2 --cpu``),
-with the fixes of etc_fairseq/fairseq_compat.py: 2 processes x batch B give the loss curve of 1 process x
+with the opt-in fixes of etc_fairseq/fairseq_fixes/cpu_distributed.py (``ETC_FAIRSEQ_FIXES=cpu_distributed``): 2 processes x batch B give the loss curve of 1 process x
 batch B with ``--update-freq 2``, and a 2-process run resumes from its checkpoint (rank 0 reads it and
 broadcasts it to rank 1 through the weights-only receive path).
 
@@ -29,7 +29,7 @@ def train(data, save_dir, *extra):
            "--lr-scheduler", "fixed", "--cpu", "--seed", "1", "--log-format", "simple", "--log-interval", "1",
            "--num-workers", "0", "--batch-size", "2", "--disable-validation", "--no-epoch-checkpoints",
            "--save-dir", str(save_dir), *extra]
-    proc = run_python(cmd[1:], cwd=REPO, timeout=600, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = run_python(cmd[1:], cwd=REPO, timeout=600, env=dict(os.environ, PYTHONUNBUFFERED="1", ETC_FAIRSEQ_FIXES="cpu_distributed"))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     return log
@@ -76,7 +76,9 @@ def test_torchrun_environment_on_cpu(monkeypatch):
     """torchrun sets RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*: fairseq computes rank % torch.cuda.device_count()
     (ZeroDivisionError on CPU), then torch.cuda.set_device(LOCAL_RANK); the fixed function uses device 0
     and switches nccl to gloo."""
-    import etc_fairseq.fairseq_compat  # noqa: F401
+    from etc_fairseq import fairseq_fixes
+
+    fairseq_fixes.install(["cpu_distributed"])
     from fairseq.dataclass.configs import DistributedTrainingConfig
     from fairseq.distributed import utils as dist_utils
 
@@ -96,7 +98,7 @@ def test_broadcast_encoding_survives_weights_only_load():
     from fairseq.distributed.utils import _split_tensors_from_obj, _TensorPlaceholder
     from omegaconf import OmegaConf
 
-    from etc_fairseq.fairseq_compat import decode_after_broadcast, encode_for_broadcast
+    from etc_fairseq.fairseq_fixes.checkpoint_broadcast import decode_after_broadcast, encode_for_broadcast
 
     state = {"cfg": OmegaConf.create({"model": {"_name": "etc", "encoder_layers": 2}, "task": {"data": "x"}}),
              "model": {"w": torch.ones(2, 3)}, "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 5}},
@@ -129,7 +131,9 @@ def test_torchrun_world_size_is_taken_from_the_environment(monkeypatch):
     torchrun's variables: every process would train alone. The fixed call_main takes WORLD_SIZE."""
     from types import SimpleNamespace
 
-    import etc_fairseq.fairseq_compat  # noqa: F401
+    from etc_fairseq import fairseq_fixes
+
+    fairseq_fixes.install(["cpu_distributed"])
     from fairseq.dataclass.configs import DistributedTrainingConfig
     from fairseq.distributed import utils as dist_utils
 

@@ -81,7 +81,10 @@ class PageRun:
 
 #: the pages this test runs (every other page's command blocks must be marked)
 PAGES: Dict[str, PageRun] = {
-    "README.md": PageRun(stand_ins=("hotpotqa",)),
+    "README.md": PageRun(),
+    "docs/fairseq.md": PageRun(),
+    "docs/finetuning.md": PageRun(pretrained=True, stand_ins=("hotpotqa",)),
+    "docs/converting.md": PageRun(pretrained=True),
     "docs/etc-show.md": PageRun(pretrained=True, scale_down={"etc-show": ["--index", "0"]}),
     "docs/python-api.md": PageRun(),
     "examples/etc_tiny_mlm/README.md": PageRun(),
@@ -97,6 +100,7 @@ PAGES: Dict[str, PageRun] = {
 #: pages whose every command block another test runs, in order (that test names the page)
 PAGES_RUN_BY: Dict[str, str] = {
     "docs/structured.md": "tests/test_docs_structured.py",
+    "docs/huggingface.md": "tests/test_docs_huggingface.py",
 }
 
 

@@ -1,7 +1,6 @@
-"""The documentation points only at what the repository holds (issue 18: ``docs/distributed.md`` pointed at a
-notes file that users do not have) and describes the kernel the code runs (the README described the old
-``r+1`` blocking): every relative link and every backticked repository path in README.md, docs/, examples/
-and benchmarks/ exists, nothing names a file outside the repository, and the README's chunk sizes are the
+"""The documentation points only at what the repository holds and describes the kernel the code runs: every
+relative link and every backticked repository path in README.md, docs/, examples/
+and benchmarks/ exists, nothing names a file outside the repository, and docs/attention.md's chunk sizes are the
 kernel's constants."""
 import re
 from pathlib import Path
@@ -27,8 +26,8 @@ def test_links_and_paths_exist_in_the_repository(page):
     assert not re.search(r"/work/shared|shared/notes|notes/[a-z-]+\.md", text)  # the maintainers' own files
 
 
-def test_the_readme_describes_the_kernel_that_runs():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_docs_describe_the_kernel_that_runs():
+    readme = (REPO / "docs" / "attention.md").read_text(encoding="utf-8")
     long_chunk = re.search(r"`Q = (\d+)` consecutive long queries \(`LONG_CHUNK`\)", readme)
     global_chunk = re.search(r"global queries go in chunks of (\d+)", readme)
     assert long_chunk and int(long_chunk.group(1)) == blocked.LONG_CHUNK

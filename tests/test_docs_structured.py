@@ -1,5 +1,5 @@
 """``docs/structured.md`` runs as written: its ```python blocks in order in one namespace, then its ```bash block
-through bash (``set -e``), from a working directory laid out as the README's pretraining section leaves it
+through bash (``set -e``), from a working directory laid out as the pretraining section of docs/fairseq.md leaves it
 (``runs/etc_pretraining/{data,checkpoints}``, from the session fixtures on the real Wikipedia sample) with
 ``user_dir`` as in the repository root. Nothing is downloaded (the sample comes from the fixtures' cache)."""
 import json
@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from doc_blocks import parse_blocks
 from forkserver import write_wrappers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -16,7 +17,10 @@ PAGE = REPO / "docs" / "structured.md"
 
 
 def blocks(text: str, lang: str):
-    return re.findall(rf"^```{lang}\n(.*?)^```", text, flags=re.S | re.M)
+    """The page's ``lang`` blocks, in order, but those marked ``docs-test: not run`` (tests/doc_blocks.py)."""
+    found, problems = parse_blocks(text, str(PAGE))
+    assert problems == []
+    return [b.text for b in found if b.lang == lang and not (b.marker or "").startswith("not run")]
 
 
 def test_page_documents_every_record_field():

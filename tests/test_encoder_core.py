@@ -20,15 +20,28 @@ from etc_fairseq.structure.global_tokens import GlobalTokenType
 REPO = Path(__file__).resolve().parents[1]
 CORE_PACKAGES = ("attention", "structure", "encoder")
 
-# Runs in a fresh interpreter: any import of fairseq (or a fairseq submodule) raises ImportError.
+# Runs in a fresh interpreter where only the core's own dependencies import (torch, numpy, safetensors,
+# tokenizers): fairseq or a package of an optional extra raises ImportError.
 _NO_FAIRSEQ_SCRIPT = textwrap.dedent(
     """
+    import importlib.machinery
     import sys
 
-    class _NoFairseq:
+    # what `pip install etc-fairseq` does not install: fairseq and every optional extra's packages
+    NOT_INSTALLED = {"fairseq", "fairseq_cli", "omegaconf", "hydra", "sacrebleu", "sklearn", "tensorboardX",
+                     "sentencepiece", "mwparserfromhell", "sentencex", "tqdm", "matplotlib", "transformers"}
+
+    class _Refuse:
+        def create_module(self, spec):
+            raise ImportError(f"{spec.name.split('.')[0]} is not installed here (import of {spec.name!r} refused)")
+
+        def exec_module(self, module):  # never reached
+            raise ImportError(module.__name__)
+
+    class _NoFairseq:  # a spec without origin: "not on disk" to a find_spec probe, ImportError to an import
         def find_spec(self, name, path=None, target=None):
-            if name == "fairseq" or name.startswith("fairseq."):
-                raise ImportError(f"fairseq is not available here (import of {name!r} refused)")
+            if name.split(".")[0] in NOT_INSTALLED:
+                return importlib.machinery.ModuleSpec(name, _Refuse(), origin=None)
             return None
 
     sys.meta_path.insert(0, _NoFairseq())

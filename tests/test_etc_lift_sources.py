@@ -46,12 +46,11 @@ def test_official_directory_lifts_without_arch_and_reloads_from_pretrained(tmp_p
     renamed = [SPECIALS["bert"].get(t, t) for t in vocab]
     to_fairseq = np.array([hub.task.source_dictionary.index(t) for t in renamed])
     assert sorted(to_fairseq) == list(range(128))
+    assert tok["source_token_rows"] == to_fairseq.tolist()  # the map etc-lift records, used for official inputs
     z = np.load(FIXTURES / "separate" / "official_io.npz")
     feats = {k: z[k] for k in OFFICIAL_INPUT_NAMES if k in z.files}
-    feats["token_ids"] = to_fairseq[feats["token_ids"]]
-    feats["global_token_ids"] = to_fairseq[feats["global_token_ids"]]
     with torch.no_grad():
-        long_out, global_out = forward_official_inputs(hub, feats)
+        long_out, global_out = forward_official_inputs(hub, feats)  # official ids, as the official code made them
     np.testing.assert_allclose(long_out.numpy(), z["long_output"], atol=1e-5, rtol=0)
     np.testing.assert_allclose(global_out.numpy(), z["global_output"], atol=1e-5, rtol=0)
 

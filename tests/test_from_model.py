@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def lifted_official(tmp_path_factory) -> Path:
     """tests/fixtures/official/separate (written by the official TensorFlow code) lifted by etc-lift."""
-    from etc_fairseq.lift.intake import lift_source, write_lifted
+    from etc_fairseq.models.lifting import lift_source, write_lifted
 
     out = tmp_path_factory.mktemp("lifted_official") / "model.pt"
     _, lifted = lift_source(FIXTURES / "separate")
@@ -84,7 +84,7 @@ def test_prepare_hotpotqa_from_model_uses_pretrained_sentence_token(lifted_offic
     assert info["tokenizer"] == "wordpiece" and info["from_model"] == str(lifted_official)
     # the source model's structure settings, for etc-show (no --arch needed)
     from etc_fairseq.checkpoint_io import load_checkpoint
-    from etc_fairseq.cli.show import recorded_arch_settings
+    from etc_fairseq.data.prepared import recorded_arch_settings
 
     stored = load_checkpoint(lifted_official / "model.pt")["cfg"]["model"]
     assert stored["local_radius"] == 3  # the official fixture's, not an architecture default
@@ -189,7 +189,7 @@ def test_lift_sentencepiece_official_writes_dict_and_matches_official_outputs(sp
     assert sorted(to_fairseq) == list(range(128))
     z = np.load(spm_official_dir / "official_io.npz")
     feats = {k: z[k] for k in OFFICIAL_INPUT_NAMES if k in z.files}
-    feats["token_ids"], feats["global_token_ids"] = to_fairseq[feats["token_ids"]], to_fairseq[feats["global_token_ids"]]
+    assert list(hub.tokenizer.source_token_rows) == to_fairseq.tolist()  # official ids are mapped through it
     with torch.no_grad():
         long_out, global_out = forward_official_inputs(hub, feats)
     np.testing.assert_allclose(long_out.numpy(), z["long_output"], atol=1e-5, rtol=0)
@@ -291,6 +291,35 @@ def test_finetune_from_model_takes_the_stored_model_fields(lifted_official, tmp_
     assert plain.model.encoder_embed_dim != 32
 
 
+def test_restore_file_into_a_new_save_dir_builds_the_model_the_checkpoint_holds(lifted_official, tmp_path):
+    """A run fine-tuned from a model of its own sizes (the lifted official fixture: width 32, factorized
+    embeddings) continues with ``--restore-file RUN/checkpoint_last.pt --save-dir NEW`` and the same command
+    line: the model fields come from the restored checkpoint, as they did from --finetune-from-model (fairseq
+    reads them only for that option, built an etc_tiny model and stopped with "please ensure that the
+    architectures match")."""
+    from etc_fairseq.cli.prepare import main
+
+    record = {"_id": "c1", "question": "Was it the cat ?", "answer": "yes", "type": "comparison",  # CONSTRUCTED
+              "supporting_facts": [["Cat", 0]],
+              "context": [["Cat", ["The cat was on the mat .", "It is a cat ."]], ["Dog", ["The dog was in it ."]]]}
+    (tmp_path / "train.json").write_text(json.dumps([dict(record, _id=f"c{i}") for i in range(4)]))
+    data = tmp_path / "prepared"
+    assert main(["hotpotqa", "--train", str(tmp_path / "train.json"), "--valid", str(tmp_path / "train.json"),
+                 "--out", str(data), "--from-model", str(lifted_official)]) == 0
+    common = [str(data), "--user-dir", str(REPO / "user_dir"), "--task", "etc_hotpotqa", "--criterion", "etc_hotpotqa",
+              "--arch", "etc_tiny", "--optimizer", "adam", "--lr", "1e-4", "--batch-size", "2", "--cpu",
+              "--required-batch-size-multiple", "1", "--num-workers", "0", "--no-epoch-checkpoints",
+              "--disable-validation"]
+    first = run_python(["-m", "fairseq_cli.train", *common, "--finetune-from-model", str(lifted_official / "model.pt"),
+                        "--max-update", "1", "--save-dir", str(tmp_path / "run")], cwd=REPO, timeout=600)
+    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+    restored = run_python(["-m", "fairseq_cli.train", *common, "--restore-file", str(tmp_path / "run" / "checkpoint_last.pt"),
+                           "--max-update", "2", "--save-dir", str(tmp_path / "new")], cwd=REPO, timeout=600)
+    log = restored.stdout + restored.stderr
+    assert restored.returncode == 0, log[-3000:]
+    assert "checkpoint_last.pt (epoch 1 @ 1 updates)" in log and "num_updates 2" in log, log[-3000:]
+
+
 def test_finetune_from_model_switch_turned_off_with_its_no_flag(lifted_official, tmp_path):
     """A switch the checkpoint has on (hard g2l, relative bias) stays on unless --no-FLAG turns it off."""
     from fairseq import options
@@ -335,7 +364,7 @@ def test_prepare_pretrain_from_model_wordpiece(lifted_official, wiki_dump, tmp_p
     assert main(["pretrain", "--input", str(wiki_dump), "--out", str(out), "--from-model", str(lifted_official),
                  "--max-docs", "4", "--valid-docs", "1", "--max-sentence-pieces", "40"]) == 0
     bin_dir = out / "bin"
-    from etc_fairseq.cli.show import recorded_arch_settings
+    from etc_fairseq.data.prepared import recorded_arch_settings
 
     assert recorded_arch_settings(bin_dir)[1]["local_radius"] == 3  # out/prepare.json: the source model's
     meta = json.loads((bin_dir / "pretrain.json").read_text())

@@ -6,27 +6,12 @@ never reaching the attention) would pass the exactness tests of the attention, w
 given; here it makes ``step`` unlearnable, as the control without offsets (every sentence token in its
 own global context) shows: it stays at chance.
 """
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 from etc_fairseq.structure.global_tokens import GlobalTokenType as T
+from examples.ablations import hops
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_hops():
-    spec = importlib.util.spec_from_file_location("ablations_hops", ROOT / "examples" / "ablations" / "hops.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-hops = _load_hops()
 SMALL = hops.Shape(sentences=8, pieces=4, vocab=50)
 
 

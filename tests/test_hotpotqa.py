@@ -17,12 +17,9 @@ USER_DIR = str(REPO / "user_dir")
 
 def _construct_module():
     """examples/hotpotqa/construct.py: CONSTRUCTED questions about real Wikipedia paragraphs."""
-    import importlib.util
+    from examples.hotpotqa import construct
 
-    spec = importlib.util.spec_from_file_location("hotpotqa_construct", REPO / "examples" / "hotpotqa" / "construct.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return construct
 
 
 def constructed_records(dump_path):
@@ -677,5 +674,5 @@ def test_side_records_random_access_pickling_and_bad_line(prepared, tmp_path):
     bad = tmp_path / "valid.side.jsonl"
     shutil.copyfile(prepared / "valid.side.jsonl", bad)
     bad.write_text("\n".join(lines[:2] + ['{"id": "broken"'] + lines[3:]) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"valid.side.jsonl: line 3: not valid JSON"):
+    with pytest.raises(ValueError, match=r"valid.side.jsonl:3: not valid JSON"):
         SideRecords(bad)[2]

@@ -29,10 +29,12 @@ import torch
 from etc_fairseq.data.packing import Piece
 from etc_fairseq.data.pretraining_corpus import PretrainingCorpus
 from etc_fairseq.data.pretraining_dataset import PretrainingDataset
-from etc_fairseq.hub import EtcHubInterface, collate_inputs, structured_input
+from etc_fairseq.data.batching import collate_inputs, structured_input
+from etc_fairseq.hub import EtcHubInterface
 from etc_fairseq.tokenization import byte_level_bpe_tokenizer, sentencepiece_tokenizer
 from etc_fairseq.checkpoint_io import CheckpointLoadError
-from etc_fairseq.lift import build_etc_model, masked_lm_dictionary
+from etc_fairseq.lift import masked_lm_dictionary
+from etc_fairseq.models.lifting import build_etc_model
 from etc_fairseq.models import config_for_arch
 from etc_fairseq.models.etc import EtcModel
 from etc_fairseq.structure.global_tokens import GlobalTokenType

@@ -2,7 +2,7 @@
 ``examples/nextsent/config/etc_tiny.yaml``), at tiny scale (2 updates, real Wikipedia-derived data).
 
 What is proven: an architecture name in ``model._name`` builds that architecture (before the fix in
-:mod:`etc_fairseq.fairseq_compat` (9.) ``_name: etc_tiny`` built a 144M-parameter model): the logged
+:mod:`etc_fairseq.fairseq_fixes.yaml_architecture` ``_name: etc_tiny`` built a 144M-parameter model): the logged
 parameter count equals that of the same task's model built from ``config_for_arch("etc_tiny")``, and the
 checkpoint's model config holds etc_tiny's sizes; a field set on the command line wins over the
 architecture; the pure fill step keeps fields the yaml sets.
@@ -136,7 +136,7 @@ def test_yaml_architecture_fill_keeps_set_fields(model):
     from fairseq.dataclass.initialize import add_defaults
 
     cfg = OmegaConf.create({"model": model})
-    add_defaults(cfg)  # fairseq's, with the architecture step installed by etc_fairseq.fairseq_compat
+    add_defaults(cfg)  # fairseq's, with the architecture step installed by etc_fairseq.register
     layers, dropout = (3, 0.3) if isinstance(model, dict) else (2, 0.1)
     assert cfg.model.encoder_layers == layers and cfg.model.dropout == dropout
     assert (cfg.model.encoder_embed_dim, cfg.model.local_radius, cfg.model.fixed_block_len) == (64, 16, 16)

@@ -31,13 +31,14 @@ from etc_fairseq.checkpoint_io import CheckpointLoadError, checkpoint_allowlist,
 from etc_fairseq.cli.lift import main as lift_main
 from etc_fairseq.lift import (
     LiftError,
-    build_etc_model,
+    check_dictionary,
     lift_roberta_into_etc,
     load_roberta_state,
     masked_lm_dictionary,
     normalise_roberta_state,
 )
 from etc_fairseq.models import config_for_arch
+from etc_fairseq.models.lifting import build_etc_model
 from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +55,13 @@ FAIRSEQ_COMMON = [
     "--lr-scheduler", "fixed", "--cpu", "--seed", "1", "--num-workers", "0", "--log-format", "simple",
     "--log-interval", "1", "--disable-validation", "--no-epoch-checkpoints",
 ]
+
+
+def lift(state, rcfg, cfg, dictionary, **kwargs):
+    """What etc-lift does with a fairseq RoBERTa: the dictionary checked, a fresh ETC model built from it, the
+    RoBERTa tensors lifted into its state."""
+    fresh = build_etc_model(cfg, check_dictionary(state, dictionary), seed=1).state_dict()
+    return lift_roberta_into_etc(state, rcfg, cfg, fresh, **kwargs)
 
 
 def fairseq_cmd(module, *args):
@@ -173,7 +181,7 @@ def test_lifted_etc_computes_roberta_exactly(sharing, roberta, roberta_reference
     assert len(ref_dict) == len(dictionary) == 2009  # 4 specials + 2004 dict.txt entries + <mask>
 
     cfg = exact_config(**SHARINGS[sharing])
-    etc_state, report = lift_roberta_into_etc(state, rcfg, cfg, dictionary)
+    etc_state, report = lift(state, rcfg, cfg, dictionary)
     for k in etc_state:
         if ".rel_emb." in k:
             etc_state[k] = torch.zeros_like(etc_state[k])
@@ -226,14 +234,14 @@ def test_lifted_etc_computes_roberta_exactly(sharing, roberta, roberta_reference
 
 def test_positions_dropped_by_default_and_overlap_copied(roberta, dictionary):
     state, rcfg = roberta
-    etc_state, report = lift_roberta_into_etc(state, rcfg, config_for_arch("etc_tiny", **ETC_OVERRIDES), dictionary)
+    etc_state, report = lift(state, rcfg, config_for_arch("etc_tiny", **ETC_OVERRIDES), dictionary)
     assert "encoder.sentence_encoder.embed_positions.weight" not in etc_state
     assert "absolute position" in report.dropped["encoder.sentence_encoder.embed_positions.weight"]
     assert "absolute position" in report.summary()
 
     # A longer ETC table: RoBERTa's 258 rows are copied, the rest keep ETC's init; noted in the report.
     cfg = config_for_arch("etc_tiny", encoder_ffn_embed_dim=128, max_positions=512, use_absolute_positions=True)
-    etc_state, report = lift_roberta_into_etc(state, rcfg, cfg, dictionary)
+    etc_state, report = lift(state, rcfg, cfg, dictionary)
     pos = etc_state["encoder.sentence_encoder.embed_positions.weight"]
     src = state["encoder.sentence_encoder.embed_positions.weight"]
     assert pos.shape == (514, 64) and src.shape == (258, 64)
@@ -242,7 +250,7 @@ def test_positions_dropped_by_default_and_overlap_copied(roberta, dictionary):
 
     # A shorter one: the first rows.
     cfg = config_for_arch("etc_tiny", encoder_ffn_embed_dim=128, max_positions=128, use_absolute_positions=True)
-    etc_state, report = lift_roberta_into_etc(state, rcfg, cfg, dictionary)
+    etc_state, report = lift(state, rcfg, cfg, dictionary)
     assert torch.equal(etc_state["encoder.sentence_encoder.embed_positions.weight"], src[:130])
     assert any("were dropped" in n for n in report.notes)
 
@@ -290,8 +298,8 @@ def test_2019_key_names_lift_identically(legacy_format, roberta_checkpoint, robe
 
     for sharing in ("separate", "all_shared"):
         cfg = exact_config(**SHARINGS[sharing])
-        a, rep_a = lift_roberta_into_etc(state, rcfg, cfg, dictionary)
-        b, rep_b = lift_roberta_into_etc(old_state, old_cfg, cfg, dictionary)
+        a, rep_a = lift(state, rcfg, cfg, dictionary)
+        b, rep_b = lift(old_state, old_cfg, cfg, dictionary)
         assert rep_a.lifted == rep_b.lifted and rep_a.fresh == rep_b.fresh
         assert list(a) == list(b)
         for k in a:
@@ -312,7 +320,7 @@ def test_size_mismatch_is_refused_naming_both_values(field, wrong, roberta, dict
     right = ROBERTA_SIZE[field]
     cfg = config_for_arch("etc_tiny", **{**ETC_OVERRIDES, field: wrong})
     with pytest.raises(LiftError, match=rf"{field}: RoBERTa checkpoint has {right}, ETC config \(etc_tiny\) has {wrong}"):
-        lift_roberta_into_etc(state, rcfg, cfg, dictionary)
+        lift(state, rcfg, cfg, dictionary)
 
 
 def test_cli_refuses_size_mismatch_and_existing_output(roberta_checkpoint, tmp_path, capsys):
@@ -341,7 +349,7 @@ def test_dictionary_mismatch_is_refused(roberta, mlm_data, tmp_path):
     short.parent.mkdir()
     short.write_text("\n".join(lines[:-3]) + "\n", encoding="utf-8")  # lost its madeupword padding
     with pytest.raises(LiftError) as e:
-        lift_roberta_into_etc(state, rcfg, cfg, masked_lm_dictionary(short))
+        lift(state, rcfg, cfg, masked_lm_dictionary(short))
     msg = str(e.value)
     assert str(short) in msg and "2006 symbols" in msg and "2001 dict.txt entries" in msg and "<mask>" in msg
     assert "2009 rows" in msg and "multiple of 8" in msg
@@ -349,14 +357,14 @@ def test_dictionary_mismatch_is_refused(roberta, mlm_data, tmp_path):
     longer.parent.mkdir()
     longer.write_text("\n".join(lines + ["extra1 1", "extra2 1"]) + "\n", encoding="utf-8")
     with pytest.raises(LiftError, match="2011 symbols .* 2009 rows"):
-        lift_roberta_into_etc(state, rcfg, cfg, masked_lm_dictionary(longer))
+        lift(state, rcfg, cfg, masked_lm_dictionary(longer))
     # no dictionary: the checkpoint's own vocabulary (embedding rows == LM head rows) is used
-    etc_state, _ = lift_roberta_into_etc(state, rcfg, cfg, None)
+    etc_state, _ = lift(state, rcfg, cfg, None)
     assert etc_state["encoder.lm_head.bias"].shape == (2009,)
     broken = dict(state)
     broken["encoder.lm_head.bias"] = torch.zeros(2000)
     with pytest.raises(LiftError, match="encoder.lm_head.bias has 2000 rows .* 2009"):
-        lift_roberta_into_etc(broken, rcfg, cfg, None)
+        lift(broken, rcfg, cfg, None)
 
 
 class _RunsCode:
@@ -394,28 +402,28 @@ def test_other_unusable_inputs_are_refused(roberta, dictionary, tmp_path):
     extra = dict(state)
     extra["encoder.sentence_encoder.adapter.weight"] = torch.zeros(3)
     with pytest.raises(LiftError, match="does not know how to lift.*adapter"):
-        lift_roberta_into_etc(extra, rcfg, cfg, dictionary)
-    _, report = lift_roberta_into_etc(extra, rcfg, cfg, dictionary, drop_unknown=True)
+        lift(extra, rcfg, cfg, dictionary)
+    _, report = lift(extra, rcfg, cfg, dictionary, drop_unknown=True)
     assert "encoder.sentence_encoder.adapter.weight" in report.dropped
     heads = dict(state)
     heads["classification_heads.mnli.dense.weight"] = torch.zeros(64, 64)
-    _, report = lift_roberta_into_etc(heads, rcfg, cfg, dictionary)
+    _, report = lift(heads, rcfg, cfg, dictionary)
     assert "classification head" in report.dropped["classification_heads.mnli.dense.weight"]
     assert "classification heads not lifted: mnli" in report.summary()
     prenorm = rcfg.__class__(**{**vars(rcfg), "encoder_normalize_before": True})
     with pytest.raises(LiftError, match="pre-LayerNorm"):
-        lift_roberta_into_etc(state, prenorm, cfg, dictionary)
+        lift(state, prenorm, cfg, dictionary)
     untied = dict(state)
     untied["encoder.lm_head.weight"] = state["encoder.lm_head.weight"] + 1
     with pytest.raises(LiftError, match="tied"):
-        lift_roberta_into_etc(untied, rcfg, cfg, dictionary)
+        lift(untied, rcfg, cfg, dictionary)
     assert set(normalise_roberta_state(state)) == set(state)  # current names are kept
 
 
 def test_half_precision_checkpoint_is_cast_to_the_etc_dtype(roberta, dictionary):
     state, rcfg = roberta
     half = {k: v.half() if v.is_floating_point() else v for k, v in state.items()}
-    etc_state, report = lift_roberta_into_etc(half, rcfg, config_for_arch("etc_tiny", **ETC_OVERRIDES), dictionary)
+    etc_state, report = lift(half, rcfg, config_for_arch("etc_tiny", **ETC_OVERRIDES), dictionary)
     emb = etc_state["encoder.sentence_encoder.embed_tokens.weight"]
     assert emb.dtype == torch.float32 and torch.equal(emb, half["encoder.sentence_encoder.embed_tokens.weight"].float())
     assert any("float16" in n for n in report.notes)

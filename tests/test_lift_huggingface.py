@@ -12,7 +12,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from etc_fairseq.lift import LiftError, build_etc_model  # noqa: E402
+from etc_fairseq.lift import LiftError  # noqa: E402
+from etc_fairseq.models.lifting import build_etc_model  # noqa: E402
 from etc_fairseq.lift.huggingface import (  # noqa: E402
     fairseq_dictionary,
     is_huggingface_dir,
@@ -75,7 +76,8 @@ def test_lifted_huggingface_model_computes_the_source_exactly(case, sharing, tmp
     src = read_huggingface(tmp_path)
     share = dict(shared_q=True, shared_kv=True, shared_out_proj=True) if sharing == "shared" else {}
     cfg = config_for_arch("etc_tiny", **src.etc_overrides(), local_radius=64, **share)
-    state, report, dictionary = lift_huggingface_into_etc(src, cfg)
+    dictionary = fairseq_dictionary(src.symbols)
+    state, report = lift_huggingface_into_etc(src, cfg, build_etc_model(cfg, dictionary, seed=1).state_dict())
     for k in state:
         if ".rel_emb." in k:
             state[k] = torch.zeros_like(state[k])
@@ -145,7 +147,8 @@ def test_relative_positions_only_discards_the_position_table_and_nothing_else(ma
     cfg = config_for_arch("etc_tiny", **src.etc_overrides(relative_positions_only=True), local_radius=128)
     assert cfg.index_position_embeddings == 0 and not cfg.use_absolute_positions
     assert absolute_position_limit(cfg) is None
-    state, report, dictionary = lift_huggingface_into_etc(src, cfg)
+    dictionary = fairseq_dictionary(src.symbols)
+    state, report = lift_huggingface_into_etc(src, cfg, build_etc_model(cfg, dictionary, seed=1).state_dict())
     assert not any("position" in k and "rel" not in k for k in state)
     dropped = [k for k, why in report.dropped.items() if "relative positions only" in why]
     assert dropped == (["embeddings.position_embeddings.weight"] if src.kind == "bert"
@@ -200,3 +203,118 @@ def test_etc_lift_relative_positions_only_flag(tmp_path, capsys):
     assert rc == 1 and err.count("\n") == 1
     assert "--relative-positions-only discards absolute positions, --index-position-embeddings asks for them" in err
     assert not out.parent.exists()
+
+
+def _lift(argv, capsys):
+    from etc_fairseq.cli.lift import main as lift_main
+
+    capsys.readouterr()  # what building the source printed (transformers' progress bars)
+    rc = lift_main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def _edit_config(src, **changes):
+    cfg = json.loads((src / "config.json").read_text())
+    cfg.update(changes)
+    (src / "config.json").write_text(json.dumps(cfg))
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("attention_probs_dropout_prob", -0.5, "a probability in [0, 1)"),
+    ("hidden_dropout_prob", float("nan"), "a probability in [0, 1)"),
+    ("hidden_act", ["gelu"], "one of"),
+    ("model_type", ["bert"], "one of"),
+    ("layer_norm_eps", None, "a positive finite number"),
+    ("hidden_size", 10 ** 7, "has shape"),
+    ("num_hidden_layers", 100000, "missing"),
+])
+def test_a_source_config_that_cannot_work_is_one_line_and_nothing_is_written(field, value, expected, tmp_path, capsys):
+    src = tmp_path / "bert"
+    src.mkdir()
+    _bert_dir(src, "BertModel")
+    _edit_config(src, **{field: value})
+    out = tmp_path / "out" / "model.pt"
+    rc, _, err = _lift([src, "--out", out, "--arch", "etc_tiny"], capsys)
+    assert rc == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(src) in err and expected in err and (field in err or expected in ("has shape", "missing"))
+    assert not out.parent.exists()
+
+
+def test_weights_that_do_not_fit_the_config_or_are_not_floats_are_refused_by_name(tmp_path, capsys):
+    """A word-embedding table of 100 rows under a vocab_size of 60 used to lift to 60 rows without a word, and
+    integer or boolean weights were cast to float."""
+    from safetensors.torch import load_file, save_file
+
+    src = tmp_path / "bert"
+    src.mkdir()
+    _bert_dir(src, "BertModel")
+    weights = load_file(str(src / "model.safetensors"))
+    key = next(k for k in weights if k.endswith("word_embeddings.weight"))
+    bigger = dict(weights, **{key: torch.cat([weights[key], torch.zeros(40, weights[key].shape[1])])})
+    save_file(bigger, str(src / "model.safetensors"))
+    rc, _, err = _lift([src, "--out", tmp_path / "a" / "model.pt", "--arch", "etc_tiny"], capsys)
+    assert rc == 1 and f"{key!r} has shape (100, 32)" in err and "vocab_size 60" in err
+    key = next(k for k in weights if k.endswith("attention.self.query.weight"))
+    save_file(dict(weights, **{key: weights[key].to(torch.int64)}), str(src / "model.safetensors"))
+    rc, _, err = _lift([src, "--out", tmp_path / "b" / "model.pt", "--arch", "etc_tiny"], capsys)
+    assert rc == 1 and f"{key!r} is int64; a weight is floating point" in err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_no_output_may_land_on_or_inside_an_input(tmp_path, capsys):
+    """etc-lift HF_DIR --encoder-dir HF_DIR replaced the source's config.json and model.safetensors; an
+    --encoder-dir that is a file failed after model.pt was written."""
+    src = tmp_path / "bert"
+    src.mkdir()
+    _bert_dir(src, "BertModel")
+    before = {p.name: p.read_bytes() for p in src.iterdir()}
+    out = tmp_path / "out" / "model.pt"
+    for encoder_dir in (src, src / "." , tmp_path / "link"):
+        if encoder_dir.name == "link":
+            encoder_dir.symlink_to(src)
+        rc, _, err = _lift([src, "--out", out, "--arch", "etc_tiny", "--encoder-dir", encoder_dir], capsys)
+        assert rc == 1 and "--encoder-dir" in err and "input" in err, err
+    (tmp_path / "afile").write_text("x")
+    rc, _, err = _lift([src, "--out", out, "--arch", "etc_tiny", "--encoder-dir", tmp_path / "afile"], capsys)
+    assert rc == 1 and "is a file" in err
+    assert {p.name: p.read_bytes() for p in src.iterdir()} == before and not out.parent.exists()
+
+
+def test_outputs_appear_all_at_once_and_a_killed_run_is_cleaned_by_the_next(tmp_path, capsys):
+    src = tmp_path / "bert"
+    src.mkdir()
+    _bert_dir(src, "BertForMaskedLM")
+    vocab = (src / "vocab.txt").read_text().split("\n")
+    (src / "vocab.txt").write_text("\n".join(vocab[:20] + ["has space"] + vocab[21:]))  # a symbol fairseq cannot hold
+    out = tmp_path / "out" / "model.pt"
+    rc, _, err = _lift([src, "--out", out, "--arch", "etc_tiny", "--encoder-dir", tmp_path / "core"], capsys)
+    assert rc == 1 and err.count("\n") == 1
+    assert not out.parent.exists() and not (tmp_path / "core").exists()
+    (src / "vocab.txt").write_text("\n".join(vocab))
+    out.parent.mkdir()
+    (out.parent / ".etc-lift-staging-killed").mkdir()  # what a run killed while writing leaves
+    rc, stdout, err = _lift([src, "--out", out, "--arch", "etc_tiny", "--encoder-dir", tmp_path / "core"], capsys)
+    assert rc == 0, err
+    assert sorted(p.name for p in out.parent.iterdir()) == ["dict.txt", "etc_tokenizer.json", "model.pt", "vocab.txt"]
+    assert {"config.json", "model.safetensors", "etc_tokenizer.json", "vocab.txt"} <= {p.name for p in (tmp_path / "core").iterdir()}
+    # the summary names the source as what it is, and the suggested commands are complete
+    assert "from 40 Hugging Face BERT tensors" in stdout or "Hugging Face BERT tensors" in stdout
+    assert "--task etc_pretraining --criterion cpc_mlm" in stdout and "--task etc_structured --criterion etc_structured" in stdout
+
+
+def test_fill_mask_warns_when_the_lm_head_was_not_lifted(tmp_path, caplog):
+    from etc_fairseq.cli.lift import main as lift_main
+    from etc_fairseq.models import EtcModel
+
+    for cls_name, warned in (("BertModel", True), ("BertForMaskedLM", False)):
+        src = tmp_path / cls_name
+        src.mkdir()
+        _bert_dir(src, cls_name)
+        out = tmp_path / f"{cls_name}-etc" / "model.pt"
+        assert lift_main([str(src), "--out", str(out), "--arch", "etc_tiny", "-q"]) == 0
+        hub = EtcModel.from_pretrained(out.parent)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="etc_fairseq.hub"):
+            hub.fill_mask("w1 <mask> w3", topk=2)
+        assert ("LM head is freshly initialised" in caplog.text) is warned

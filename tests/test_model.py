@@ -1,12 +1,15 @@
 """The ``etc`` model: architectures and parameter counts, sharing switches, fixed-block inputs,
 explicit structured inputs, padding invariance, activation checkpointing, heads, checkpoint versions."""
 
+import dataclasses
 import types
 
 import pytest
 import torch
 from fairseq.data import Dictionary
 
+from etc_fairseq.encoder.config import PRESETS, EtcEncoderConfig, as_encoder_config
+from etc_fairseq.errors import CheckpointLoadError
 from etc_fairseq.models import ETC_FORMAT_VERSION, EtcModel, config_for_arch
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 
@@ -70,6 +73,22 @@ def test_arch_defaults_and_overrides():
     assert config_for_arch("etc_base_shared").shared_kv and not config_for_arch("etc_base").shared_kv
     with pytest.raises(ValueError, match="unknown ETC architecture"):
         config_for_arch("roberta_base")
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_is_the_fairseq_architecture_of_its_name(name):
+    """The core's presets and fairseq's ``--arch`` resolve to the same fields, and overrides win in both."""
+    assert dataclasses.asdict(EtcEncoderConfig.preset(name)) == dataclasses.asdict(as_encoder_config(config_for_arch(name)))
+    tuned = EtcEncoderConfig.preset(name, encoder_layers=1, local_radius=3)
+    assert (tuned.encoder_layers, tuned.local_radius) == (1, 3)
+    assert tuned == as_encoder_config(config_for_arch(name, encoder_layers=1, local_radius=3))
+
+
+def test_unknown_preset_or_field_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown ETC preset 'etc_huge'.*etc_base"):
+        EtcEncoderConfig.preset("etc_huge")
+    with pytest.raises(ValueError, match=r"unknown EtcEncoderConfig fields \['layers'\]"):
+        EtcEncoderConfig.preset("etc_tiny", layers=3)
 
 
 def test_lm_head_is_tied_to_token_embeddings():
@@ -210,7 +229,7 @@ def test_upgrade_state_dict_checks_format_version_and_heads():
     assert state["encoder.version"].item() == ETC_FORMAT_VERSION
     newer = dict(state)
     newer["encoder.version"] = torch.tensor([ETC_FORMAT_VERSION + 1.0])
-    with pytest.raises(RuntimeError, match="newer than this installation"):
+    with pytest.raises(CheckpointLoadError, match="newer than this installation"):
         model.upgrade_state_dict_named(newer, "")
     # A head stored in the checkpoint but absent from the model is dropped unless asked for.
     donor = build("etc_tiny")

@@ -351,7 +351,8 @@ def test_index_position_embeddings_one_table_per_side_exact():
 
 def test_lm_head_layer_norm_uses_the_encoder_epsilon():
     from etc_fairseq.models import config_for_arch
-    from etc_fairseq.lift import build_etc_model, placeholder_dictionary
+    from etc_fairseq.lift import placeholder_dictionary
+    from etc_fairseq.models.lifting import build_etc_model
 
     model = build_etc_model(config_for_arch("etc_tiny", layer_norm_eps=1e-12), placeholder_dictionary(16))
     assert model.encoder.lm_head.layer_norm.eps == 1e-12

@@ -104,6 +104,7 @@ def test_config_mapping():
     ("att_size_per_head", 5, "att_size_per_head"),
     ("hidden_act", "swish", "hidden_act"),
     ("not_a_field", 1, "not_a_field"),
+    ("local_radius", 10 ** 9, r"local_radius=1000000000: expected at most 131072"),  # would need 16 GB at use
 ])
 def test_config_refused_by_name(field, value, words):
     official = json.loads((FIXTURES / "shared" / "etc_config.json").read_text())
@@ -128,3 +129,34 @@ def test_vocabulary_of_the_wrong_size_is_refused(tmp_path):
     vocab.write_text(vocab.read_text() + "extra\n")
     with pytest.raises(OfficialConversionError, match="vocab_bert_uncased_english.txt.*vocab_size"):
         convert_official_checkpoint(d)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_model_etc_lift_makes_of_an_official_checkpoint_computes_the_official_outputs(name, tmp_path):
+    """etc-lift orders the token rows by its fairseq dictionary (``<s> <pad> </s> <unk>`` first) and records the
+    official id -> row map in etc_tokenizer.json: the fairseq checkpoint through the hub, the core directory
+    (--encoder-dir) and the Hugging Face directory (--format hf) all take the official features as they are."""
+    import etc_fairseq.hf  # noqa: F401  (registers the Auto classes)
+    from transformers import AutoModel
+
+    from etc_fairseq.cli.lift import main as lift_main
+    from etc_fairseq.models import EtcModel
+
+    src = FIXTURES / name
+    assert lift_main([str(src), "--out", str(tmp_path / "fairseq" / "model.pt"), "--encoder-dir",
+                      str(tmp_path / "core"), "-q"]) == 0
+    assert lift_main([str(src), "--format", "hf", "--out", str(tmp_path / "hf"), "-q"]) == 0
+    io = _io(name)
+    feats = _features(io)
+    models = {"hub": EtcModel.from_pretrained(tmp_path / "fairseq"),
+              "core": EtcEncoder.from_pretrained(tmp_path / "core"),
+              "hf": AutoModel.from_pretrained(tmp_path / "hf").eval()}
+    with torch.no_grad():
+        for what, model in models.items():
+            long_out, global_out = forward_official_inputs(model, feats)
+            np.testing.assert_allclose(long_out.numpy(), io["long_output"], atol=1e-5, rtol=0, err_msg=what)
+            np.testing.assert_allclose(global_out.numpy(), io["global_output"], atol=1e-5, rtol=0, err_msg=what)
+        # the map is what makes them equal: the official ids taken as rows give other outputs
+        n = len(models["core"].source_token_rows)
+        as_rows, _ = forward_official_inputs(models["core"], feats, token_rows=range(n))
+        assert np.abs(as_rows.numpy() - io["long_output"]).max() > 1e-2

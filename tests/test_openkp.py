@@ -334,7 +334,7 @@ def _bad_variants(page):
     del nodes2[0]["feature"]
     missing_feature = dict(page, VDOM=json.dumps(nodes2))
     return [
-        (bad_json, r"field 'VDOM' is not a valid JSON string"),
+        (bad_json, r"field 'VDOM' \(a string holding JSON\): not valid JSON"),
         (out_of_bounds, r"field 'VDOM\[1\].start_idx/end_idx': expected a word range 0 <= start_idx <= end_idx <= \d+ "
                         r"\(the number of words in 'text'\), got \[\d+, \d+\]"),
         (missing, r"field 'KeyPhrases': expected a list of word lists .*, got nothing"),

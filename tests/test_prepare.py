@@ -381,6 +381,30 @@ def test_cli_on_text_input_and_reuse(mlm_prepared, tmp_path, capsys):
     assert rc == 1 and "exists and is not empty" in capsys.readouterr().err
 
 
+def test_cli_article_classification_trains_sentencepiece_with_the_given_options(mlm_prepared, tmp_path, monkeypatch):
+    # The sentencepiece options add_spm_arguments gives every subcommand reach the training call (stopped there:
+    # what follows is covered by test_classification_data).
+    import etc_fairseq.prepare.classification as classification
+
+    class Trained(Exception):
+        pass
+
+    seen = {}
+
+    def train_spm(inputs, model_prefix, **options):
+        seen.update(options)
+        raise Trained
+
+    monkeypatch.setattr(classification, "train_spm", train_spm)
+    text = Path(mlm_prepared.out_dir) / "raw" / "train.txt"
+    with pytest.raises(Trained):
+        cli_main(["-q", "article-classification", "--input", str(text), "--out", str(tmp_path / "c"),
+                  "--num-articles", "2", "--vocab-size", "300", "--spm-model-type", "bpe", "--character-coverage",
+                  "1.0", "--spm-input-sentence-size", "500", "--seed", "3"])
+    assert seen == dict(vocab_size=300, model_type="bpe", character_coverage=1.0, input_sentence_size=500, seed=3)
+    assert not (tmp_path / "c").exists()
+
+
 def test_cli_errors_name_the_file(tmp_path, capsys):
     missing = tmp_path / "missing.xml.bz2"
     assert cli_main(["mlm", "--input", str(missing), "--out", str(tmp_path / "o")]) == 1

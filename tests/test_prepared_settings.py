@@ -201,7 +201,7 @@ def test_a_checkpoint_of_another_vocabulary_is_refused_in_one_line(tmp_path, pre
     from fairseq import tasks
 
     from etc_fairseq.checkpoint_io import CheckpointLoadError
-    from etc_fairseq.fairseq_compat import check_vocabulary, checkpoint_to_load
+    from etc_fairseq.fairseq_fixes.training_start import check_vocabulary, checkpoint_to_load
 
     same = _data_dir(tmp_path / "same", pretrain_data / "dict.txt")
     cfg = _cfg([str(same), "--task", "etc_nextsent", "--arch", "etc_tiny"])

@@ -1,6 +1,6 @@
 """Checkpoints are data, not code: every fairseq load path of ours reads them weights-only; crafted pickles
 are refused before they run; truncated files are detected and the previous checkpoint stays usable; the
-checkpoint format version is upgraded or refused (etc_fairseq/fairseq_compat.py, EtcModel.upgrade_state_dict_named).
+checkpoint format version is upgraded or refused (etc_fairseq/fairseq_fixes/, EtcModel.upgrade_state_dict_named).
 
 Real data: the Wikipedia pre-training fixture (``pretrain_data``) and checkpoints written by a real
 ``fairseq-train`` run on it. The malicious checkpoints are CONSTRUCTED from those real checkpoints."""
@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 from forkserver import run_python
+
+from etc_fairseq.errors import CheckpointLoadError
 
 REPO = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO / "user_dir")
@@ -33,11 +35,13 @@ def fairseq(module, *args, env=None):
 
 
 def cli(module_name, argv, monkeypatch):
-    """Run a fairseq CLI entry point in this process (same code path as the command, no interpreter start)."""
+    """Run a fairseq CLI entry point in this process (same code path as the command, no interpreter start),
+    with ``ETC_FAIRSEQ_DEBUG=1``: a refusal escapes as its exception (the command prints it as one line)."""
     import importlib
 
     module = importlib.import_module(module_name)
     monkeypatch.setattr(sys, "argv", [module_name, *argv])
+    monkeypatch.setenv("ETC_FAIRSEQ_DEBUG", "1")
     module.cli_main()
 
 
@@ -77,27 +81,15 @@ def test_our_checkpoints_load_weights_only_with_no_allowlist(trained):
         assert isinstance(state["cfg"], dict) and state["model"]["encoder.version"].item() == 1
 
 
-def test_installed_fixes_wrap_fairseq():
-    import etc_fairseq.register  # noqa: F401
-    from fairseq import checkpoint_utils, models
-    from fairseq.distributed import utils as dist_utils
-    from fairseq.file_io import PathManager
-
-    for fn in (checkpoint_utils.load_checkpoint_to_cpu, PathManager.copy, dist_utils.call_main,
-               dist_utils._infer_torch_distributed_launch_init, models.DistributedFairseqModel,
-               dist_utils._broadcast_object_slow):
-        assert getattr(fn, "__etc_fairseq_wrapped__", False), fn
-
-
 def test_fairseq_validate_refuses_code_running_checkpoint(trained, pretrain_data, tmp_path):
     marker = tmp_path / "pwned"
     evil = evil_copy(trained / "checkpoint_last.pt", tmp_path / "evil.pt", marker, legacy=False)
     assert not marker.exists()
     rc, log = fairseq("fairseq_cli.validate", str(pretrain_data), "--user-dir", USER_DIR, "--task", "etc_pretraining",
                       "--path", str(evil), "--cpu", "--max-tokens", "2048", "--num-workers", "0")
-    assert rc != 0
-    assert re.search(rf"CheckpointLoadError: {re.escape(str(evil))}: refusing to load checkpoint: its pickle "
-                     r"references posix\.system", log), log[-2000:]
+    assert rc == 1 and "Traceback" not in log, log[-2000:]
+    assert re.search(rf"^fairseq-validate: error: {re.escape(str(evil))}: refusing to load checkpoint: its pickle "
+                     r"references posix\.system", log, re.M), log[-2000:]
     assert not marker.exists()
 
 
@@ -151,7 +143,7 @@ def test_truncated_last_checkpoint_stops_resume_and_previous_one_resumes(trained
 
 def test_checkpoint_copy_is_atomic(tmp_path, monkeypatch):
     """checkpoint_last.pt is written by PathManager.copy: a failure mid-copy leaves the old file intact."""
-    import etc_fairseq.fairseq_compat  # noqa: F401
+    import etc_fairseq.register  # noqa: F401
     from fairseq.file_io import PathManager
 
     src, dst = tmp_path / "new.pt", tmp_path / "checkpoint_last.pt"
@@ -207,7 +199,7 @@ def test_version_1_checkpoint_upgrades_through_registered_steps(tiny, trained, m
     assert "encoder.lm_head.bias" not in sd and torch.equal(sd["encoder.lm_head.output_bias"], bias)
     # without a registered step the old version is refused, not silently loaded
     monkeypatch.delitem(etc.FORMAT_UPGRADES, 1)
-    with pytest.raises(RuntimeError, match="format version 1; no upgrade from 1"):
+    with pytest.raises(CheckpointLoadError, match="format version 1; no upgrade from 1"):
         tiny.upgrade_state_dict_named(dict(state), "")
 
 
@@ -227,7 +219,8 @@ def test_newer_version_fails_clearly_in_fairseq_validate(trained, pretrain_data,
     state["model"]["encoder.version"] = torch.tensor([2.0])
     newer = tmp_path / "newer.pt"
     torch.save(state, newer)
-    with pytest.raises(RuntimeError, match=r"format version 2, newer than this installation supports \(1\)"):
+    with pytest.raises(CheckpointLoadError, match=rf"{re.escape(str(newer))}: etc-fairseq format version 2, newer than "
+                                                  r"this installation reads \(1\)"):
         cli("fairseq_cli.validate", [str(pretrain_data), "--user-dir", USER_DIR, "--task", "etc_pretraining", "--path",
                                      str(newer), "--cpu", "--max-tokens", "2048", "--num-workers", "0"], monkeypatch)
 
@@ -245,7 +238,7 @@ def test_non_checkpoint_files_are_reported_as_such(content, tmp_path):
 
 
 def test_hub_interface_refuses_code_running_checkpoint(trained, pretrain_data, tmp_path):
-    """EtcModel.from_pretrained (etc_fairseq/hub.py) on the CONSTRUCTED malicious checkpoint."""
+    """EtcModel.from_pretrained (etc_fairseq/models/loading.py) on the CONSTRUCTED malicious checkpoint."""
     from etc_fairseq.models import EtcModel
 
     marker = tmp_path / "pwned"
@@ -371,7 +364,8 @@ def test_config_gate_refuses_unknown_models_fields_and_types(trained, tmp_path, 
     line naming the file and the field; the untouched checkpoint passes the same gate."""
     from fairseq import checkpoint_utils
 
-    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_model_checkpoint
+    from etc_fairseq.errors import CheckpointLoadError
+    from etc_fairseq.models.checkpoint_config import load_model_checkpoint
 
     good = trained / "checkpoint_last.pt"
     load_model_checkpoint(good)
@@ -388,7 +382,8 @@ def test_config_gate_refuses_argparse_args(trained, tmp_path):
     needs argparse.Namespace, which only etc-lift's reader allows."""
     import argparse
 
-    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint, validate_checkpoint_config
+    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint
+    from etc_fairseq.models.checkpoint_config import validate_checkpoint_config
 
     state = torch.load(trained / "checkpoint_last.pt", weights_only=True)
     state["args"] = argparse.Namespace(arch="fconv", encoder_layers="__import__('os').system('true')")
@@ -491,7 +486,7 @@ def test_reset_option_starts_over_on_purpose(trained, pretrain_data, tmp_path):
 
 KILL_DURING_COPY = """
 import shutil, sys, time
-import etc_fairseq.fairseq_compat  # noqa: F401  (installs the atomic copy)
+import etc_fairseq.register  # noqa: F401  (installs the atomic copy)
 from fairseq.file_io import PathManager
 
 def slow(fsrc, fdst, length=0):
@@ -510,7 +505,7 @@ def test_sigkill_during_checkpoint_last_copy_leaves_a_temporary_that_the_next_sa
 
     from fairseq.file_io import PathManager
 
-    import etc_fairseq.fairseq_compat  # noqa: F401
+    import etc_fairseq.register  # noqa: F401
 
     src, dst = tmp_path / "checkpoint_1_2.pt", tmp_path / "checkpoint_last.pt"
     shutil.copy(trained / "checkpoint_1_2.pt", src)

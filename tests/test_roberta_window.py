@@ -1,5 +1,5 @@
 """The ``roberta_window`` baseline of issue 21's ablations (etc_fairseq/finetune/nextsent/roberta.py,
-etc_fairseq/lift/roberta_window.py): a fairseq RoBERTa encoder reading only the first ``max_positions`` long
+etc_fairseq/finetune/nextsent/roberta_window.py): a fairseq RoBERTa encoder reading only the first ``max_positions`` long
 tokens, scoring each sentence from the mean of its tokens' features with the nextsent head.
 
 - exact scoring on a tiny input: which tokens are read, the pooled means, sentences beyond the window
@@ -17,7 +17,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from etc_fairseq.checkpoint_io import load_checkpoint, validate_checkpoint_config
+from etc_fairseq.checkpoint_io import load_checkpoint
+from etc_fairseq.models.checkpoint_config import validate_checkpoint_config
 from forkserver import run_python
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,7 +137,7 @@ def roberta_checkpoint(pretrain_data, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def converted(roberta_checkpoint, tmp_path_factory):
-    from etc_fairseq.lift.roberta_window import main
+    from etc_fairseq.finetune.nextsent.roberta_window import main
 
     out = tmp_path_factory.mktemp("roberta_window") / "init.pt"
     assert main([str(roberta_checkpoint), "--out", str(out)]) == 0
@@ -148,7 +149,7 @@ def test_conversion_keeps_the_encoder_exactly(roberta_checkpoint, converted, pre
 
     from etc_fairseq.finetune.nextsent.roberta import RobertaWindowModel, RobertaWindowConfig
     from etc_fairseq.lift.fairseq_roberta import masked_lm_dictionary
-    from etc_fairseq.lift.roberta_window import main
+    from etc_fairseq.finetune.nextsent.roberta_window import main
 
     state = load_checkpoint(converted)  # torch's weights-only loader, no extra globals
     validate_checkpoint_config(state, converted)  # the gate fairseq-train --finetune-from-model passes through
@@ -233,7 +234,7 @@ def test_huggingface_bert_converts_to_the_same_function(tmp_path):
     transformers = pytest.importorskip("transformers")
     from etc_fairseq.finetune.nextsent.roberta import RobertaWindowConfig, RobertaWindowModel
     from etc_fairseq.lift.huggingface import fairseq_dictionary, read_huggingface
-    from etc_fairseq.lift.roberta_window import main as convert_main
+    from etc_fairseq.finetune.nextsent.roberta_window import main as convert_main
 
     vocab, window = 40, 16
     cfg = transformers.BertConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

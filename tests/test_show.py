@@ -181,7 +181,9 @@ def test_gpt2_encoder_json_is_found_next_to_the_data(gpt2_files, tmp_path):
 
     from fairseq.data import Dictionary
 
-    from etc_fairseq.cli.show import find_gpt2_encoder_json, token_texts
+    from etc_fairseq.cli.show import token_texts
+    from etc_fairseq.data.pretraining_corpus import FORMAT
+    from etc_fairseq.data.tokenizer_files import find_gpt2_encoder_json
     from etc_fairseq.prepare.gpt2 import load_gpt2_bpe, load_gpt2_decoder
 
     encoder_json, vocab_bpe = gpt2_files
@@ -191,8 +193,9 @@ def test_gpt2_encoder_json_is_found_next_to_the_data(gpt2_files, tmp_path):
     (bin_dir / "dict.txt").write_text("".join(f"{i} 1\n" for i in dict.fromkeys(ids)), encoding="utf-8")
     shutil.copyfile(encoder_json, tmp_path / "pretrain" / "encoder.json")
     (bin_dir / "pretrain.json").write_text(json.dumps(
-        {"tokenizer": "gpt2", "tokenizer_files": {"gpt2_encoder_json": "../encoder.json"}}), encoding="utf-8")
-    found = find_gpt2_encoder_json(bin_dir, "pretrain")
+        {"format": FORMAT, "tokenizer": "gpt2", "tokenizer_files": {"gpt2_encoder_json": "../encoder.json"}}),
+        encoding="utf-8")
+    found = find_gpt2_encoder_json(bin_dir)
     assert found is not None and found.resolve() == (tmp_path / "pretrain" / "encoder.json").resolve()
     d = Dictionary.load(str(bin_dir / "dict.txt"))
     texts = token_texts([d.index(str(i)) for i in ids], d, load_gpt2_decoder(found))
@@ -200,9 +203,10 @@ def test_gpt2_encoder_json_is_found_next_to_the_data(gpt2_files, tmp_path):
     # a fine-tuning directory: gpt2/encoder.json in its parent; none found -> None (symbols shown as they are)
     (tmp_path / "ft" / "gpt2").mkdir(parents=True)
     (tmp_path / "ft" / "data").mkdir()
-    assert find_gpt2_encoder_json(tmp_path / "ft" / "data", "structured") is None
+    assert find_gpt2_encoder_json(tmp_path / "ft" / "data") is None
     shutil.copyfile(encoder_json, tmp_path / "ft" / "gpt2" / "encoder.json")
-    assert find_gpt2_encoder_json(tmp_path / "ft" / "data", "structured") == tmp_path / "ft" / "gpt2" / "encoder.json"
+    shutil.copyfile(vocab_bpe, tmp_path / "ft" / "gpt2" / "vocab.bpe")
+    assert find_gpt2_encoder_json(tmp_path / "ft" / "data") == tmp_path / "ft" / "gpt2" / "encoder.json"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -400,13 +400,17 @@ def test_structure_container():
     m = s.to("cpu")
     for name, value in kw.items():
         assert torch.equal(getattr(m, name), value)
+    s.validate()
+    s.validate(1, 8, 6)
     bad = dict(kw, l2g_rel=kw["l2g_rel"][:, :, :5])
-    with pytest.raises(ValueError, match=r"l2g_rel must have shape \(1, 8, 6\), got \(1, 8, 5\)"):
-        GlobalLocalStructure(local_radius=1, **bad)
-    with pytest.raises(ValueError, match="2\\*local_radius\\+1 = 5"):
-        GlobalLocalStructure(local_radius=2, **kw)
-    with pytest.raises(ValueError, match="g2g_mask must have dtype torch.bool"):
-        GlobalLocalStructure(local_radius=1, **dict(kw, g2g_mask=kw["g2g_rel"]))
+    with pytest.raises(ValueError, match=r"l2g_rel: expected shape \[1, 8, 6\], got \[1, 8, 5\]"):
+        GlobalLocalStructure(local_radius=1, **bad).validate()
+    with pytest.raises(ValueError, match=r"l2l_mask: expected shape \[\*, \*, 5\], got \[1, 8, 3\]"):
+        GlobalLocalStructure(local_radius=2, **kw).validate()
+    with pytest.raises(ValueError, match="g2g_mask: expected dtype torch.bool"):
+        GlobalLocalStructure(local_radius=1, **dict(kw, g2g_mask=kw["g2g_rel"])).validate()
+    with pytest.raises(ValueError, match=r"l2l_mask: expected shape \[2, \*, 3\]"):
+        s.validate(batch=2)
 
 
 # --------------------------------------------------------------------------- batching / reference

@@ -130,16 +130,22 @@ def test_subcommand_registry_and_one_line_errors(capsys):
     from etc_fairseq.cli.common import build_parser, run_cli
     from etc_fairseq.commands import Subcommand, dataset_subcommands, finetune_datasets, load_subcommands
 
+    from etc_fairseq.errors import InputFormatError
+
     def boom(args):
-        raise ValueError(f"{args.input}: line 3: field 'answer' must be a string")
+        if args.input == "bug":  # a plain ValueError is a bug: its traceback is shown
+            raise ValueError("planted bug")
+        raise InputFormatError(f"{args.input}: line 3: field 'answer' must be a string")
 
     sc = Subcommand("demo", "a demo", "demo", lambda p: p.add_argument("--input"), boom)
     parser = build_parser("etc-demo", "demo", [sc])
     assert run_cli(parser, ["demo", "--input", "f.json"]) == 1
     err = capsys.readouterr().err
     assert err.strip() == "etc-demo demo: error: f.json: line 3: field 'answer' must be a string"
-    with pytest.raises(ValueError):
+    with pytest.raises(InputFormatError):
         run_cli(parser, ["--debug", "demo", "--input", "f.json"])
+    with pytest.raises(ValueError, match="planted bug"):
+        run_cli(parser, ["demo", "--input", "bug"])
     with pytest.raises(TypeError, match="must be a Subcommand"):
         load_subcommands(["argparse"], "ArgumentParser")
     from etc_fairseq.cli import prepare

@@ -1,8 +1,8 @@
-"""fairseq 0.12's ``--tpu`` loop on torch-xla 2.x: the memory-logging fix in etc_fairseq.fairseq_compat (6.).
+"""fairseq 0.12's ``--tpu`` loop on torch-xla 2.x: the fixes of etc_fairseq/fairseq_fixes/xla.py.
 The XLA run itself needs torch-xla (its own torch version): benchmarks/xla_check.py, docs/tpu.md."""
 import pytest
 
-from etc_fairseq.fairseq_compat import _wrap_xla_memory_info
+from etc_fairseq.fairseq_fixes.xla import _wrap_xla_memory_info
 
 
 def test_memory_info_gets_the_keys_fairseq_reads():
@@ -43,7 +43,7 @@ def test_tpu_data_loader_keeps_every_batch_when_the_loader_prefetches(monkeypatc
 
     from fairseq.data import iterators
 
-    from etc_fairseq.fairseq_compat import _tpu_data_loader
+    from etc_fairseq.fairseq_fixes.xla import _tpu_data_loader
 
     class PrefetchingLoader:  # what ParallelLoader does: a thread starts pulling batches in __init__
         def __init__(self, itr, devices):

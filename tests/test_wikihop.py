@@ -5,7 +5,6 @@ pre-trained etc_tiny fixture -> fairseq-validate -> etc-predict -> etc-evaluate)
 The supports are real Wikipedia paragraphs (the ``wiki_dump`` fixture); queries, candidates and answers are
 CONSTRUCTED for the tests (ids start with ``CONSTRUCTED_``).
 """
-import importlib.util
 import json
 import math
 import re
@@ -374,10 +373,9 @@ def test_candidate_logits_and_loss():
 # end to end
 # ---------------------------------------------------------------------------------------------------------
 def _construct_module():
-    spec = importlib.util.spec_from_file_location("wikihop_construct", REPO / "examples" / "wikihop" / "construct.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from examples.wikihop import construct
+
+    return construct
 
 
 def test_construct_queries(tmp_path, wiki_dump, pretrain_data):

@@ -1,7 +1,6 @@
 """benchmarks/xla_check.py's pass/fail rules (it runs only in .venv-xla, with torch-xla; docs/tpu.md has its
 figures): which updates and validation batches may compile, and the loss checks. Records are written here
 in the form its worker writes them."""
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,10 +10,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def xla_check():
-    spec = importlib.util.spec_from_file_location("xla_check", REPO / "benchmarks" / "xla_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import xla_check
+
+    return xla_check
 
 
 def _update(n, epoch, in_epoch, loss, compiles=0):

@@ -2,15 +2,16 @@
 
 - :mod:`.global_local` the one entry point, :func:`global_local_attention`, and its two halves
   (``long_query_attention`` / ``global_query_attention``, for per-piece keys/values); ``impl=``
-  picks the implementation.
+  picks the implementation. They validate their inputs once; the implementations trust them.
 - :mod:`.blocked`      the production kernel (chunked, probabilities recomputed in backward).
 - :mod:`.autograd_blocked` the plain-autograd 3-block kernel: a second exact reference and a
   benchmark baseline; the 3-block skew (``band_to_blocked``) lives there.
-- :mod:`.flex`         the same attention through ``torch.nn.attention.flex_attention`` (GPU path,
-  chosen by :func:`etc_fairseq.attention.flex.attention_backend`).
+- :mod:`.flex`         the same attention through ``torch.nn.attention.flex_attention`` (the GPU path,
+  chosen by :func:`etc_fairseq.attention.flex.attention_backend`): one plan (BlockMask) per batch,
+  both halves in one call per layer.
 - :mod:`.dense`        an obviously-correct O(long_len^2) reference (tests / benchmarks only).
 - :mod:`.common`       shared pieces: the masks container :class:`GlobalLocalStructure`, validation,
-  band helpers, relative-logit gather, joint masked softmax.
+  band helpers, int64-offset table reads, relative-logit gather, joint masked softmax.
 
 Imports run one way: ``global_local`` -> the four implementations -> ``common``.
 

@@ -7,7 +7,8 @@ logits go through one :func:`~etc_fairseq.attention.common.masked_joint_softmax`
 keeps the probabilities (``O(long_len * (3(r+1) + global_len))`` floats per head) for backward.
 
 The production kernel (:mod:`.blocked`) computes the same function chunk by chunk and recomputes
-the probabilities in backward; ``benchmarks/kernel_efficiency.py`` times both side by side and the
+the probabilities in backward; inputs are trusted (validated once by the public entries of
+:mod:`.global_local`); ``benchmarks/kernel_efficiency.py`` times both side by side and the
 tests check both against the dense reference.  :func:`band_to_blocked` / :func:`blocked_to_band`
 (the 3-block skew) live here because only this kernel uses that layout.
 """
@@ -21,14 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from .common import (
-    band_key_in_range,
     dropout_probs,
-    effective_radius,
+    effective_band,
     gather_relative_logits,
     masked_joint_softmax,
     relative_scores,
-    validate_global_query_inputs,
-    validate_long_query_inputs,
 )
 
 __all__ = [
@@ -125,29 +123,12 @@ def autograd_long_query_attention(
     rel_bias: Optional[torch.Tensor] = None,
     dropout_p: float = 0.0,
 ) -> torch.Tensor:
-    """Long queries -> (local long keys + all global keys), one softmax, blocked l2l.
-
-    Args:
-        long_q: float ``[batch, heads, long_len, head_dim]``.
-        l2l_k, l2l_v: float ``[batch, heads, long_len, head_dim]`` long keys/values seen by long queries.
-        l2g_k, l2g_v: float ``[batch, heads, global_len, head_dim]`` global keys/values seen by long queries.
-        local_radius: int ``r >= 0``.
-        l2l_mask: bool ``[batch, long_len, 2*r+1]``, slot ``w`` = key ``i + w - r``
-            (slots pointing outside ``[0, long_len)`` are ignored whatever their value).
-        l2g_mask: bool ``[batch, long_len, global_len]``.
-        l2l_rel: int64 ``[batch, long_len, 2*r+1]`` label ids or None.
-        l2g_rel: int64 ``[batch, long_len, global_len]`` label ids or None.
-        rel_emb: float ``[num_labels, heads, head_dim]`` label key vectors or None.
-        rel_bias: float ``[num_labels, heads]`` per-label bias or None (needs ``rel_emb``).
-        dropout_p: dropout on the attention probabilities (0 in eval).
+    """Long queries -> (local long keys + all global keys), one softmax, blocked l2l (arguments and result
+    as :func:`etc_fairseq.attention.blocked.long_query_attention`, which also takes ``chunk``; inputs trusted).
 
     Returns:
         float ``[batch, heads, long_len, head_dim]``; rows with no allowed key are 0.
     """
-    r = int(local_radius)
-    validate_long_query_inputs(
-        long_q, l2l_k, l2l_v, l2g_k, l2g_v, r, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb, rel_bias
-    )
     batch, heads, long_len, head_dim = long_q.shape
     global_len = l2g_k.shape[2]
 
@@ -156,11 +137,7 @@ def autograd_long_query_attention(
         return long_q * 0.0
 
     # Radius larger than the sequence: keep only the slots that can be valid.
-    r_eff = effective_radius(r, long_len)
-    if r_eff != r:
-        l2l_mask = l2l_mask[:, :, r - r_eff : r + r_eff + 1]
-        if l2l_rel is not None:
-            l2l_rel = l2l_rel[:, :, r - r_eff : r + r_eff + 1]
+    r_eff, local_band, l2l_rel = effective_band(l2l_mask, l2l_rel, local_radius)  # [batch, long_len, 2r+1]
     b = r_eff + 1
     num_blocks = -(-long_len // b)
     padded_len = num_blocks * b
@@ -184,9 +161,7 @@ def autograd_long_query_attention(
     global_logits = torch.matmul(q, l2g_k.transpose(-1, -2))  # [batch, heads, padded_len, global_len]
 
     # masks: band form, restricted to real keys, skewed into the window layout
-    local_mask = band_to_blocked(
-        l2l_mask & band_key_in_range(long_len, r_eff, l2l_mask.device), r_eff
-    )  # [batch, num_blocks, b, 3b]
+    local_mask = band_to_blocked(local_band, r_eff)  # [batch, num_blocks, b, 3b]
     global_mask = F.pad(l2g_mask, (0, 0, 0, pad_rows))  # [batch, padded_len, global_len]
 
     use_rel = rel_emb is not None and (l2l_rel is not None or l2g_rel is not None)
@@ -233,26 +208,12 @@ def autograd_global_query_attention(
     rel_bias: Optional[torch.Tensor] = None,
     dropout_p: float = 0.0,
 ) -> torch.Tensor:
-    """Global queries -> (all global keys + all long keys), one softmax, dense.
-
-    Args:
-        global_q: float ``[batch, heads, global_len, head_dim]``.
-        g2g_k, g2g_v: float ``[batch, heads, global_len, head_dim]`` global keys/values seen by global queries.
-        g2l_k, g2l_v: float ``[batch, heads, long_len, head_dim]`` long keys/values seen by global queries.
-        g2g_mask: bool ``[batch, global_len, global_len]``.
-        g2l_mask: bool ``[batch, global_len, long_len]``.
-        g2g_rel: int64 ``[batch, global_len, global_len]`` label ids or None.
-        g2l_rel: int64 ``[batch, global_len, long_len]`` label ids or None.
-        rel_emb: float ``[num_labels, heads, head_dim]`` label key vectors or None.
-        rel_bias: float ``[num_labels, heads]`` per-label bias or None (needs ``rel_emb``).
-        dropout_p: dropout on the attention probabilities (0 in eval).
+    """Global queries -> (all global keys + all long keys), one softmax, dense (arguments and result as
+    :func:`etc_fairseq.attention.blocked.global_query_attention`, which also takes ``chunk``; inputs trusted).
 
     Returns:
         float ``[batch, heads, global_len, head_dim]``; rows with no allowed key are 0.
     """
-    validate_global_query_inputs(
-        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb, rel_bias
-    )
     batch, heads, global_len, head_dim = global_q.shape
 
     scale = 1.0 / math.sqrt(head_dim)

@@ -30,6 +30,8 @@ of size ``long_len * (r + global_len) * heads`` is ever kept, and the transient 
 tensors are ``O(Q * (Q + 2r + global_len) * heads)``.  Attention dropout keeps its bool
 keep-mask (1 byte per probability) instead.
 
+Inputs are trusted: the public entries of :mod:`.global_local` validate them once per call.
+
 :mod:`.autograd_blocked` holds the previous plain-autograd 3-block version of the same
 function, kept as a second exact reference and as a benchmark baseline.
 """
@@ -37,17 +39,12 @@ function, kept as a second exact reference and as a benchmark baseline.
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
-from .common import (
-    band_key_in_range,
-    effective_radius,
-    validate_global_query_inputs,
-    validate_long_query_inputs,
-)
+from .common import effective_band, softmax_dtype
 
 __all__ = [
     "long_query_attention",
@@ -145,11 +142,6 @@ def pair_codes(
     return torch.where(mask, allowed, masked)
 
 
-def _softmax_dtype(dtype: torch.dtype) -> torch.dtype:
-    """float16 / bfloat16 softmaxes are computed in float32; float32 / float64 in themselves."""
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-
-
 def _bias_table(
     q_scaled: torch.Tensor, rel_emb: Optional[torch.Tensor], rel_bias: Optional[torch.Tensor], comp: torch.dtype
 ) -> torch.Tensor:
@@ -220,7 +212,7 @@ class _ChunkedAttention(torch.autograd.Function):
         B, H, n, D = q.shape
         scale = 1.0 / math.sqrt(D)
         dtype = q.dtype
-        comp = _softmax_dtype(dtype)
+        comp = softmax_dtype(dtype)
         n_pad = codes.shape[1] * chunk
         # rows with no allowed key had their output zeroed: no gradient flows through them
         g = (grad_out * row_live[:, None, :, None].to(grad_out.dtype)).to(dtype)
@@ -304,7 +296,7 @@ def _iter_chunks(q, ka, va, kb, vb, rel_emb, rel_bias, codes, chunk, radius):
     over the heads ``[B, H, Q, ka_cols + nb]`` (what the bias gather used).
     """
     B, H, n, D = q.shape
-    comp = _softmax_dtype(q.dtype)
+    comp = softmax_dtype(q.dtype)
     n_chunks = codes.shape[1]
     n_pad = n_chunks * chunk
     qs = F.pad(q * (1.0 / math.sqrt(D)), (0, 0, 0, n_pad - n))  # [B, H, n_pad, D]
@@ -423,22 +415,13 @@ def long_query_attention(
     Returns:
         float ``[batch, heads, long_len, head_dim]``; rows with no allowed key are 0.
     """
-    r = int(local_radius)
-    validate_long_query_inputs(
-        long_q, l2l_k, l2l_v, l2g_k, l2g_v, r, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb, rel_bias
-    )
-    batch, heads, long_len, head_dim = long_q.shape
+    long_len = long_q.shape[2]
     if long_len == 0:
         # nothing to attend from; keep the (empty) result attached to the graph
         return long_q * 0.0
     # Radius larger than the sequence: keep only the slots that can be valid.
-    r_eff = effective_radius(r, long_len)
-    if r_eff != r:
-        l2l_mask = l2l_mask[:, :, r - r_eff : r + r_eff + 1]
-        if l2l_rel is not None:
-            l2l_rel = l2l_rel[:, :, r - r_eff : r + r_eff + 1]
+    r_eff, local_mask, l2l_rel = effective_band(l2l_mask, l2l_rel, local_radius)  # [B, L, 2r+1]
     n_labels = rel_emb.shape[0] if rel_emb is not None else 0
-    local_mask = l2l_mask & band_key_in_range(long_len, r_eff, l2l_mask.device)  # [B, L, 2r+1]
     codes_local = pair_codes(local_mask, l2l_rel, n_labels, rel_emb is not None)  # [B, L, 2r+1]
     codes_global = pair_codes(l2g_mask, l2g_rel, n_labels, rel_emb is not None)  # [B, L, G]
     row_live = local_mask.any(-1) | l2g_mask.any(-1)  # [B, L]
@@ -483,9 +466,6 @@ def global_query_attention(
     Returns:
         float ``[batch, heads, global_len, head_dim]``; rows with no allowed key are 0.
     """
-    validate_global_query_inputs(
-        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb, rel_bias
-    )
     global_len = global_q.shape[2]
     if global_len == 0:
         return global_q * 0.0

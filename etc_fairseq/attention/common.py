@@ -3,7 +3,8 @@
 Everything here is a pure function of tensors (no ``nn.Module``):
 
 - input validation that raises ``ValueError`` naming the offending argument and
-  giving the expected and the actual shape;
+  giving the expected and the actual shape (run once, by the public entries of :mod:`.global_local`;
+  the implementations trust their inputs);
 - the relative-logit gather of paper Appendix A ("Efficient Relative Attention"):
   dot every query with every label vector once, then gather the scalar for each
   query-key pair by its label id;
@@ -11,7 +12,7 @@ Everything here is a pure function of tensors (no ``nn.Module``):
   differ (e.g. local keys and global keys), without concatenating the groups;
 - :class:`GlobalLocalStructure`, the 4 masks + 4 label-id tensors of one batch travelling as one
   object, and the band helpers every implementation needs (:func:`band_key_in_range`,
-  :func:`effective_radius`).
+  :func:`effective_radius`, :func:`effective_band`).
 
 Shape names used in the docstrings: ``batch``, ``heads``, ``q_len`` (number of
 queries), ``k_len`` (number of keys of one group), ``head_dim``, ``num_labels``.
@@ -25,13 +26,19 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
+from etc_fairseq.errors import ConfigError, InputFormatError
+
 __all__ = [
     "GlobalLocalStructure",
     "MASK_FIELDS",
     "REL_FIELDS",
     "band_key_in_range",
+    "read",
     "effective_radius",
+    "effective_band",
     "check_local_radius",
+    "piece_shapes",
+    "validate_side",
     "check_tensor",
     "check_same_float",
     "validate_long_query_inputs",
@@ -41,6 +48,7 @@ __all__ = [
     "relative_scores",
     "gather_relative_logits",
     "masked_joint_softmax",
+    "softmax_dtype",
     "dropout_probs",
 ]
 
@@ -77,30 +85,19 @@ class GlobalLocalStructure:
     g2g_rel: Optional[torch.Tensor] = None
     g2l_rel: Optional[torch.Tensor] = None
 
-    def __post_init__(self) -> None:
-        r = self.local_radius
-        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
-            raise ValueError(f"local_radius must be an int >= 0, got {r!r}")
-        for name in MASK_FIELDS + REL_FIELDS:
-            t = getattr(self, name)
-            if t is None and name in REL_FIELDS:
-                continue
-            if not isinstance(t, torch.Tensor) or t.dim() != 3:
-                shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-                raise ValueError(f"{name} must be a 3-D tensor, got {shape}")
-            want = (torch.bool,) if name.endswith("_mask") else (torch.long, torch.int32)
-            if t.dtype not in want:
-                raise ValueError(f"{name} must have dtype {want[0]}, got {t.dtype}")
-        B, L, W = self.l2l_mask.shape
-        if W != 2 * r + 1:
-            raise ValueError(f"l2l_mask last dim must be 2*local_radius+1 = {2 * r + 1}, got {W}")
+    def validate(self, batch: Optional[int] = None, long_len: Optional[int] = None,
+                 global_len: Optional[int] = None) -> None:
+        """Raise ``ValueError`` naming the field unless the shapes and dtypes fit together (see the class
+        docstring) and the sizes are the given ones (default: those of ``l2l_mask`` and ``g2g_mask``). The
+        public attention entries and the encoder call it once per call; nothing else does."""
+        r = check_local_radius(self.local_radius)
+        check_tensor("l2l_mask", self.l2l_mask, (batch, long_len, 2 * r + 1), "bool", required=True)
+        B, L, _ = self.l2l_mask.shape
+        check_tensor("g2g_mask", self.g2g_mask, (B, global_len, global_len), "bool", required=True)
         G = self.g2g_mask.shape[1]
-        expected = {"l2l": (B, L, 2 * r + 1), "l2g": (B, L, G), "g2g": (B, G, G), "g2l": (B, G, L)}
-        for piece, shape in expected.items():
-            for suffix in ("_mask", "_rel"):
-                t = getattr(self, piece + suffix)
-                if t is not None and tuple(t.shape) != shape:
-                    raise ValueError(f"{piece}{suffix} must have shape {shape}, got {tuple(t.shape)}")
+        for piece, shape in piece_shapes(B, L, G, r).items():
+            check_tensor(f"{piece}_mask", getattr(self, f"{piece}_mask"), shape, "bool", required=True)
+            check_tensor(f"{piece}_rel", getattr(self, f"{piece}_rel"), shape, "int")
 
     @property
     def batch_size(self) -> int:
@@ -153,6 +150,49 @@ def effective_radius(local_radius: int, long_len: int) -> int:
     return max(0, min(int(local_radius), long_len - 1))
 
 
+def effective_band(
+    l2l_mask: torch.Tensor, l2l_rel: Optional[torch.Tensor], local_radius: int
+) -> Tuple[int, torch.Tensor, Optional[torch.Tensor]]:
+    """The l2l band cut to the slots that can hold a real key: the radius :func:`effective_radius`, and the
+    mask False wherever a slot points outside the sequence (:func:`band_key_in_range`).
+
+    Args:
+        l2l_mask: bool ``[batch, long_len, 2*r+1]``.
+        l2l_rel: int64 ``[batch, long_len, 2*r+1]`` label ids, or None.
+        local_radius: ``r >= 0``.
+    Returns:
+        ``(r_eff, mask, rel)``: int ``r_eff``; bool ``[batch, long_len, 2*r_eff+1]``; int64 of the same shape
+        (only cut, not masked) or None.
+    """
+    r = int(local_radius)
+    long_len = l2l_mask.shape[1]
+    r_eff = effective_radius(r, long_len)
+    if r_eff != r:
+        l2l_mask = l2l_mask[:, :, r - r_eff : r + r_eff + 1]
+        if l2l_rel is not None:
+            l2l_rel = l2l_rel[:, :, r - r_eff : r + r_eff + 1]
+    return r_eff, l2l_mask & band_key_in_range(long_len, r_eff, l2l_mask.device), l2l_rel
+
+
+def read(table: torch.Tensor, b: torch.Tensor, *index: torch.Tensor) -> torch.Tensor:
+    """``table[b, *index]`` for broadcastable integer index tensors, read at int64 flat offsets.
+
+    The offset is computed in int64 whatever the index dtype: inside a FlexAttention kernel the indices
+    are int32, and offsets such as ``b * L * G`` pass 2^31 at long lengths. Used by the structure rules
+    (:mod:`etc_fairseq.structure.builders`) and the FlexAttention path.
+
+    Args:
+        table: any dtype ``[B, n_1, ..., n_k]`` (``b`` indexes the first dim, ``index`` the others).
+        b, index: integer tensors, broadcastable to one shape ``[*]``, each in range.
+    Returns:
+        ``table``'s dtype ``[*]``.
+    """
+    off = b.to(torch.int64)
+    for i, n in zip(index, table.shape[1:]):
+        off = off * n + i.to(torch.int64)
+    return table.reshape(-1)[off]
+
+
 # ----------------------------------------------------------------------------
 # validation
 # ----------------------------------------------------------------------------
@@ -163,19 +203,22 @@ def check_tensor(
     tensor: Optional[torch.Tensor],
     shape: Sequence[Optional[int]],
     kind: str,
+    required: bool = False,
 ) -> None:
     """Raise ``ValueError`` unless ``tensor`` has the given rank, shape and dtype kind.
 
     Args:
         name: argument name used in the message, e.g. ``"l2l_mask"``.
-        tensor: the tensor to check (``None`` is accepted and ignored).
+        tensor: the tensor to check (``None`` is accepted and ignored unless ``required``).
         shape: expected shape; ``None`` entries match any size.
         kind: ``"float"`` (any floating dtype), ``"bool"`` or ``"int"`` (int64/int32).
     """
     if tensor is None:
+        if required:
+            raise InputFormatError(f"{name}: expected a tensor, got None")
         return
     if not isinstance(tensor, torch.Tensor):
-        raise ValueError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
+        raise InputFormatError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
     expected = tuple("*" if s is None else int(s) for s in shape)
     actual = tuple(tensor.shape)
     ok = len(actual) == len(expected) and all(
@@ -183,13 +226,13 @@ def check_tensor(
     )
     if not ok:
         exp_str = "[" + ", ".join(str(e) for e in expected) + "]"
-        raise ValueError(f"{name}: expected shape {exp_str}, got {list(actual)}")
+        raise InputFormatError(f"{name}: expected shape {exp_str}, got {list(actual)}")
     if kind == "float" and not tensor.is_floating_point():
-        raise ValueError(f"{name}: expected a floating-point tensor, got dtype {tensor.dtype}")
+        raise InputFormatError(f"{name}: expected a floating-point tensor, got dtype {tensor.dtype}")
     if kind == "bool" and tensor.dtype != torch.bool:
-        raise ValueError(f"{name}: expected dtype torch.bool, got {tensor.dtype}")
+        raise InputFormatError(f"{name}: expected dtype torch.bool, got {tensor.dtype}")
     if kind == "int" and tensor.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"{name}: expected dtype torch.int64, got {tensor.dtype}")
+        raise InputFormatError(f"{name}: expected dtype torch.int64, got {tensor.dtype}")
 
 
 def check_same_float(reference_name: str, reference: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
@@ -198,11 +241,11 @@ def check_same_float(reference_name: str, reference: torch.Tensor, **others: Opt
         if t is None:
             continue
         if t.dtype != reference.dtype:
-            raise ValueError(
+            raise InputFormatError(
                 f"{name}: expected dtype {reference.dtype} (same as {reference_name}), got {t.dtype}"
             )
         if t.device != reference.device:
-            raise ValueError(
+            raise InputFormatError(
                 f"{name}: expected device {reference.device} (same as {reference_name}), got {t.device}"
             )
 
@@ -214,7 +257,7 @@ def check_rel_bias(name: str, rel_bias: Optional[torch.Tensor], emb_name: str,
     if rel_bias is None:
         return
     if rel_emb is None:
-        raise ValueError(f"{name}: a relative bias table needs {emb_name} (the label vectors) too")
+        raise InputFormatError(f"{name}: a relative bias table needs {emb_name} (the label vectors) too")
     check_tensor(name, rel_bias, (rel_emb.shape[0], heads), "float")
     check_same_float(emb_name, reference, **{name: rel_bias})
 
@@ -222,8 +265,39 @@ def check_rel_bias(name: str, rel_bias: Optional[torch.Tensor], emb_name: str,
 def check_local_radius(local_radius) -> int:
     """``local_radius`` as an int; ValueError unless it is a whole number >= 0 (a bool is refused)."""
     if isinstance(local_radius, bool) or int(local_radius) != local_radius or local_radius < 0:
-        raise ValueError(f"local_radius: expected an int >= 0, got {local_radius!r}")
+        raise ConfigError(f"local_radius: expected an int >= 0, got {local_radius!r}")
     return int(local_radius)
+
+
+def piece_shapes(batch: int, long_len: int, global_len: int, local_radius: int) -> Dict[str, Tuple[int, int, int]]:
+    """The shape of each piece's mask and labels: l2l ``[B, L, 2r+1]``, l2g ``[B, L, G]``, g2g ``[B, G, G]``,
+    g2l ``[B, G, L]``."""
+    B, L, G, r = batch, long_len, global_len, local_radius
+    return {"l2l": (B, L, 2 * r + 1), "l2g": (B, L, G), "g2g": (B, G, G), "g2l": (B, G, L)}
+
+
+def validate_side(names: Sequence[str], q, own_k, own_v, other_k, other_v, rel_emb, rel_bias) -> Tuple[int, ...]:
+    """Check one query side's tensors: ``q`` float ``[B, H, n, D]``, the keys/values of its own side's tokens
+    ``[B, H, n, D]``, those of the other side's tokens ``[B, H, m, D]`` (any ``m``), the label vectors float
+    ``[N, H, D]`` and biases float ``[N, H]`` (or None); one dtype and device.
+
+    Args:
+        names: the argument names of ``q, own_k, own_v, other_k, other_v, rel_emb, rel_bias`` (for messages).
+    Returns:
+        ``(B, H, n, D, m)``.
+    """
+    qn, okn, ovn, xkn, xvn, en, bn = names
+    check_tensor(qn, q, (None, None, None, None), "float")
+    B, H, n, D = q.shape
+    check_tensor(okn, own_k, (B, H, n, D), "float")
+    check_tensor(ovn, own_v, (B, H, n, D), "float")
+    check_tensor(xkn, other_k, (B, H, None, D), "float")
+    m = other_k.shape[2]
+    check_tensor(xvn, other_v, (B, H, m, D), "float")
+    check_tensor(en, rel_emb, (None, H, D), "float")
+    check_same_float(qn, q, **{okn: own_k, ovn: own_v, xkn: other_k, xvn: other_v, en: rel_emb})
+    check_rel_bias(bn, rel_bias, en, rel_emb, H, q)
+    return B, H, n, D, m
 
 
 def validate_long_query_inputs(
@@ -232,83 +306,44 @@ def validate_long_query_inputs(
 ) -> None:
     """Check the arguments of ``long_query_attention`` (shapes as documented there)."""
     r = check_local_radius(local_radius)
-    check_tensor("long_q", long_q, (None, None, None, None), "float")
-    batch, heads, long_len, head_dim = long_q.shape
-    check_tensor("l2l_k", l2l_k, (batch, heads, long_len, head_dim), "float")
-    check_tensor("l2l_v", l2l_v, (batch, heads, long_len, head_dim), "float")
-    check_tensor("l2g_k", l2g_k, (batch, heads, None, head_dim), "float")
-    global_len = l2g_k.shape[2]
-    check_tensor("l2g_v", l2g_v, (batch, heads, global_len, head_dim), "float")
-    check_tensor("l2l_mask", l2l_mask, (batch, long_len, 2 * r + 1), "bool")
-    check_tensor("l2g_mask", l2g_mask, (batch, long_len, global_len), "bool")
-    check_tensor("l2l_rel", l2l_rel, (batch, long_len, 2 * r + 1), "int")
-    check_tensor("l2g_rel", l2g_rel, (batch, long_len, global_len), "int")
-    check_tensor("rel_emb", rel_emb, (None, heads, head_dim), "float")
-    check_same_float(
-        "long_q", long_q, l2l_k=l2l_k, l2l_v=l2l_v, l2g_k=l2g_k, l2g_v=l2g_v, rel_emb=rel_emb
-    )
-    check_rel_bias("rel_bias", rel_bias, "rel_emb", rel_emb, heads, long_q)
+    B, _, L, _, G = validate_side(("long_q", "l2l_k", "l2l_v", "l2g_k", "l2g_v", "rel_emb", "rel_bias"),
+                                  long_q, l2l_k, l2l_v, l2g_k, l2g_v, rel_emb, rel_bias)
+    shapes = piece_shapes(B, L, G, r)
+    for piece, mask, rel in (("l2l", l2l_mask, l2l_rel), ("l2g", l2g_mask, l2g_rel)):
+        check_tensor(f"{piece}_mask", mask, shapes[piece], "bool", required=True)
+        check_tensor(f"{piece}_rel", rel, shapes[piece], "int")
 
 
 def validate_global_query_inputs(
     global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb, rel_bias=None
 ) -> None:
     """Check the arguments of ``global_query_attention`` (shapes as documented there)."""
-    check_tensor("global_q", global_q, (None, None, None, None), "float")
-    batch, heads, global_len, head_dim = global_q.shape
-    check_tensor("g2g_k", g2g_k, (batch, heads, global_len, head_dim), "float")
-    check_tensor("g2g_v", g2g_v, (batch, heads, global_len, head_dim), "float")
-    check_tensor("g2l_k", g2l_k, (batch, heads, None, head_dim), "float")
-    long_len = g2l_k.shape[2]
-    check_tensor("g2l_v", g2l_v, (batch, heads, long_len, head_dim), "float")
-    check_tensor("g2g_mask", g2g_mask, (batch, global_len, global_len), "bool")
-    check_tensor("g2l_mask", g2l_mask, (batch, global_len, long_len), "bool")
-    check_tensor("g2g_rel", g2g_rel, (batch, global_len, global_len), "int")
-    check_tensor("g2l_rel", g2l_rel, (batch, global_len, long_len), "int")
-    check_tensor("rel_emb", rel_emb, (None, heads, head_dim), "float")
-    check_same_float(
-        "global_q", global_q, g2g_k=g2g_k, g2g_v=g2g_v, g2l_k=g2l_k, g2l_v=g2l_v, rel_emb=rel_emb
-    )
-    check_rel_bias("rel_bias", rel_bias, "rel_emb", rel_emb, heads, global_q)
+    B, _, G, _, L = validate_side(("global_q", "g2g_k", "g2g_v", "g2l_k", "g2l_v", "rel_emb", "rel_bias"),
+                                  global_q, g2g_k, g2g_v, g2l_k, g2l_v, rel_emb, rel_bias)
+    shapes = piece_shapes(B, L, G, 0)
+    for piece, mask, rel in (("g2g", g2g_mask, g2g_rel), ("g2l", g2l_mask, g2l_rel)):
+        check_tensor(f"{piece}_mask", mask, shapes[piece], "bool", required=True)
+        check_tensor(f"{piece}_rel", rel, shapes[piece], "int")
 
 
 def validate_global_local_inputs(
-    long_q, long_k, long_v, global_q, global_k, global_v, local_radius,
-    l2l_mask, l2g_mask, g2g_mask, g2l_mask, l2l_rel, l2g_rel, g2g_rel, g2l_rel,
-    long_rel_emb, global_rel_emb, long_rel_bias=None, global_rel_bias=None,
+    structure: GlobalLocalStructure, long_q, long_k, long_v, global_q, global_k, global_v,
+    long_rel_emb=None, global_rel_emb=None, long_rel_bias=None, global_rel_bias=None, l2g_kv=None, g2l_kv=None,
 ) -> None:
-    """Check the arguments of ``global_local_attention`` using its own argument names."""
-    r = check_local_radius(local_radius)
-    check_tensor("long_q", long_q, (None, None, None, None), "float")
-    batch, heads, long_len, head_dim = long_q.shape
-    check_tensor("long_k", long_k, (batch, heads, long_len, head_dim), "float")
-    check_tensor("long_v", long_v, (batch, heads, long_len, head_dim), "float")
-    check_tensor("global_q", global_q, (batch, heads, None, head_dim), "float")
-    global_len = global_q.shape[2]
-    check_tensor("global_k", global_k, (batch, heads, global_len, head_dim), "float")
-    check_tensor("global_v", global_v, (batch, heads, global_len, head_dim), "float")
-    for name, t, shape in (
-        ("l2l_mask", l2l_mask, (batch, long_len, 2 * r + 1)),
-        ("l2g_mask", l2g_mask, (batch, long_len, global_len)),
-        ("g2g_mask", g2g_mask, (batch, global_len, global_len)),
-        ("g2l_mask", g2l_mask, (batch, global_len, long_len)),
-    ):
-        check_tensor(name, t, shape, "bool")
-    for name, t, shape in (
-        ("l2l_rel", l2l_rel, (batch, long_len, 2 * r + 1)),
-        ("l2g_rel", l2g_rel, (batch, long_len, global_len)),
-        ("g2g_rel", g2g_rel, (batch, global_len, global_len)),
-        ("g2l_rel", g2l_rel, (batch, global_len, long_len)),
-    ):
-        check_tensor(name, t, shape, "int")
-    check_tensor("long_rel_emb", long_rel_emb, (None, heads, head_dim), "float")
-    check_tensor("global_rel_emb", global_rel_emb, (None, heads, head_dim), "float")
-    check_same_float(
-        "long_q", long_q, long_k=long_k, long_v=long_v, global_q=global_q, global_k=global_k,
-        global_v=global_v, long_rel_emb=long_rel_emb, global_rel_emb=global_rel_emb,
-    )
-    check_rel_bias("long_rel_bias", long_rel_bias, "long_rel_emb", long_rel_emb, heads, long_q)
-    check_rel_bias("global_rel_bias", global_rel_bias, "global_rel_emb", global_rel_emb, heads, long_q)
+    """Check the arguments of ``global_local_attention`` using its own argument names: each query side's
+    tensors (:func:`validate_side`), then the structure at the tensors' sizes
+    (:meth:`GlobalLocalStructure.validate`)."""
+    l2g_k, l2g_v = l2g_kv if l2g_kv is not None else (global_k, global_v)
+    g2l_k, g2l_v = g2l_kv if g2l_kv is not None else (long_k, long_v)
+    l2g_names = ("l2g_kv[0]", "l2g_kv[1]") if l2g_kv is not None else ("global_k", "global_v")
+    g2l_names = ("g2l_kv[0]", "g2l_kv[1]") if g2l_kv is not None else ("long_k", "long_v")
+    B, H, L, D, _ = validate_side(("long_q", "long_k", "long_v") + l2g_names + ("long_rel_emb", "long_rel_bias"),
+                                  long_q, long_k, long_v, l2g_k, l2g_v, long_rel_emb, long_rel_bias)
+    check_tensor("global_q", global_q, (B, H, None, D), "float")
+    validate_side(("global_q", "global_k", "global_v") + g2l_names + ("global_rel_emb", "global_rel_bias"),
+                  global_q, global_k, global_v, g2l_k, g2l_v, global_rel_emb, global_rel_bias)
+    check_same_float("long_q", long_q, global_q=global_q)
+    structure.validate(B, L, global_q.shape[2])
 
 
 # ----------------------------------------------------------------------------
@@ -364,7 +399,7 @@ def gather_relative_logits(scores: torch.Tensor, labels: torch.Tensor) -> torch.
 # ----------------------------------------------------------------------------
 
 
-def _softmax_dtype(dtype: torch.dtype) -> torch.dtype:
+def softmax_dtype(dtype: torch.dtype) -> torch.dtype:
     """float16 / bfloat16 softmaxes are computed in float32; float32 / float64 in themselves."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
@@ -383,7 +418,7 @@ class _MaskedJointSoftmax(torch.autograd.Function):
     def forward(ctx, n_groups: int, out_dtype: torch.dtype, *args):  # type: ignore[override]
         logits = args[:n_groups]
         masks = args[n_groups:]
-        comp = _softmax_dtype(logits[0].dtype)
+        comp = softmax_dtype(logits[0].dtype)
         neg_inf = float("-inf")
         scores: List[torch.Tensor] = []
         row_max: Optional[torch.Tensor] = None
@@ -419,7 +454,7 @@ class _MaskedJointSoftmax(torch.autograd.Function):
     def backward(ctx, *grads):  # type: ignore[override]
         probs = ctx.saved_tensors
         n = ctx.n_groups
-        comp = _softmax_dtype(probs[0].dtype)
+        comp = softmax_dtype(probs[0].dtype)
         prods: List[Optional[torch.Tensor]] = []
         dot: Optional[torch.Tensor] = None
         for p, g in zip(probs, grads):

@@ -5,6 +5,8 @@ to full ``[batch, long_len, long_len]`` matrices, long and global keys are conca
 the full logits are computed and each query side gets one plain masked softmax.
 Memory is ``O(long_len^2)``.
 
+Inputs are trusted (the public entries of :mod:`.global_local` validate them once).
+
 The relative term uses the same "dot with every label once, then gather" scheme as the
 blocked kernel (so this is a fair "dense with the same relative bias" baseline); the test
 suite checks it separately against a naive per-pair computation.
@@ -17,12 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .common import (
-    gather_relative_logits,
-    relative_scores,
-    validate_global_query_inputs,
-    validate_long_query_inputs,
-)
+from .common import gather_relative_logits, relative_scores
 
 __all__ = [
     "dense_long_query_attention",
@@ -121,24 +118,12 @@ def dense_long_query_attention(
     long_q, l2l_k, l2l_v, l2g_k, l2g_v, *, local_radius, l2l_mask, l2g_mask,
     l2l_rel=None, l2g_rel=None, rel_emb=None, rel_bias=None, dropout_p=0.0,
 ) -> torch.Tensor:
-    """Dense reference of ``long_query_attention`` (same arguments, shapes and result).
-
-    Args:
-        long_q: float ``[batch, heads, long_len, head_dim]``.
-        l2l_k, l2l_v: float ``[batch, heads, long_len, head_dim]``.
-        l2g_k, l2g_v: float ``[batch, heads, global_len, head_dim]``.
-        l2l_mask: bool ``[batch, long_len, 2*r+1]``; l2g_mask: bool ``[batch, long_len, global_len]``.
-        l2l_rel / l2g_rel: int64, same shapes as the masks, or None.
-        rel_emb: float ``[num_labels, heads, head_dim]`` or None.
-        rel_bias: float ``[num_labels, heads]`` or None (needs ``rel_emb``).
+    """Dense reference of :func:`etc_fairseq.attention.blocked.long_query_attention` (same arguments but
+    ``chunk``, same shapes and result).
 
     Returns:
         float ``[batch, heads, long_len, head_dim]``.
     """
-    validate_long_query_inputs(
-        long_q, l2l_k, l2l_v, l2g_k, l2g_v, local_radius, l2l_mask, l2g_mask, l2l_rel, l2g_rel, rel_emb,
-        rel_bias,
-    )
     long_len, global_len = long_q.shape[2], l2g_k.shape[2]
     full_mask = band_to_full(l2l_mask, local_radius, False)  # [batch, long_len, long_len]
     full_rel = None if l2l_rel is None else band_to_full(l2l_rel, local_radius, 0)
@@ -153,23 +138,12 @@ def dense_global_query_attention(
     global_q, g2g_k, g2g_v, g2l_k, g2l_v, *, g2g_mask, g2l_mask,
     g2g_rel=None, g2l_rel=None, rel_emb=None, rel_bias=None, dropout_p=0.0,
 ) -> torch.Tensor:
-    """Dense reference of ``global_query_attention`` (same arguments, shapes and result).
-
-    Args:
-        global_q: float ``[batch, heads, global_len, head_dim]``.
-        g2g_k, g2g_v: float ``[batch, heads, global_len, head_dim]``.
-        g2l_k, g2l_v: float ``[batch, heads, long_len, head_dim]``.
-        g2g_mask: bool ``[batch, global_len, global_len]``; g2l_mask: bool ``[batch, global_len, long_len]``.
-        g2g_rel / g2l_rel: int64, same shapes as the masks, or None.
-        rel_emb: float ``[num_labels, heads, head_dim]`` or None.
-        rel_bias: float ``[num_labels, heads]`` or None (needs ``rel_emb``).
+    """Dense reference of :func:`etc_fairseq.attention.blocked.global_query_attention` (same arguments but
+    ``chunk``, same shapes and result).
 
     Returns:
         float ``[batch, heads, global_len, head_dim]``.
     """
-    validate_global_query_inputs(
-        global_q, g2g_k, g2g_v, g2l_k, g2l_v, g2g_mask, g2l_mask, g2g_rel, g2l_rel, rel_emb, rel_bias
-    )
     global_len, long_len = global_q.shape[2], g2l_k.shape[2]
     k = torch.cat([g2g_k, g2l_k], dim=2)  # [batch, heads, global_len + long_len, head_dim]
     v = torch.cat([g2g_v, g2l_v], dim=2)

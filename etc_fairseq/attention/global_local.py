@@ -1,8 +1,9 @@
 """The one entry point to global-local attention, whatever the implementation.
 
-:func:`global_local_attention` validates its inputs once and runs the two softmaxes of the
-paper (long queries over local long keys + global keys; global queries over global keys + long
-keys) with one of the implementations of the same function:
+:func:`global_local_attention` (and its two halves, :func:`long_query_attention` /
+:func:`global_query_attention`) validates its inputs once and dispatches to one of the implementations of
+the same function, which trust them (as Hugging Face's ``modeling_modernbert.py`` validates in the model
+and dispatches to attention functions that do not check again):
 
 =============  ==================================================================================
 ``impl``       implementation
@@ -10,11 +11,13 @@ keys) with one of the implementations of the same function:
 ``"blocked"``  :mod:`.blocked`, the production kernel (chunked, probabilities recomputed in backward)
 ``"autograd"`` :mod:`.autograd_blocked`, the plain-autograd 3-block kernel (second exact reference)
 ``"dense"``    :mod:`.dense`, the O(long_len^2) reference (tests, benchmarks)
-``"flex"``     :mod:`.flex`, torch's flex attention (GPU; compiled on CUDA, eager elsewhere)
+``"flex"``     :mod:`.flex`, torch's flex attention (GPU; compiled on CUDA, eager elsewhere): both halves
+               in one call
 =============  ==================================================================================
 
 The masks and label ids travel as one :class:`~etc_fairseq.attention.common.GlobalLocalStructure`
-(``structure=``) or as its fields given as keywords (``local_radius=, l2l_mask=, ...``).
+(``structure=``) or as its fields given as keywords (``local_radius=, l2l_mask=, ...``). A model calls the
+implementations directly (:func:`implementation`), having validated its structure once per batch.
 
 Masked keys are left out of the softmax exactly. Official ETC adds -10000 to masked scores instead:
 the same result on every query row with at least one allowed key (``exp(-10000)`` is 0 in float32);
@@ -28,12 +31,22 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+from etc_fairseq.errors import ConfigError
+
 from . import autograd_blocked, blocked, dense, flex
-from .common import MASK_FIELDS, REL_FIELDS, GlobalLocalStructure, validate_global_local_inputs
+from .common import (
+    MASK_FIELDS,
+    REL_FIELDS,
+    GlobalLocalStructure,
+    validate_global_local_inputs,
+    validate_global_query_inputs,
+    validate_long_query_inputs,
+)
 
 __all__ = [
     "IMPLEMENTATION",
     "IMPLEMENTATIONS",
+    "implementation",
     "global_local_attention",
     "long_query_attention",
     "global_query_attention",
@@ -46,7 +59,8 @@ __all__ = [
 IMPLEMENTATION = "blocked"
 
 #: impl name -> (long-query half, global-query half), both with the argument names of
-#: :func:`etc_fairseq.attention.blocked.long_query_attention` / ``global_query_attention``.
+#: :func:`etc_fairseq.attention.blocked.long_query_attention` / ``global_query_attention``; they trust
+#: their inputs.
 IMPLEMENTATIONS = {
     "blocked": (blocked.long_query_attention, blocked.global_query_attention),
     "autograd": (autograd_blocked.autograd_long_query_attention, autograd_blocked.autograd_global_query_attention),
@@ -55,14 +69,15 @@ IMPLEMENTATIONS = {
 }
 
 
-def _halves(impl: Optional[str], device: torch.device, flex_compile: Optional[bool]):
+def implementation(impl: Optional[str], flex_compile: Optional[bool] = None):
+    """``(long half, global half, extra keyword arguments)`` of ``impl`` (default :data:`IMPLEMENTATION`);
+    the halves trust their inputs. ``flex_compile``: with ``"flex"``, whether to use the compiled
+    ``flex_attention`` (default: on CUDA)."""
     name = IMPLEMENTATION if impl is None else impl
     if name not in IMPLEMENTATIONS:
-        raise ValueError(f"impl: expected one of {sorted(IMPLEMENTATIONS)}, got {name!r}")
+        raise ConfigError(f"impl: expected one of {sorted(IMPLEMENTATIONS)}, got {name!r}")
     long_half, global_half = IMPLEMENTATIONS[name]
-    extra: Dict[str, bool] = {}
-    if name == "flex":
-        extra["compile"] = device.type == "cuda" if flex_compile is None else bool(flex_compile)
+    extra: Dict[str, Optional[bool]] = {"compile": flex_compile} if name == "flex" else {}
     return long_half, global_half, extra
 
 
@@ -70,7 +85,12 @@ def long_query_attention(long_q, l2l_k, l2l_v, l2g_k, l2g_v, *, impl: Optional[s
                          flex_compile: Optional[bool] = None, **kwargs) -> torch.Tensor:
     """Long queries -> (local long keys + all global keys), one softmax, by ``impl`` (see the module
     docstring). Arguments and result as :func:`etc_fairseq.attention.blocked.long_query_attention`."""
-    long_half, _, extra = _halves(impl, long_q.device, flex_compile)
+    validate_long_query_inputs(
+        long_q, l2l_k, l2l_v, l2g_k, l2g_v, kwargs.get("local_radius"), kwargs.get("l2l_mask"),
+        kwargs.get("l2g_mask"), kwargs.get("l2l_rel"), kwargs.get("l2g_rel"), kwargs.get("rel_emb"),
+        kwargs.get("rel_bias"),
+    )
+    long_half, _, extra = implementation(impl, flex_compile)
     return long_half(long_q, l2l_k, l2l_v, l2g_k, l2g_v, **kwargs, **extra)
 
 
@@ -78,7 +98,11 @@ def global_query_attention(global_q, g2g_k, g2g_v, g2l_k, g2l_v, *, impl: Option
                            flex_compile: Optional[bool] = None, **kwargs) -> torch.Tensor:
     """Global queries -> (all global keys + all long keys), one softmax, by ``impl``. Arguments and
     result as :func:`etc_fairseq.attention.blocked.global_query_attention`."""
-    _, global_half, extra = _halves(impl, global_q.device, flex_compile)
+    validate_global_query_inputs(
+        global_q, g2g_k, g2g_v, g2l_k, g2l_v, kwargs.get("g2g_mask"), kwargs.get("g2l_mask"),
+        kwargs.get("g2g_rel"), kwargs.get("g2l_rel"), kwargs.get("rel_emb"), kwargs.get("rel_bias"),
+    )
+    _, global_half, extra = implementation(impl, flex_compile)
     return global_half(global_q, g2g_k, g2g_v, g2l_k, g2l_v, **kwargs, **extra)
 
 
@@ -123,8 +147,7 @@ def global_local_attention(
             ``[batch, heads, global_len / long_len, head_dim]``).
         dropout_p: dropout on the attention probabilities (0 in eval).
         impl: ``"blocked"``, ``"autograd"``, ``"dense"`` or ``"flex"`` (default :data:`IMPLEMENTATION`).
-        flex_compile: with ``impl="flex"``, run flex attention through ``torch.compile``
-            (default: on CUDA only).
+        flex_compile: with ``impl="flex"``, use the compiled ``flex_attention`` (default: on CUDA only).
 
     Returns:
         ``(long_out, global_out)``: float ``[batch, heads, long_len, head_dim]`` and
@@ -134,27 +157,24 @@ def global_local_attention(
         unknown = set(structure_fields) - set(MASK_FIELDS + REL_FIELDS + ("local_radius",))
         if unknown:
             raise TypeError(f"global_local_attention: unexpected keyword arguments {sorted(unknown)}")
-        s = dict(structure_fields)
-        if "local_radius" not in s:
+        if "local_radius" not in structure_fields:
             raise TypeError("global_local_attention: give structure= or local_radius= and the masks")
-        validate_global_local_inputs(
-            long_q, long_k, long_v, global_q, global_k, global_v, s.get("local_radius"),
-            *(s.get(n) for n in MASK_FIELDS), *(s.get(n) for n in REL_FIELDS),
-            long_rel_emb, global_rel_emb, long_rel_bias, global_rel_bias,
-        )
-        structure = GlobalLocalStructure(**s)
+        structure = GlobalLocalStructure(**{"l2l_mask": None, "l2g_mask": None, "g2g_mask": None,
+                                            "g2l_mask": None, **structure_fields})
     elif structure_fields:
         raise TypeError("global_local_attention: give either structure= or its fields, not both")
-    else:
-        validate_global_local_inputs(
-            long_q, long_k, long_v, global_q, global_k, global_v, structure.local_radius,
-            *(getattr(structure, n) for n in MASK_FIELDS + REL_FIELDS),
-            long_rel_emb, global_rel_emb, long_rel_bias, global_rel_bias,
-        )
+    rel = dict(long_rel_emb=long_rel_emb, global_rel_emb=global_rel_emb, long_rel_bias=long_rel_bias,
+               global_rel_bias=global_rel_bias)
+    validate_global_local_inputs(structure, long_q, long_k, long_v, global_q, global_k, global_v,
+                                 l2g_kv=l2g_kv, g2l_kv=g2l_kv, **rel)
+    if impl == "flex":  # both halves in one call
+        return flex.flex_global_local_attention(long_q, long_k, long_v, global_q, global_k, global_v, structure,
+                                                l2g_kv=l2g_kv, g2l_kv=g2l_kv, dropout_p=dropout_p,
+                                                compile=flex_compile, **rel)
     s = structure
     l2g_k, l2g_v = l2g_kv if l2g_kv is not None else (global_k, global_v)
     g2l_k, g2l_v = g2l_kv if g2l_kv is not None else (long_k, long_v)
-    long_half, global_half, extra = _halves(impl, long_q.device, flex_compile)
+    long_half, global_half, extra = implementation(impl, flex_compile)
     long_out = long_half(
         long_q, long_k, long_v, l2g_k, l2g_v, local_radius=s.local_radius,
         l2l_mask=s.l2l_mask, l2g_mask=s.l2g_mask, l2l_rel=s.l2l_rel, l2g_rel=s.l2g_rel,
@@ -178,6 +198,7 @@ def autograd_global_local_attention(*args, **kwargs) -> Tuple[torch.Tensor, torc
     return global_local_attention(*args, impl="autograd", **kwargs)
 
 
-def flex_global_local_attention(*args, compile: bool = False, **kwargs) -> Tuple[torch.Tensor, torch.Tensor]:
-    """:func:`global_local_attention` with ``impl="flex"``; ``compile``: through ``torch.compile``."""
+def flex_global_local_attention(*args, compile: Optional[bool] = None, **kwargs) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`global_local_attention` with ``impl="flex"``; ``compile``: the compiled ``flex_attention``
+    (default: on CUDA)."""
     return global_local_attention(*args, impl="flex", flex_compile=compile, **kwargs)

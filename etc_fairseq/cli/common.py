@@ -61,17 +61,18 @@ def setup_logging(verbose: bool, quiet: bool) -> None:
 
 
 def report_user_errors(prog: str, debug: bool, body: Callable[[], int]) -> int:
-    """Run ``body()``; a user error (:data:`etc_fairseq.prepare.errors.USER_ERRORS`: bad input, refused
-    output, any ``OSError`` such as a full disk or a read-only directory) becomes one line
-    ``PROG: error: ...`` on stderr and exit status 1 (``debug``: the traceback instead). The one handler of
-    every ``etc-*`` command."""
+    """Run ``body()``; a user error (:func:`etc_fairseq.errors.is_user_error`: an
+    :class:`~etc_fairseq.errors.EtcError`, or a full disk / read-only / unwritable file named by an
+    ``OSError``) becomes one line ``PROG: error: ...`` on stderr and exit status 1 (``debug``: the traceback
+    instead). Anything else is a bug and keeps its traceback. The one handler of every ``etc-*`` command."""
     from etc_fairseq.guards import one_line_error
-    from etc_fairseq.prepare.errors import USER_ERRORS
 
     try:
         return body()
-    except USER_ERRORS as e:
-        if debug:
+    except Exception as e:  # noqa: BLE001 -- re-raised unless it is a user error
+        from etc_fairseq.errors import is_user_error
+
+        if debug or not is_user_error(e):
             raise
         print(f"{prog}: error: {one_line_error(e)}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from etc_fairseq.errors import ConfigError, MissingFileError
 
 #: ``{split: {metric: [(update, value), ...]}}``
 Curves = Dict[str, Dict[str, List[Tuple[int, float]]]]
@@ -45,7 +46,7 @@ def read_curves(logdir: Path) -> Curves:
     logdir = Path(logdir)
     files = sorted(logdir.rglob("events.out.tfevents.*"))
     if not files:
-        raise FileNotFoundError(f"{logdir}: no tensorboard event files (train with fairseq-train --tensorboard-logdir {logdir})")
+        raise MissingFileError(f"{logdir}: no tensorboard event files (train with fairseq-train --tensorboard-logdir {logdir})")
     curves: Curves = defaultdict(lambda: defaultdict(list))
     for f in files:
         split = str(f.parent.relative_to(logdir)) if f.parent != logdir else "."
@@ -72,7 +73,7 @@ def plot_curves(curves: Curves, out: Path, metrics: Optional[Sequence[str]] = No
                                                                            "gnorm", "clip", "lr", "train_wall", "gb_free")]
     missing = [m for m in chosen if m not in available]
     if missing or not chosen:
-        raise ValueError(f"no curve for {missing or 'any metric'}; the event files have {available}")
+        raise ConfigError(f"no curve for {missing or 'any metric'}; the event files have {available}")
     cols = min(3, len(chosen))
     rows = (len(chosen) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)

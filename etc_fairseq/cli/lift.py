@@ -2,12 +2,17 @@
 
     etc-lift SOURCE --out DIR/model.pt [--arch ARCH] [--dict DATA/dict.txt] [model flags]
 
-SOURCE is detected (one line says which kind was found; :mod:`etc_fairseq.lift.intake`):
+SOURCE is detected (one line says which kind was found; :mod:`etc_fairseq.models.lifting`):
 
 - an official ETC TensorFlow checkpoint directory (``etc_config.json``): converted weight for weight;
 - a Hugging Face BERT or RoBERTa directory (``config.json`` + ``model.safetensors`` / ``pytorch_model.bin``);
 - a fairseq RoBERTa checkpoint file: lifted into ``--arch`` (required for this kind only); it names no
   tokenizer, so ``--gpt2-encoder-json`` / ``--gpt2-vocab-bpe`` (GPT-2's BPE, fairseq's released RoBERTa) give it.
+
+``--format hf`` writes a Hugging Face directory instead (``--out DIR``: ``config.json``, ``model.safetensors``,
+``tokenizer.json``; ``AutoModel.from_pretrained(DIR)`` after ``import etc_fairseq.hf``), from any of these sources
+and from a fairseq ``etc`` checkpoint (pre-trained or fine-tuned; ``--head`` picks the head when it has several);
+a Hugging Face ETC directory as SOURCE converts back to a fairseq checkpoint (:mod:`etc_fairseq.hf.convert`).
 
 Sources with a config of their own need no ``--arch``: it only names the architecture whose defaults fill
 the fields the source does not determine (default etc_base); model flags override. Next to ``--out`` go
@@ -97,7 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "config it only fills the fields they do not determine (default etc_base)")
     p.add_argument("--encoder-dir", type=Path, default=None, metavar="DIR",
                    help="also write the encoder in the core format (model.safetensors + config.json) to DIR")
-    p.add_argument("--out", type=Path, required=True, metavar="FILE", help="the ETC checkpoint to write")
+    p.add_argument("--out", type=Path, required=True, metavar="PATH",
+                   help="the ETC checkpoint to write (with --format hf: the directory)")
+    p.add_argument("--format", choices=("fairseq", "hf"), default="fairseq",
+                   help="fairseq: an ETC checkpoint (default); hf: a Hugging Face directory (config.json, "
+                   "model.safetensors, tokenizer.json; see docs/huggingface.md), also from a fairseq ETC checkpoint")
+    p.add_argument("--head", default=None, metavar="HEAD",
+                   help="--format hf: the one head the directory gets: lm, none (the encoder alone), "
+                   "classification_heads.NAME or task_heads.NAME (default: the checkpoint's one task head, else lm; "
+                   "none for official ETC, which releases no heads)")
     p.add_argument(
         "--dict", type=Path, default=None, metavar="DICT_TXT",
         help="the fine-tuning data's dict.txt: checked against the RoBERTa embedding rows the way fairseq's "
@@ -165,21 +178,24 @@ def model_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     return overrides, flags
 
 
-def check_output(out: Path, inputs: Dict[str, Optional[Path]], overwrite: bool) -> None:
-    """Refuse an ``--out`` that is one of the inputs, a directory, or (even with ``--overwrite``) an
-    existing file etc-lift did not write: ``--overwrite`` replaces only a previous etc-lift output.
+def check_output(out: Path, inputs: Dict[str, Optional[Path]], overwrite: bool,
+                 encoder_dir: Optional[Path] = None) -> None:
+    """Refuse an ``--out`` or ``--encoder-dir`` that is, holds or sits inside one of the inputs (resolved,
+    symbolic links followed), an ``--out`` that is a directory, an ``--encoder-dir`` that is a file, and (even
+    with ``--overwrite``) an existing ``--out`` etc-lift did not write: ``--overwrite`` replaces only a previous
+    etc-lift output. Nothing is written before these checks.
 
     Raises:
-        LiftError: one line naming the file.
+        LiftError / OutputRefusedError: one line naming the option and the path.
     """
     from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint
     from etc_fairseq.guards import OutputRefusedError, check_outputs_against_inputs
     from etc_fairseq.lift import LiftError
 
-    try:
-        check_outputs_against_inputs({"--out": out}, inputs, file_outputs=["--out"])
-    except OutputRefusedError as e:
-        raise LiftError(str(e)) from None
+    check_outputs_against_inputs({"--out": out, "--encoder-dir": encoder_dir}, inputs, file_outputs=["--out"])
+    if encoder_dir is not None and encoder_dir.exists() and not encoder_dir.is_dir():
+        raise OutputRefusedError(f"--encoder-dir {encoder_dir}: is a file; give the directory to write the core "
+                                 "model into")
     if not out.exists():
         return
     if not overwrite:
@@ -190,6 +206,69 @@ def check_output(out: Path, inputs: Dict[str, Optional[Path]], overwrite: bool) 
         previous = {}
     if "lifted_from" not in (previous.get("extra_state") or {}):
         raise LiftError(f"--out {out} exists and is not a checkpoint etc-lift wrote; --overwrite replaces only those")
+
+
+def check_hf_arguments(args: argparse.Namespace) -> None:
+    """The options that go with ``--format hf`` only (``--head``) or with ``--format fairseq`` only
+    (``--encoder-dir``).
+
+    Raises:
+        LiftError: one line naming the option.
+    """
+    from etc_fairseq.lift import LiftError
+
+    if args.format != "hf" and args.head is not None:
+        raise LiftError("--head goes with --format hf (the one head a Hugging Face directory holds)")
+    if args.format == "hf" and args.encoder_dir is not None:
+        raise LiftError("--encoder-dir goes with --format fairseq (a Hugging Face directory is the core's weights "
+                        "under Hugging Face's names already)")
+
+
+def read_source(args: argparse.Namespace, overrides: Dict[str, object], gpt2) -> Tuple[str, object]:
+    """Detect and read SOURCE (nothing written): an etc-lift source lifted into ETC
+    (:func:`etc_fairseq.models.lifting.lift_source`), or an ETC model in the other format
+    (:mod:`etc_fairseq.hf.convert`: a fairseq ``etc`` checkpoint for ``--format hf``, a Hugging Face ETC directory
+    for ``--format fairseq``). Returns (one-line description, the ``LiftedModel``).
+
+    Raises:
+        LiftError: an ETC model already in the asked format, or options that do not apply to it.
+    """
+    from etc_fairseq.lift import LiftError
+    from etc_fairseq.models.lifting import ETC_KINDS, detect_source, lift_source
+
+    kind, line = detect_source(args.source)
+    if kind not in ETC_KINDS:
+        return lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed, dict_path=args.dict,
+                           drop_unknown=args.drop_unknown, split_punctuation=args.split_punctuation, gpt2_files=gpt2,
+                           relative_positions_only=args.relative_positions_only)
+    if gpt2 is not None or args.split_punctuation:
+        raise LiftError(f"{args.source}: --gpt2-*/--split-punctuation are for lifting; an ETC model brings its tokenizer")
+    from etc_fairseq.hf import convert
+
+    if kind == "huggingface-etc":
+        if args.format == "hf":
+            raise LiftError(f"{args.source}: already a Hugging Face ETC directory (without --format hf, etc-lift "
+                            "converts it back to a fairseq checkpoint)")
+        return line, convert.lift_huggingface_etc(args.source, args.arch, overrides, args.seed)
+    if args.format != "hf":
+        raise LiftError(f"{args.source}: already a fairseq ETC checkpoint (--format hf exports it to Hugging Face)")
+    if overrides or args.arch or args.relative_positions_only:
+        raise LiftError(f"{args.source}: an ETC checkpoint stores its model; --arch, --relative-positions-only and "
+                        "model flags do not apply")
+    return line, convert.lift_fairseq_etc(args.source, args.dict)
+
+
+def write_output(args: argparse.Namespace, lifted) -> List[Path]:
+    """Write ``lifted`` in ``--format``: a fairseq checkpoint with its files, or a Hugging Face directory."""
+    from etc_fairseq.models.lifting import write_lifted
+
+    if args.format == "hf":
+        from etc_fairseq.hf.convert import export_lifted, write_hf_directory
+
+        export = export_lifted(lifted, head=args.head, where=str(args.source))
+        lifted.report_lines += export.report_lines
+        return write_hf_directory(export, args.out)
+    return write_lifted(lifted, args.out, overwrite=args.overwrite, encoder_dir=args.encoder_dir)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -204,32 +283,43 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.getLogger("fairseq").setLevel(logging.WARNING)
     parser = build_parser()
     args = parser.parse_args(argv)
-    from etc_fairseq.checkpoint_io import CheckpointLoadError
-    from etc_fairseq.lift import LiftError
-    from etc_fairseq.lift.intake import lift_source, write_lifted
+    from etc_fairseq.cli.common import report_user_errors
 
-    try:
-        check_output(args.out, {"SOURCE": args.source, "--dict": args.dict, "--gpt2-encoder-json":
-                                args.gpt2_encoder_json, "--gpt2-vocab-bpe": args.gpt2_vocab_bpe}, args.overwrite)
-        overrides, flags = model_overrides(parser, args)
+    done = {}
+
+    def body() -> int:
+        from etc_fairseq.lift import LiftError
+
+        inputs = {"SOURCE": args.source, "--dict": args.dict, "--gpt2-encoder-json": args.gpt2_encoder_json,
+                  "--gpt2-vocab-bpe": args.gpt2_vocab_bpe}
+        check_hf_arguments(args)
+        if args.format == "hf":
+            from etc_fairseq.hf.convert import check_hf_output
+
+            check_hf_output(args.out, inputs, args.overwrite)
+        else:
+            check_output(args.out, dict(inputs), args.overwrite, args.encoder_dir)
+        overrides, _ = model_overrides(parser, args)
         if (args.gpt2_encoder_json is None) != (args.gpt2_vocab_bpe is None):
             raise LiftError("--gpt2-encoder-json and --gpt2-vocab-bpe go together (GPT-2 BPE needs both files)")
         gpt2 = (args.gpt2_encoder_json, args.gpt2_vocab_bpe) if args.gpt2_encoder_json is not None else None
-        line, lifted = lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed,
-                                   dict_path=args.dict, drop_unknown=args.drop_unknown,
-                                   split_punctuation=args.split_punctuation, gpt2_files=gpt2,
-                                   relative_positions_only=args.relative_positions_only)
+        line, done["lifted"] = read_source(args, overrides, gpt2)
         if not args.quiet:
             print(f"etc-lift: {line}")
-        written = write_lifted(lifted, args.out, overwrite=args.overwrite, encoder_dir=args.encoder_dir)
-    except (LiftError, CheckpointLoadError, ValueError, OSError) as e:
-        if args.debug:
-            raise
-        from etc_fairseq.guards import one_line_error
+        done["written"] = write_output(args, done["lifted"])
+        return 0
 
-        print(f"etc-lift: error: {one_line_error(e)}", file=sys.stderr)
-        return 1
-    if not args.quiet:
+    status = report_user_errors("etc-lift", args.debug, body)
+    if status:
+        return status
+    lifted, written = done["lifted"], done["written"]
+    if not args.quiet and args.format == "hf":
+        for text in lifted.report_lines:
+            print(text)
+        print(f"wrote {args.out} ({', '.join(p.name for p in written)})")
+        print("load it with (nothing is downloaded): import etc_fairseq.hf; "
+              f"transformers.AutoModel.from_pretrained({str(args.out)!r}); see docs/huggingface.md")
+    elif not args.quiet:
         etc_cfg = lifted.etc_cfg
         arch = getattr(etc_cfg, "_name", None) or args.arch
         for text in lifted.report_lines:
@@ -238,9 +328,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"width {etc_cfg.encoder_embed_dim}; every model field is stored in the checkpoint)")
         print("fine-tune / continue pretraining with (the model fields come from the checkpoint; "
               "EtcModel.from_pretrained needs no flags either):")
-        cmd = ["fairseq-train", "DATA", "--user-dir", "user_dir", "--arch", str(arch),
-               "--finetune-from-model", str(args.out), "..."]
-        print("  " + " ".join(cmd))
+        for what, task in (("continued pretraining (data of etc-prepare pretrain --from-model)", "etc_pretraining"),
+                           ("fine-tuning (data of etc-prepare structured --from-model)", "etc_structured")):
+            criterion = "cpc_mlm" if task == "etc_pretraining" else task
+            print(f"  {what}:\n    fairseq-train DATA --user-dir user_dir --task {task} --criterion {criterion} "
+                  f"--arch {arch} --finetune-from-model {args.out} ...")
     return 0
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,6 +27,7 @@ from typing import List, Optional, Sequence
 from etc_fairseq.cli.common import build_parser as _build_parser, run_cli
 from etc_fairseq.commands import Subcommand, dataset_subcommands
 from etc_fairseq.data.prepared import ARCH_FIELDS  # the settings --arch records (etc-show draws with them)
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.guards import fraction, non_negative_int, positive_int
 
 logger = logging.getLogger("etc_fairseq.cli.prepare")
@@ -142,21 +143,30 @@ def resolve_inputs(args: argparse.Namespace) -> List[Path]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _corpus_kwargs(args: argparse.Namespace) -> dict:
-    """The document-reading, split, sentencepiece and output options that the text-corpus subcommands
-    (``mlm``, ``pretrain``) share, as keyword arguments of their prepare functions."""
+def _shared_kwargs(args: argparse.Namespace) -> dict:
+    """The options of :func:`add_input_arguments`, :func:`add_output_arguments` and :func:`add_spm_arguments`
+    that every subcommand passes on unchanged, as keyword arguments of its prepare function (``--spm-model`` and
+    ``--srcdict`` are left to each subcommand)."""
     return dict(
-        valid_fraction=args.valid_fraction if args.valid_fraction is not None else 0.05,
-        valid_docs=args.valid_docs,
         max_docs=args.max_docs,
         workers=args.workers,
         seed=args.seed,
         min_paragraph_chars=args.min_paragraph_chars,
         min_doc_chars=args.min_doc_chars,
+        vocab_size=args.vocab_size,
         spm_model_type=args.spm_model_type,
         character_coverage=args.character_coverage,
         spm_input_sentence_size=args.spm_input_sentence_size,
         overwrite=args.overwrite,
+    )
+
+
+def _corpus_kwargs(args: argparse.Namespace) -> dict:
+    """:func:`_shared_kwargs` and the split options of the text-corpus subcommands (``mlm``, ``pretrain``)."""
+    return dict(
+        _shared_kwargs(args),
+        valid_fraction=args.valid_fraction if args.valid_fraction is not None else 0.05,
+        valid_docs=args.valid_docs,
     )
 
 
@@ -183,7 +193,6 @@ def _mlm_run(args: argparse.Namespace) -> int:
     summary = prepare_mlm(
         resolve_inputs(args),
         args.out,
-        vocab_size=args.vocab_size,
         max_line_pieces=args.max_line_pieces,
         spm_model=args.spm_model,
         srcdict=args.srcdict,
@@ -242,16 +251,10 @@ def _cls_run(args: argparse.Namespace) -> int:
         num_articles=args.num_articles,
         spm_model=spm_model,
         srcdict=srcdict,
-        vocab_size=args.vocab_size,
         max_example_pieces=args.max_example_pieces,
         min_example_pieces=args.min_example_pieces,
         valid_fraction=args.valid_fraction,
-        max_docs=args.max_docs,
-        min_paragraph_chars=args.min_paragraph_chars,
-        min_doc_chars=args.min_doc_chars,
-        workers=args.workers,
-        seed=args.seed,
-        overwrite=args.overwrite,
+        **_shared_kwargs(args),
     )
     print(summary.format())
     return 0
@@ -321,7 +324,6 @@ def _pretrain_run(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         min_sentences=args.min_sentences,
         max_sentence_pieces=args.max_sentence_pieces,
-        vocab_size=args.vocab_size,
         spm_model=args.spm_model,
         srcdict=args.srcdict,
         gpt2_encoder_json=args.gpt2_encoder_json,
@@ -367,7 +369,7 @@ def arch_settings(name: str) -> dict:
 
     known = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if a.startswith("etc"))
     if name not in known:
-        raise ValueError(f"--arch {name!r}: not an ETC architecture; expected one of {known}")
+        raise ConfigError(f"--arch {name!r}: not an ETC architecture; expected one of {known}")
     cfg = config_for_arch(name)
     return {"arch": name, **{f: int(getattr(cfg, f)) for f in ARCH_FIELDS}}
 

@@ -38,6 +38,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from etc_fairseq.cli.common import OneLineArgumentParser
+from etc_fairseq.errors import ConfigError, InputFormatError, MissingFileError
 from etc_fairseq.guards import non_negative_int, positive_int
 
 logger = logging.getLogger("etc_fairseq.cli.show")
@@ -73,14 +74,14 @@ class LoadedExample:
 def detect_kind(data: Path) -> str:
     """``pretrain`` / ``structured`` / ``masked_lm`` from the files in ``data`` (FileNotFoundError if none)."""
     if not data.is_dir():
-        raise FileNotFoundError(f"{data}: no such directory")
+        raise MissingFileError(f"{data}: no such directory")
     if (data / "pretrain.json").is_file():
         return "pretrain"
     if any(data.glob("*.meta.json")):
         return "structured"
     if (data / "dict.txt").is_file() and any(data.glob("*.idx")):
         return "masked_lm"
-    raise FileNotFoundError(
+    raise InputFormatError(
         f"{data}: not a prepared directory (expected pretrain.json of `etc-prepare pretrain`, "
         "{split}.meta.json of a fine-tuning dataset, or dict.txt + {split}.bin/.idx of fairseq masked_lm data)"
     )
@@ -100,19 +101,19 @@ def choose_split(data: Path, kind: str, split: Optional[str]) -> str:
     splits = available_splits(data, kind)
     if split is not None:
         if split not in splits:
-            raise FileNotFoundError(f"{data}: no {kind} split {split!r} (splits present: {splits})")
+            raise MissingFileError(f"{data}: no {kind} split {split!r} (splits present: {splits})")
         return split
     for s in ("valid", "train"):
         if s in splits:
             return s
     if len(splits) == 1:
         return splits[0]
-    raise ValueError(f"{data}: choose a split with --split (splits present: {splits})")
+    raise ConfigError(f"{data}: choose a split with --split (splits present: {splits})")
 
 
 def _check_index(index: int, n: int, where: str) -> None:
     if not 0 <= index < n:
-        raise ValueError(f"{where}: --index {index} out of range (the split has {n} examples: 0..{n - 1})")
+        raise ConfigError(f"{where}: --index {index} out of range (the split has {n} examples: 0..{n - 1})")
 
 
 def load_pretrain_example(data: Path, split: str, index: int, max_long_len: int, max_global_len: int,
@@ -159,7 +160,7 @@ def load_structured_example(data: Path, split: str, index: int) -> LoadedExample
     from etc_fairseq.data.structured import StructuredDataset
 
     if not (data / "dict.txt").is_file():
-        raise FileNotFoundError(f"{data / 'dict.txt'}: missing (a prepared fine-tuning directory holds its dictionary)")
+        raise MissingFileError(f"{data / 'dict.txt'}: missing (a prepared fine-tuning directory holds its dictionary)")
     pad = load_dictionary(data / "dict.txt").pad()
     ds = StructuredDataset(data, split, (), pad_idx=pad)
     _check_index(index, len(ds), f"{data} {split}")
@@ -252,24 +253,6 @@ def load_masked_lm_example(data: Path, split: str, index: int, tokens_per_sample
 # ---------------------------------------------------------------------------------------------------------
 # token text
 # ---------------------------------------------------------------------------------------------------------
-def find_gpt2_encoder_json(data: Path, kind: str) -> Optional[Path]:
-    """An ``encoder.json`` belonging to ``data``: the pretrain tokenizer files, else ``encoder.json`` or
-    ``gpt2/encoder.json`` in ``data`` or its parent."""
-    if kind == "pretrain":
-        try:
-            info = json.loads((data / "pretrain.json").read_text(encoding="utf-8"))
-            rel = (info.get("tokenizer_files") or {}).get("gpt2_encoder_json")
-            if rel and (data / rel).is_file():
-                return data / rel
-        except (OSError, json.JSONDecodeError, AttributeError):
-            pass
-    for d in (data, data.parent):
-        for p in (d / "encoder.json", d / "gpt2" / "encoder.json"):
-            if p.is_file():
-                return p
-    return None
-
-
 def token_texts(ids: Sequence[int], dictionary, gpt2_decoder: Optional[dict]) -> List[str]:
     """Dictionary symbols of ``ids``, GPT-2 ids decoded when ``gpt2_decoder`` is given."""
     from etc_fairseq.visualize import gpt2_token_texts
@@ -320,20 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def recorded_arch_settings(data: Path) -> Optional[Tuple[Path, dict]]:
-    """``(file, settings)`` that ``etc-prepare --arch`` recorded in ``prepare.json`` of DATA or its parent
-    (``pretrain`` / ``mlm`` data live in ``DIR/bin``), or None when neither records an architecture
-    (:func:`etc_fairseq.data.prepared.recorded_arch_settings`)."""
-    from etc_fairseq.data.prepared import recorded_arch_settings as recorded
-
-    return recorded(data)
-
-
 def _structure_settings(args) -> Tuple[int, int, int, str]:
     """(radius, max_distance, fixed_block_len, where they come from) from ``--arch``, else the data's recorded
     architecture, else ``etc_base``; explicit flags override."""
     import etc_fairseq.register  # noqa: F401  (registers the etc_* architectures)
     from etc_fairseq.models.architectures import config_for_arch
+
+    from etc_fairseq.data.prepared import recorded_arch_settings
 
     recorded = None if args.arch else recorded_arch_settings(args.data)
     if recorded is not None:
@@ -353,9 +329,9 @@ def _structure_settings(args) -> Tuple[int, int, int, str]:
     b = b if args.fixed_block_len is None else args.fixed_block_len
     for name, val in (("--radius", r), ("--max-distance", k)):
         if val < 0:
-            raise ValueError(f"{name} must be >= 0, got {val}")
+            raise ConfigError(f"{name} must be >= 0, got {val}")
     if b < 1:
-        raise ValueError(f"--fixed-block-len must be >= 1, got {b}")
+        raise ConfigError(f"--fixed-block-len must be >= 1, got {b}")
     return int(r), int(k), int(b), source
 
 
@@ -379,7 +355,7 @@ def run(args: argparse.Namespace) -> int:
         ex = load_masked_lm_example(data, split, args.index, args.tokens_per_sample, args.sample_break_mode, block_len)
     L, G = len(ex.long_tokens), len(ex.global_tokens)
     if L == 0:
-        raise ValueError(f"{ex.description}: the example has no long tokens")
+        raise InputFormatError(f"{ex.description}: the example has no long tokens")
 
     vocab = RelativeLabelVocab(max_distance)
     grids = label_grids(L, G, ex.structure, vocab, radius, hard_g2l=args.hard_g2l, hard_l2g=args.hard_l2g)
@@ -387,9 +363,11 @@ def run(args: argparse.Namespace) -> int:
 
     dictionary = load_dictionary(data / "dict.txt")
     dictionary.add_symbol("<mask>")  # as every task does
-    enc = args.gpt2_encoder_json or find_gpt2_encoder_json(data, kind)
+    from etc_fairseq.data.tokenizer_files import find_gpt2_encoder_json
+
+    enc = args.gpt2_encoder_json or find_gpt2_encoder_json(data)
     if args.gpt2_encoder_json is not None and not args.gpt2_encoder_json.is_file():
-        raise FileNotFoundError(f"{args.gpt2_encoder_json}: no such file (given as --gpt2-encoder-json)")
+        raise MissingFileError(f"{args.gpt2_encoder_json}: no such file (given as --gpt2-encoder-json)")
     decoder = load_gpt2_decoder(enc) if enc is not None else None
     long_text = token_texts(ex.long_tokens[: grids.long_shown], dictionary, decoder)
     global_text = global_token_texts(ex.global_types[: grids.global_shown],
@@ -406,7 +384,7 @@ def run(args: argparse.Namespace) -> int:
     title = ex.description + "\n" + settings + ("; hard g2l" if args.hard_g2l else "") + ("; hard l2g" if args.hard_l2g else "")
     suffix = args.out.suffix.lower()
     if suffix != ".png":
-        raise ValueError(f"--out {args.out}: must end in .png")
+        raise ConfigError(f"--out {args.out}: must end in .png")
     with atomic_file(args.out, "wb") as f:
         layout = render_structure(grids, f, long_text, global_text, title=title, cell=args.cell_size)
     logger.info(

@@ -7,6 +7,8 @@
                               lengths, structure settings, one-line errors naming the flag to pass
 - :mod:`.packing`             pure functions: split long documents, pack short ones, and the packed
                               example's structure ids for ``etc_fairseq.structure.build_structure``
+- :mod:`.task_base`           ``EtcDataTask``: what the pre-training and fine-tuning fairseq tasks share
+                              (the data directory's dictionary, the epoch's directory, the prepared-settings check)
 
 Submodules are not imported here, so importing one does not pull in fairseq.
 """

@@ -31,7 +31,7 @@ def check_dictionary_file(path: PathLike) -> int:
     Returns:
         the number of symbols it defines.
     Raises:
-        FileNotFoundError / InputFormatError: missing, a directory, not UTF-8, a malformed line, a duplicate
+        MissingFileError / InputFormatError: missing, a directory, not UTF-8, a malformed line, a duplicate
         symbol (also one of fairseq's own ``<s> <pad> </s> <unk>``), or no symbol at all (every piece
         would become ``<unk>``).
     """
@@ -86,15 +86,17 @@ def load_split(bin_dir: PathLike, split: str, dictionary=None):
         dataset object alive while using ``ds.sizes``: fairseq's mmap dataset closes its memory map when
         garbage-collected, and ``load_split(...).sizes.sum()`` then reads unmapped memory (segfault).
     Raises:
-        FileNotFoundError: the split is not there.
+        MissingFileError: the split is not there.
     """
     from fairseq.data import data_utils
+
+    from etc_fairseq.errors import MissingFileError
 
     bin_dir = Path(bin_dir)
     dictionary = dictionary if dictionary is not None else load_dictionary(dictionary_path(bin_dir))
     ds = data_utils.load_indexed_dataset(str(bin_dir / split), dictionary)
     if ds is None:
-        raise FileNotFoundError(f"{bin_dir / split}.bin/.idx: no such binarized split")
+        raise MissingFileError(f"{bin_dir / split}.bin/.idx: no such binarized split")
     return ds
 
 
@@ -106,11 +108,109 @@ def load_data_dictionary(data: str, what: str):
         data: the option's value.
         what: the directory expected, for the error (e.g. "the bin/ of `etc-prepare pretrain`").
     Raises:
-        ValueError: ``data`` is empty.
+        ConfigError: ``data`` is empty.
     """
     from fairseq import utils
 
+    from etc_fairseq.errors import ConfigError
+
     paths = utils.split_paths(data)
     if not paths:
-        raise ValueError(f"give the data directory: {what}")
+        raise ConfigError(f"give the data directory: {what}")
     return load_dictionary(dictionary_path(paths[0]))
+
+
+_MMAP_MAGIC = b"MMIDIDX\x00\x00"
+_MMAP_HEADER = 9 + 8 + 1 + 8  # magic, version <Q, dtype code <B, number of items <Q
+
+
+def verify_indexed_dataset(prefix) -> int:
+    """Check that ``prefix.idx`` / ``prefix.bin`` form a complete fairseq mmap indexed dataset.
+
+    fairseq's ``MMapIndexedDataset`` trusts both files: a truncated ``.bin`` (a copy or a preparation run
+    that was cut short) only fails when a training batch reaches the missing items, deep inside numpy.
+    This reads the ``.idx`` header, checks the ``.idx`` size (header + int32 sizes + int64 pointers) and
+    that the ``.bin`` size equals the end of the last item. Nothing is loaded into memory.
+
+    Args:
+        prefix: the path without ``.idx`` / ``.bin``.
+    Returns:
+        the number of items.
+    Raises:
+        MissingFileError: a file is missing (the message names it).
+        InputFormatError: a file is truncated or not this format (the message names it and what was expected).
+    """
+    import struct
+
+    import numpy as np
+    from fairseq.data.indexed_dataset import _code_to_dtype
+
+    from etc_fairseq.errors import InputFormatError, MissingFileError
+
+    idx, bin_ = Path(f"{prefix}.idx"), Path(f"{prefix}.bin")
+    for p in (idx, bin_):
+        if not p.is_file():
+            raise MissingFileError(f"{p}: missing (prepared data incomplete; re-run etc-prepare)")
+    hint = "the prepared data is truncated or corrupt; re-run etc-prepare"
+    with open(idx, "rb") as f:
+        header = f.read(_MMAP_HEADER)
+        if len(header) < _MMAP_HEADER or header[:9] != _MMAP_MAGIC:
+            raise InputFormatError(f"{idx}: not a fairseq mmap index (bad or short header); {hint}")
+        (version,) = struct.unpack("<Q", header[9:17])
+        (code,) = struct.unpack("<B", header[17:18])
+        (n,) = struct.unpack("<Q", header[18:26])
+        if version != 1 or code not in _code_to_dtype:
+            raise InputFormatError(f"{idx}: unsupported index version {version} / dtype code {code}; {hint}")
+    expected_idx = _MMAP_HEADER + 12 * n
+    if idx.stat().st_size < expected_idx:
+        raise InputFormatError(f"{idx}: {idx.stat().st_size} bytes, the header announces {n} items ({expected_idx} bytes); {hint}")
+    itemsize = np.dtype(_code_to_dtype[code]).itemsize
+    expected_bin = 0
+    if n:
+        mm = np.memmap(idx, mode="r", dtype=np.uint8)
+        size = int(np.frombuffer(mm, dtype=np.int32, count=1, offset=_MMAP_HEADER + 4 * (n - 1))[0])
+        pointer = int(np.frombuffer(mm, dtype=np.int64, count=1, offset=_MMAP_HEADER + 4 * n + 8 * (n - 1))[0])
+        del mm
+        expected_bin = pointer + size * itemsize
+    actual = bin_.stat().st_size
+    if actual != expected_bin:
+        raise InputFormatError(f"{bin_}: {actual} bytes, its index {idx.name} needs {expected_bin} for {n} items; {hint}")
+    return n
+
+
+def check_value_range(prefix, low: int, high: int, what: str, item_size: int = 1) -> None:
+    """Refuse stored values outside ``[low, high)`` in the mmap indexed dataset ``prefix.bin`` (checked by
+    :func:`verify_indexed_dataset` first): token ids beyond the dictionary, labels beyond the classes. The
+    model would fail on the first batch that holds one (an ``IndexError`` deep inside an embedding) or,
+    worse, read another row. The ``.bin`` is scanned in chunks through a memory map.
+
+    Args:
+        prefix: the path without ``.idx`` / ``.bin``.
+        low, high: the allowed values ``low <= v < high``.
+        what: what the values must be, for the message (e.g. "ids of DATA/dict.txt (1009 entries)").
+        item_size: stored values per position of an item (a field stored flattened with a trailing shape),
+            to report the item a bad value belongs to.
+    Raises:
+        InputFormatError: the first value outside the range, naming the file, the item and the value.
+    """
+    import numpy as np
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    from etc_fairseq.errors import InputFormatError
+
+    verify_indexed_dataset(prefix)
+    ds = MMapIndexedDataset(str(prefix))
+    values = np.frombuffer(ds._bin_buffer, dtype=ds._index.dtype)
+    chunk = 1 << 24
+    for start in range(0, len(values), chunk):
+        part = values[start:start + chunk]
+        bad = (part < low) | (part >= high)
+        if bad.any():
+            at = start + int(np.argmax(bad))
+            pointers = np.asarray(ds._index._pointers, dtype=np.int64) // np.dtype(ds._index.dtype).itemsize
+            item = int(np.searchsorted(pointers, at, side="right")) - 1
+            raise InputFormatError(
+                f"{prefix}.bin: item {item} (position {(at - int(pointers[item])) // item_size}) holds {int(values[at])}; "
+                f"expected {what}, in [{low}, {high}). The data was prepared with another dictionary or class list, "
+                "or changed since; prepare it again"
+            )

@@ -15,13 +15,15 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from etc_fairseq.errors import ConfigError
+
 __all__ = ["word_ids", "whole_word_mask", "choose_cpc_sentences", "apply_80_10_10"]
 
 
 def _check_prob(name: str, p: float) -> float:
     p = float(p)
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {p}")
+        raise ConfigError(f"{name} must be in [0, 1], got {p}")
     return p
 
 
@@ -143,7 +145,7 @@ def apply_80_10_10(
     leave = _check_prob("leave_unmasked_prob", leave_unmasked_prob)
     rand = _check_prob("random_token_prob", random_token_prob)
     if leave + rand > 1.0:
-        raise ValueError(f"leave_unmasked_prob + random_token_prob must be <= 1, got {leave + rand}")
+        raise ConfigError(f"leave_unmasked_prob + random_token_prob must be <= 1, got {leave + rand}")
     tokens = np.asarray(tokens, dtype=np.int64)
     picked = np.asarray(picked, dtype=bool)
     out = tokens.copy()

@@ -22,6 +22,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from etc_fairseq.errors import ConfigError
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -71,9 +73,9 @@ def _check_sizes(max_long_len: int, max_global_len: int, reserve_long: int) -> i
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise ValueError(f"{name} must be an int, got {v!r}")
     if max_global_len < 1:
-        raise ValueError(f"max_global_len must be >= 1, got {max_global_len}")
+        raise ConfigError(f"max_global_len must be >= 1, got {max_global_len}")
     if reserve_long < 0 or reserve_long >= max_long_len:
-        raise ValueError(f"reserve_long must be in [0, max_long_len={max_long_len}), got {reserve_long}")
+        raise ConfigError(f"reserve_long must be in [0, max_long_len={max_long_len}), got {reserve_long}")
     return int(max_long_len - reserve_long)
 
 

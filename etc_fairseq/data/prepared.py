@@ -23,10 +23,11 @@ Nothing here imports fairseq; omegaconf only inside :func:`set_task_field`.
 """
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Tuple, Union
+
+from etc_fairseq.errors import ConfigError, InputFormatError
 
 logger = logging.getLogger(__name__)
 
@@ -50,39 +51,38 @@ def read_summary(path: PathLike) -> Optional[dict]:
     """The JSON object in ``path`` (a :data:`SUMMARY_FILE`), or None when there is no such file.
 
     Raises:
-        ValueError: the file is not a JSON object (names the file).
+        InputFormatError: the file is not a JSON object (names the file).
     """
+    from etc_fairseq.guards import load_json_file
+
     path = Path(path)
     if not path.is_file():
         return None
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a valid {SUMMARY_FILE} of etc-prepare ({e})") from None
+    info = load_json_file(path, f"the {SUMMARY_FILE} etc-prepare writes")
     if not isinstance(info, dict):
-        raise ValueError(f"{path}: not a valid {SUMMARY_FILE} of etc-prepare (expected a JSON object)")
+        raise InputFormatError(f"{path}: not a valid {SUMMARY_FILE} of etc-prepare (expected a JSON object)")
     return info
 
 
-def summary_path(data: PathLike) -> Optional[Path]:
-    """The :data:`SUMMARY_FILE` describing prepared directory ``data``: ``data/prepare.json``, or for the
-    ``bin/`` of ``etc-prepare pretrain`` / ``mlm`` (where fairseq reads) ``data/../prepare.json``; None if
-    neither exists."""
+def _summary_candidates(data: PathLike) -> Tuple[Path, ...]:
+    """Where the :data:`SUMMARY_FILE` describing prepared directory ``data`` can be: ``data/prepare.json``, and
+    for the ``bin/`` of ``etc-prepare pretrain`` / ``mlm`` (where fairseq reads) ``data/../prepare.json``."""
     data = Path(data)
-    for path in (data / SUMMARY_FILE, data.parent / SUMMARY_FILE):
-        if path.is_file():
-            return path
-    return None
+    return (data / SUMMARY_FILE,) + ((data.parent / SUMMARY_FILE,) if data.name == "bin" else ())
+
+
+def summary_path(data: PathLike) -> Optional[Path]:
+    """The :data:`SUMMARY_FILE` describing prepared directory ``data`` (:func:`_summary_candidates`), or None."""
+    return next((p for p in _summary_candidates(data) if p.is_file()), None)
 
 
 def recorded_arch_settings(data: PathLike) -> Optional[Tuple[Path, dict]]:
     """``(file, {"arch"?, **ARCH_FIELDS})`` that ``etc-prepare --arch`` (or ``--from-model``) recorded for
     ``data`` (see :func:`summary_path`), or None when nothing records an architecture."""
-    data = Path(data)
-    for path in (data / SUMMARY_FILE, data.parent / SUMMARY_FILE):
+    for path in _summary_candidates(data):
         try:
             info = read_summary(path)
-        except ValueError:
+        except InputFormatError:
             continue
         if info is not None and all(isinstance(info.get(f), int) for f in ARCH_FIELDS):
             return path, {f: info[f] for f in ("arch",) + ARCH_FIELDS if f in info}
@@ -114,7 +114,7 @@ def take_prepared_lengths(
         left at its default); ``longer`` = fields whose checkpoint value is below the prepared one (a loaded
         checkpoint: :func:`lengths_for_model` decides once the model is known).
     Raises:
-        ValueError: ``fairseq-train`` with a length given below the prepared one (names the flag to pass).
+        ConfigError: ``fairseq-train`` with a length given below the prepared one (names the flag to pass).
     """
     take, longer = {}, {}
     for name, want in prepared.items():
@@ -127,7 +127,7 @@ def take_prepared_lengths(
         elif have == defaults.get(name):
             take[name] = want
         elif have < want:
-            raise ValueError(
+            raise ConfigError(
                 f"{flag(name)} {have} is below the length the data was prepared with ({want}, recorded in "
                 f"{source}): pass {flag(name)} {want} (or leave it out), or prepare the data again with "
                 f"{flag(name)} {have}"
@@ -154,7 +154,7 @@ def lengths_for_model(
     Returns:
         ``longer`` itself when the model can run it.
     Raises:
-        ValueError: it cannot (names the flag to prepare the data with).
+        InputFormatError: it cannot (names the file and the flag to prepare the data with).
     """
     for name, want in longer.items():
         why = None
@@ -163,7 +163,7 @@ def lengths_for_model(
         elif position_limit is not None and want > position_limit:
             why = f"its absolute position tables hold {position_limit} positions"
         if why is not None:
-            raise ValueError(
+            raise InputFormatError(
                 f"{source}: the data was prepared with {flag(name)} {want}, longer than the checkpoint's "
                 f"{trained.get(name)}, and {why}: prepare the data again with {flag(name)} {trained.get(name)}"
             )
@@ -178,7 +178,7 @@ def check_arch(model: Mapping[str, object], recorded: Mapping[str, object], sour
         recorded: ``{"arch"?, **ARCH_FIELDS}`` (:func:`recorded_arch_settings`).
         source: the summary file, for messages.
     Raises:
-        ValueError: one line naming the differing fields and the flags to pass.
+        ConfigError: one line naming the file, the differing fields and the flags to pass.
     """
     diff = [f for f in ARCH_FIELDS if f in recorded and model.get(f) is not None and model.get(f) != recorded[f]]
     if not diff:
@@ -188,10 +188,23 @@ def check_arch(model: Mapping[str, object], recorded: Mapping[str, object], sour
     have = ", ".join(f"{f} {model.get(f)}" for f in diff)
     flags = " ".join(f"{flag(f)} {recorded[f]}" for f in diff)
     named = f"--arch {arch} (or {flags})" if arch else flags
-    raise ValueError(
+    raise ConfigError(
         f"{source}: the data was prepared for {f'--arch {arch}: ' if arch else ''}{wanted}, but the model has "
         f"{have}: pass {named}, or prepare the data again with the model's --arch"
     )
+
+
+def check_model_fits_data(model_cfg, data: str) -> None:
+    """Refuse a built model whose structure settings differ from those recorded for any directory of ``data``
+    (fairseq's ``:``-separated data paths; :func:`check_arch`): the one check of the pretraining and the
+    fine-tuning tasks. A model config without those fields (a non-ETC baseline) is not compared."""
+    from fairseq import utils
+
+    values = {f: getattr(model_cfg, f, None) for f in ARCH_FIELDS}
+    for part in utils.split_paths(str(data)):
+        recorded = recorded_arch_settings(part)
+        if recorded is not None:
+            check_arch(values, recorded[1], recorded[0])
 
 
 def set_task_field(cfg, name: str, value) -> None:

@@ -17,11 +17,12 @@ special symbols: always). The first token of a sentence always begins a word
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+
+from etc_fairseq.errors import InputFormatError, MissingFileError
 
 PathLike = Union[str, Path]
 
@@ -64,8 +65,7 @@ def word_start_mask(dictionary, tokenizer_kind: str, gpt2_encoder_json: Optional
     if tokenizer_kind == "gpt2":
         if gpt2_encoder_json is None:
             raise ValueError("word_start_mask for gpt2 needs gpt2_encoder_json (GPT-2's encoder.json)")
-        with open(gpt2_encoder_json, "r", encoding="utf-8") as f:
-            decoder = {int(i): tok for tok, i in json.load(f).items()}
+        decoder = load_gpt2_decoder(gpt2_encoder_json)
     n = len(dictionary)
     mask = np.ones(n, dtype=bool)
     for i in range(dictionary.nspecial, n):
@@ -86,6 +86,17 @@ def word_start_mask(dictionary, tokenizer_kind: str, gpt2_encoder_json: Optional
     return mask
 
 
+def load_gpt2_decoder(encoder_json: PathLike) -> Dict[int, str]:
+    """GPT-2 id -> token string (in GPT-2's byte-to-unicode alphabet, where "Ġ" is a space), from GPT-2's
+    ``encoder.json`` (InputFormatError naming the file when it is not a JSON object ``{token: id}``)."""
+    from etc_fairseq.guards import load_json_file
+
+    encoder = load_json_file(encoder_json, "GPT-2's encoder.json")
+    if not isinstance(encoder, dict) or not all(isinstance(i, int) for i in encoder.values()):
+        raise InputFormatError(f"{encoder_json}: expected GPT-2's encoder.json, a JSON object {{token: id}}")
+    return {int(i): tok for tok, i in encoder.items()}
+
+
 def sentence_word_starts(tokens: Sequence[int], mask: np.ndarray) -> np.ndarray:
     """Per token of one sentence, whether it begins a word: ``mask[token]``, and always for the first token.
 
@@ -103,16 +114,24 @@ def sentence_word_starts(tokens: Sequence[int], mask: np.ndarray) -> np.ndarray:
 
 
 def read_meta(bin_dir: PathLike) -> dict:
-    """``bin_dir/pretrain.json`` (raises ValueError naming the file when it is missing or not this format)."""
+    """``bin_dir/pretrain.json``, checked (MissingFileError / InputFormatError naming the file and field
+    when it is missing or not this format)."""
+    from etc_fairseq.guards import load_json_file
+
     path = Path(bin_dir) / META_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file; is {bin_dir} the bin/ directory of `etc-prepare pretrain`?")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+        raise MissingFileError(f"{path}: no such file; is {bin_dir} the bin/ directory of `etc-prepare pretrain`?")
+    meta = load_json_file(path, "the pretrain.json of `etc-prepare pretrain`")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ValueError(f"{path}: format {meta.get('format') if isinstance(meta, dict) else meta!r}, expected {FORMAT!r}")
+        raise InputFormatError(f"{path}: field 'format': {meta.get('format') if isinstance(meta, dict) else meta!r}, "
+                               f"expected {FORMAT!r}")
+    if meta.get("tokenizer") not in TOKENIZERS:
+        raise InputFormatError(f"{path}: field 'tokenizer': expected one of {list(TOKENIZERS)}, got {meta.get('tokenizer')!r}")
+    files = meta.get("tokenizer_files", {})
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()) \
+            or (meta["tokenizer"] == "gpt2" and "gpt2_encoder_json" not in files):
+        raise InputFormatError(f"{path}: field 'tokenizer_files': expected {{name: relative path}} (with "
+                               f"gpt2_encoder_json for the gpt2 tokenizer), got {files!r:.80}")
     return meta
 
 
@@ -140,20 +159,25 @@ class PretrainingCorpus:
         self.tokenizer = self.meta["tokenizer"]
         self.tokenizer_files = {k: (self.bin_dir / v).resolve() for k, v in self.meta.get("tokenizer_files", {}).items()}
         self.dictionary = dictionary if dictionary is not None else load_dictionary(dictionary_path(self.bin_dir))
-        from etc_fairseq.fairseq_compat import verify_indexed_dataset
+        from etc_fairseq.data.indexed import check_value_range, verify_indexed_dataset
 
         verify_indexed_dataset(self.bin_dir / split)  # truncated/corrupt .bin/.idx: a clear error now, not mid-epoch
+        check_value_range(self.bin_dir / split, 0, len(self.dictionary),
+                          f"token ids of {dictionary_path(self.bin_dir)} ({len(self.dictionary)} entries)")
         self._ds = load_split(self.bin_dir, split, self.dictionary)  # holds the mmap open (see load_split)
         path = docs_path(self.bin_dir, split)
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such document index")
+            raise MissingFileError(f"{path}: no such document index")
         try:
             offsets = np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError) as e:
-            raise ValueError(f"{path}: not a readable .npy array of document offsets ({e})") from None
+            if isinstance(e, OSError) and e.errno is not None:  # cannot be read at all (permissions, I/O)
+                raise
+            raise InputFormatError(f"{path}: not a readable .npy array of document offsets ({e})") from None
         n_items = len(self._ds)
-        if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != n_items or np.any(np.diff(offsets) <= 0):
-            raise ValueError(
+        if offsets.ndim != 1 or offsets.dtype.kind not in "iu" or len(offsets) < 1 or offsets[0] != 0 \
+                or offsets[-1] != n_items or np.any(np.diff(offsets) <= 0):
+            raise InputFormatError(
                 f"{path}: not document offsets for {n_items} sentences (must start at 0, end at {n_items}, and increase)"
             )
         self.doc_offsets = offsets.astype(np.int64)
@@ -173,7 +197,7 @@ class PretrainingCorpus:
         Returns:
             the corpus.
         Raises:
-            FileNotFoundError / ValueError: missing or inconsistent files (messages name them).
+            MissingFileError / InputFormatError: missing or inconsistent files (messages name them).
         """
         return cls(bin_dir, split, dictionary)
 

@@ -37,8 +37,10 @@ import numpy as np
 import torch
 from fairseq.data import FairseqDataset
 
+from etc_fairseq.data.batching import collate_inputs, pad_stack
 from etc_fairseq.data.masking import apply_80_10_10, choose_cpc_sentences, whole_word_mask
 from etc_fairseq.data.packing import Example, greedy_pack, plan_examples
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.structure.global_tokens import MIRROR_TYPES, GlobalTokenType, global_token_id
 
 logger = logging.getLogger(__name__)
@@ -58,11 +60,11 @@ def plan_fixed_block_examples(
     blocks (``ceil(chunk_tokens / block_len)`` per chunk; blocks never straddle two chunks) fit
     ``max_global_len``. Requires ``ceil(max_long_len / block_len) <= max_global_len``."""
     if block_len < 1:
-        raise ValueError(f"fixed_block_len must be >= 1, got {block_len}")
+        raise ConfigError(f"--fixed-block-len must be >= 1, got {block_len}")
     if -(-max_long_len // block_len) > max_global_len:
-        raise ValueError(
-            f"fixed blocks: ceil(max_long_len={max_long_len} / fixed_block_len={block_len}) global tokens "
-            f"exceed max_global_len={max_global_len}"
+        raise ConfigError(
+            f"fixed blocks: ceil(--max-long-len {max_long_len} / --fixed-block-len {block_len}) global tokens "
+            f"exceed --max-global-len {max_global_len}"
         )
     pieces = [piece for (piece,) in plan_examples(doc_sentence_lengths, max_long_len, max_long_len, pack=False)]
     costs = []  # (long tokens, fixed blocks) of each chunk
@@ -270,26 +272,14 @@ class PretrainingDataset(FairseqDataset):
         pad = self.pad
         bsz = len(samples)
         long_lens = [len(s["source"]) for s in samples]
-        global_lens = [len(s["global_tokens"]) for s in samples]
-        L = self.max_long_len if self.pad_to_fixed_length else max(max(long_lens), 1)
-        G = self.max_global_len if self.pad_to_fixed_length else max(max(global_lens), 1)
-        src = torch.full((bsz, L), pad, dtype=torch.long)
-        target = torch.full((bsz, L), pad, dtype=torch.long)
-        gtok = torch.full((bsz, G), pad, dtype=torch.long)
-        gtyp = torch.zeros((bsz, G), dtype=torch.long)
-        long_segment = torch.full((bsz, L), -1, dtype=torch.long)
-        long_example = torch.zeros((bsz, L), dtype=torch.long)
-        global_example = torch.zeros((bsz, G), dtype=torch.long)
+        fixed = self.pad_to_fixed_length
+        net_input = collate_inputs(
+            [{"src_tokens": s["source"], "global_tokens": s["global_tokens"], "global_types": s["global_types"],
+              "structure": {k: s[k] for k in ("long_segment", "long_example", "global_example")}} for s in samples],
+            pad, long_len=self.max_long_len if fixed else None, global_len=self.max_global_len if fixed else None)
+        target = pad_stack([s["target"] for s in samples], net_input["src_tokens"].size(1), pad)
         seg_list, b_idx, g_idx = [], [], []
         for i, s in enumerate(samples):
-            n, g = long_lens[i], global_lens[i]
-            src[i, :n] = s["source"]
-            target[i, :n] = s["target"]
-            gtok[i, :g] = s["global_tokens"]
-            gtyp[i, :g] = s["global_types"]
-            long_segment[i, :n] = s["long_segment"]
-            long_example[i, :n] = s["long_example"]
-            global_example[i, :g] = s["global_example"]
             for gi, toks in zip(s["cpc_global_index"].tolist(), s["cpc_segment_tokens"]):
                 seg_list.append(toks)
                 b_idx.append(i)
@@ -309,24 +299,12 @@ class PretrainingDataset(FairseqDataset):
             cpc_batch["valid"] = valid
         else:
             S = max((len(t) for t in seg_list), default=0)
-        segs = torch.full((len(seg_list), S), pad, dtype=torch.long)
-        for j, t in enumerate(seg_list):
-            segs[j, : len(t)] = t
+        segs = pad_stack(seg_list, S, pad)
         return {
             "id": torch.tensor([s["id"] for s in samples], dtype=torch.long),
             "nsentences": bsz,
             "ntokens": int(sum(long_lens)),
-            "net_input": {
-                "src_tokens": src,
-                "src_lengths": torch.tensor(long_lens, dtype=torch.long),
-                "global_tokens": gtok,
-                "global_types": gtyp,
-                "structure": {
-                    "long_segment": long_segment,
-                    "long_example": long_example,
-                    "global_example": global_example,
-                },
-            },
+            "net_input": {**net_input, "src_lengths": torch.tensor(long_lens, dtype=torch.long)},
             "target": target,
             "cpc": {
                 "segment_tokens": segs,

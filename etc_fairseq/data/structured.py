@@ -45,6 +45,9 @@ from fairseq.data.indexed_dataset import (
     index_file_path,
 )
 
+from etc_fairseq.data.batching import pad_stack
+from etc_fairseq.errors import InputFormatError, MissingFileError
+
 PathLike = Union[str, Path]
 
 #: where a field goes in a collated batch
@@ -189,17 +192,18 @@ class FieldReader:
     """Random access to one stored field, keeping its dtype (fairseq's reader casts to int64)."""
 
     def __init__(self, prefix: PathLike, dtype: str, trailing_shape: Sequence[int]):
-        from etc_fairseq.fairseq_compat import verify_indexed_dataset
+        from etc_fairseq.data.indexed import verify_indexed_dataset
 
         prefix = str(prefix)
         for p in (index_file_path(prefix), data_file_path(prefix)):
             if not Path(p).is_file():
-                raise FileNotFoundError(f"{p}: missing (prepared data incomplete; re-run etc-prepare)")
+                raise MissingFileError(f"{p}: missing (prepared data incomplete; re-run etc-prepare)")
         verify_indexed_dataset(prefix)  # truncated/corrupt files: a clear error here, not mid-epoch
         self._ds = MMapIndexedDataset(prefix)
         self.dtype = np.dtype(dtype)
         if self._ds._index.dtype != self.dtype:
-            raise ValueError(f"{prefix}: stored dtype {self._ds._index.dtype}, meta says {self.dtype}")
+            raise InputFormatError(f"{prefix}.idx: stored dtype {np.dtype(self._ds._index.dtype)}, its meta.json "
+                                   f"says {self.dtype}; re-run etc-prepare")
         self.trailing_shape = tuple(int(x) for x in trailing_shape)
         self.sizes = self._ds.sizes // max(int(np.prod(self.trailing_shape)), 1)
 
@@ -214,15 +218,37 @@ class FieldReader:
 
 
 def read_meta(data_dir: PathLike, split: str) -> dict:
-    """``{split}.meta.json`` of a prepared directory, with a clear error if the split was not prepared."""
+    """``{split}.meta.json`` of a prepared directory, checked: a JSON object with ``num_examples`` (an int
+    >= 0) and ``fields`` (``{name: {"dtype": str, "trailing_shape": [int, ...]}}``); a clear error naming the
+    file and field otherwise, or if the split was not prepared."""
+    from etc_fairseq.guards import load_json_file
+
     path = Path(data_dir) / f"{split}.meta.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such prepared split (run etc-prepare first; splits present: "
-                                f"{sorted(p.name[:-len('.meta.json')] for p in Path(data_dir).glob('*.meta.json'))})")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+        raise MissingFileError(f"{path}: no such prepared split (run etc-prepare first; splits present: "
+                               f"{sorted(p.name[:-len('.meta.json')] for p in Path(data_dir).glob('*.meta.json'))})")
+    meta = load_json_file(path, "the meta file etc-prepare writes for a split")
+    if not isinstance(meta, dict):
+        raise InputFormatError(f"{path}: expected a JSON object, got {type(meta).__name__}")
+    n = meta.get("num_examples")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise InputFormatError(f"{path}: field 'num_examples': expected an int >= 0, got {json.dumps(n)}")
+    fields = meta.get("fields")
+    if not isinstance(fields, dict):
+        raise InputFormatError(f"{path}: field 'fields': expected an object {{name: {{dtype, trailing_shape}}}}, "
+                               f"got {json.dumps(fields)[:80]}")
+    for name, f in fields.items():
+        ok = isinstance(f, dict) and isinstance(f.get("dtype"), str) and isinstance(f.get("trailing_shape"), list) \
+            and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in f["trailing_shape"])
+        if ok:
+            try:
+                np.dtype(f["dtype"])
+            except TypeError:
+                ok = False
+        if not ok:
+            raise InputFormatError(f"{path}: field 'fields.{name}': expected {{\"dtype\": a numpy dtype name, "
+                                   f"\"trailing_shape\": [positive ints]}}, got {json.dumps(f)[:80]}")
+    return meta
 
 
 def side_path(data_dir: PathLike, split: str) -> Path:
@@ -232,8 +258,8 @@ def side_path(data_dir: PathLike, split: str) -> Path:
 
 class SideRecords:
     """The side records of a split (``{split}.side.jsonl``, one JSON object per example), with random access
-    by byte offsets so that they are not all held in memory. A bad line is a ValueError naming the file and
-    line, raised when that line is read.
+    by byte offsets so that they are not all held in memory. A bad line is an InputFormatError naming the
+    file and line, raised when that line is read.
 
     Safe to pickle into data-loader workers: the file is (re)opened per process.
     """
@@ -241,7 +267,7 @@ class SideRecords:
     def __init__(self, path: PathLike):
         self.path = Path(path)
         if not self.path.is_file():
-            raise FileNotFoundError(f"{self.path}: no such side file (re-run etc-prepare for this split)")
+            raise MissingFileError(f"{self.path}: no such side file (re-run etc-prepare for this split)")
         offsets = [0]
         with open(self.path, "rb") as f:
             for line in f:
@@ -269,12 +295,13 @@ class SideRecords:
                 yield self._decode(raw, lineno)
 
     def _decode(self, raw: bytes, lineno: int) -> dict:
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{self.path}: line {lineno}: not UTF-8 ({e.reason} at byte {e.start + 1})") from None
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{self.path}: line {lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+        from etc_fairseq.guards import decode_utf8, parse_json
+
+        where = f"{self.path}:{lineno}"
+        record = parse_json(decode_utf8(raw, where), where)
+        if not isinstance(record, dict):
+            raise InputFormatError(f"{where}: expected a JSON object (a side record), got {type(record).__name__}")
+        return record
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -301,6 +328,9 @@ class StructuredDataset(FairseqDataset):
         pad_idx: the dictionary's pad index.
         max_long_len / max_global_len: pad every batch to these lengths when ``pad_to_fixed_length``
             (identical shapes for XLA / compiled models); examples must fit.
+        value_ranges: ``{field: (low, high, what)}``: refuse stored values outside ``[low, high)`` when
+            the split is loaded (:func:`~etc_fairseq.data.indexed.check_value_range`; ``what`` says what
+            they must be), e.g. token ids beyond the dictionary, which the model would fail on mid-epoch.
     """
 
     def __init__(
@@ -312,7 +342,10 @@ class StructuredDataset(FairseqDataset):
         max_long_len: Optional[int] = None,
         max_global_len: Optional[int] = None,
         pad_to_fixed_length: bool = False,
+        value_ranges: Optional[Mapping[str, Tuple[int, int, str]]] = None,
     ):
+        from etc_fairseq.data.indexed import check_value_range
+
         super().__init__()
         self.data_dir = Path(data_dir)
         self.split = split
@@ -322,7 +355,7 @@ class StructuredDataset(FairseqDataset):
         for spec in list(CORE_FIELDS.values()) + list(fields):
             if spec.name not in stored:
                 if spec.required:
-                    raise ValueError(
+                    raise InputFormatError(
                         f"{self.data_dir}/{split}.meta.json: field {spec.name!r} was not prepared (fields: "
                         f"{sorted(stored)}); re-run etc-prepare with a matching version"
                     )
@@ -335,7 +368,12 @@ class StructuredDataset(FairseqDataset):
         n = int(self.meta["num_examples"])
         for name, r in self.readers.items():
             if len(r) != n:
-                raise ValueError(f"{self.data_dir}/{split}.{name}: {len(r)} items, meta says {n} examples")
+                raise InputFormatError(f"{self.data_dir}/{split}.{name}: {len(r)} items, {split}.meta.json says "
+                                       f"{n} examples; re-run etc-prepare")
+        for name, (low, high, what) in (value_ranges or {}).items():
+            if name in self.readers:
+                check_value_range(self.data_dir / f"{split}.{name}", low, high, what,
+                                  max(int(np.prod(self.readers[name].trailing_shape)), 1))
         self.pad_idx = pad_idx
         self.long_sizes = np.asarray(self.readers["long_tokens"].sizes, dtype=np.int64)
         self.global_sizes = np.asarray(self.readers["global_tokens"].sizes, dtype=np.int64)
@@ -350,7 +388,7 @@ class StructuredDataset(FairseqDataset):
         }
         for what, sizes, limit in (("long", self.long_sizes, max_long_len), ("global", self.global_sizes, max_global_len)):
             if limit is not None and len(sizes) and sizes.max() > limit:
-                raise ValueError(
+                raise InputFormatError(
                     f"{self.data_dir}/{split}: an example has {what} length {int(sizes.max())} > {limit}; "
                     f"prepare with a smaller --max-{what}-len or raise the task's max_{what}_len"
                 )
@@ -402,11 +440,8 @@ class StructuredDataset(FairseqDataset):
                 n = self.own_lengths[name] if self.pad_to_fixed_length else max(max(len(a) for a in arrays), 1)
             else:
                 n = L if spec.length == "long" else G
-            trailing = arrays[0].shape[1:]
             dtype = torch.float32 if np.dtype(spec.dtype).kind == "f" else torch.long
-            out = torch.full((bsz, n) + tuple(trailing), self._pad_value(spec), dtype=dtype)
-            for i, a in enumerate(arrays):
-                out[i, : len(a)] = torch.from_numpy(np.array(a))
+            out = pad_stack(arrays, n, self._pad_value(spec), dtype)
             if spec.role == "src_tokens":
                 batch["net_input"]["src_tokens"] = out
             elif spec.role == "net_input":

@@ -15,9 +15,11 @@ from etc_fairseq.errors import CheckpointLoadError
 
 from .config import ACTIVATIONS, EtcEncoderConfig
 from .heads import ClassificationHead, LMHead, PooledClassifier, TokenLogits
-from .io import from_pretrained, save_pretrained
+from .io import save_pretrained
 from .layer import EtcLayer, EtcSelfAttention
 from .model import EtcEncoder, EtcEncoderOutput, label_vocab_from_config
+
+from_pretrained = EtcEncoder.from_pretrained
 
 __all__ = [
     "ACTIVATIONS",

@@ -17,7 +17,9 @@ onto them.
 # No ``from __future__ import annotations``: fairseq reads the field types at run time.
 import enum
 from dataclasses import dataclass, field, fields
+from typing import Any, Dict
 
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.structure.labels import DEFAULT_STRUCTURE_LABELS
 
 #: Activation functions the layers accept (``activation_fn`` / ``pooler_activation_fn``).
@@ -26,6 +28,9 @@ from etc_fairseq.structure.labels import DEFAULT_STRUCTURE_LABELS
 ACTIVATIONS = ("relu", "gelu", "gelu_accurate", "tanh", "linear", "swish")
 
 CLASSIFICATION_HEAD_INPUTS = ("long_cls", "global_cls")
+
+#: The attention kernels a model may be told to use (``attention_backend``).
+ATTENTION_BACKENDS = ("auto", "flex", "blocked")
 
 
 class _Choice(str, enum.Enum):
@@ -47,6 +52,7 @@ def choice_type(name: str, choices) -> type:
 
 ActivationName = choice_type("ActivationName", ACTIVATIONS)
 ClassificationHeadInput = choice_type("ClassificationHeadInput", CLASSIFICATION_HEAD_INPUTS)
+AttentionBackendName = choice_type("AttentionBackendName", ATTENTION_BACKENDS)
 
 @dataclass
 class EtcEncoderConfig:
@@ -174,6 +180,12 @@ class EtcEncoderConfig:
                   "global; position = index in the sequence, padding included: official "
                   "max_absolute_position_embeddings); 0 = none"},
     )
+    attention_backend: AttentionBackendName = field(
+        default="auto",
+        metadata={"help": "the attention kernel: auto = FlexAttention on CUDA, the blocked kernel elsewhere; "
+                  "flex; blocked. FlexAttention has no attention dropout: attention_dropout is not applied on "
+                  "its path (measured not to hurt: docs/gpu.md); blocked applies it on CUDA too"},
+    )
     checkpoint_activations: bool = field(
         default=False, metadata={"help": "recompute layer activations in backward to save memory"}
     )
@@ -195,6 +207,45 @@ class EtcEncoderConfig:
         """Width of the token embedding table (``embedding_size`` or the model width)."""
         return self.embedding_size or self.encoder_embed_dim
 
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "EtcEncoderConfig":
+        """The named size of :data:`PRESETS` (``etc_base``, ``etc_tiny``, ...) with ``overrides`` applied.
+
+        Raises:
+            ValueError: an unknown preset or field name (the known ones listed).
+        """
+        if name not in PRESETS:
+            raise ConfigError(f"unknown ETC preset {name!r}; known: {sorted(PRESETS)}")
+        unknown = set(overrides) - set(encoder_config_fields())
+        if unknown:
+            raise ConfigError(f"unknown EtcEncoderConfig fields {sorted(unknown)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+
+_SEPARATE = dict(shared_q=False, shared_kv=False, shared_out_proj=False, shared_relative_embeddings=False,
+                 separate_ffn=False)
+_SHARED = dict(_SEPARATE, shared_q=True, shared_kv=True, shared_out_proj=True, shared_relative_embeddings=True)
+_BASE = dict(encoder_layers=12, encoder_embed_dim=768, encoder_ffn_embed_dim=3072, encoder_attention_heads=12,
+             local_radius=84, relative_pos_max_distance=12, max_positions=4096, max_global_positions=256)
+_LARGE = dict(_BASE, encoder_layers=24, encoder_embed_dim=1024, encoder_ffn_embed_dim=4096,
+              encoder_attention_heads=16, local_radius=169, relative_pos_max_distance=24)
+
+#: The named model sizes: the paper's (section 4.1, appendix E; "shared" is its ablation with every
+#: attention projection shared by both sides and all four pieces; the feed-forward block is shared in all)
+#: and ``etc_tiny`` for tests, demos and CPU runs. A preset lists the fields it sets; the rest keep
+#: :class:`EtcEncoderConfig`'s defaults. fairseq's ``--arch`` of the same name reads these
+#: (:mod:`etc_fairseq.models.architectures`). Parameter counts (tests/test_model.py): ``etc_base`` ~166M and
+#: ``etc_base_shared`` ~109M with a 30,522-token vocabulary, ``etc_large`` ~558M with RoBERTa's 50,265.
+PRESETS: Dict[str, Dict[str, Any]] = {
+    "etc_base": dict(_BASE, **_SEPARATE),
+    "etc_base_shared": dict(_BASE, **_SHARED),
+    "etc_large": dict(_LARGE, **_SEPARATE),
+    "etc_large_shared": dict(_LARGE, **_SHARED),
+    "etc_tiny": dict(_BASE, **_SEPARATE, encoder_layers=2, encoder_embed_dim=64, encoder_ffn_embed_dim=256,
+                     encoder_attention_heads=4, local_radius=16, relative_pos_max_distance=4,
+                     max_global_positions=64, fixed_block_len=16),
+}
+
 
 def encoder_config_fields():
     """The names of :class:`EtcEncoderConfig`'s fields, in order."""
@@ -214,10 +265,32 @@ def absolute_position_limit(cfg):
     return min(limits) if limits else None
 
 
+#: probabilities of the dropout layers: a number in [0, 1)
+DROPOUT_FIELDS = ("dropout", "attention_dropout", "activation_dropout", "pooler_dropout")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+#: the largest l2l radius and relative-position clipping distance a config may ask for, and why
+MAX_LOCAL_RADIUS = 1 << 17
+MAX_RELATIVE_DISTANCE = 4096
+LIMIT_REASONS = {
+    "local_radius": "every long token keeps 2r+1 mask and label entries; a radius past the input's length attends "
+                    "to all of it already",
+    "relative_pos_max_distance": "each layer holds 2k+1 relative-label vectors per head; the paper clips at 12 and "
+                                 "24, Google's released models at most at 42",
+}
+
+
 def validate_encoder_config(cfg) -> None:
-    """Raise ``ValueError`` naming the field when a value cannot build a model. ``cfg`` may be an
-    :class:`EtcEncoderConfig` or anything with its attributes (fairseq's ``EtcConfig``, a namespace);
-    fairseq's ``II(...)`` placeholders (strings starting with ``${``) are left for later."""
+    """Raise :class:`~etc_fairseq.errors.ConfigError` (a ``ValueError``) naming the field when a value
+    cannot build a working model: sizes that are not positive integers, a dropout that is not a probability
+    in [0, 1) (NaN included), a LayerNorm epsilon that is not a positive finite number, an unknown
+    activation. ``cfg`` may be an :class:`EtcEncoderConfig` or anything with its attributes (fairseq's
+    ``EtcConfig``, a namespace, a checkpoint's stored config); fairseq's ``II(...)`` placeholders (strings
+    starting with ``${``) are left for later."""
     def value(name):
         v = getattr(cfg, name, None)
         if isinstance(v, enum.Enum):
@@ -227,28 +300,42 @@ def validate_encoder_config(cfg) -> None:
     for name in ("activation_fn", "pooler_activation_fn"):
         v = value(name)
         if v is not None and v not in ACTIVATIONS:
-            raise ValueError(f"{name}={v!r}: expected one of {list(ACTIVATIONS)}")
-    v = value("classification_head_input")
-    if v is not None and v not in CLASSIFICATION_HEAD_INPUTS:
-        raise ValueError(f"classification_head_input={v!r}: expected one of {list(CLASSIFICATION_HEAD_INPUTS)}")
-    for name in ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads"):
+            raise ConfigError(f"{name}={v!r}: expected one of {list(ACTIVATIONS)}")
+    for name, choices in (("classification_head_input", CLASSIFICATION_HEAD_INPUTS),
+                          ("attention_backend", ATTENTION_BACKENDS)):
         v = value(name)
-        if v is not None and (not isinstance(v, int) or v < 1):
-            raise ValueError(f"{name}={v!r}: expected an int >= 1")
+        if v is not None and v not in choices:
+            raise ConfigError(f"{name}={v!r}: expected one of {list(choices)}")
+    for name in ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
+                 "max_positions", "max_global_positions", "fixed_block_len"):
+        v = value(name)
+        if v is not None and (not _is_int(v) or v < 1):
+            raise ConfigError(f"{name}={v!r}: expected an int >= 1")
     for name in ("relative_vocab_size", "embedding_size", "segment_vocab_size", "local_radius",
-                 "relative_pos_max_distance", "index_position_embeddings"):
+                 "relative_pos_max_distance", "index_position_embeddings", "long_segment_id", "global_segment_id"):
         v = value(name)
-        if v is not None and (not isinstance(v, int) or v < 0):
-            raise ValueError(f"{name}={v!r}: expected an int >= 0")
+        if v is not None and (not _is_int(v) or v < 0):
+            raise ConfigError(f"{name}={v!r}: expected an int >= 0")
+    for name, largest in (("local_radius", MAX_LOCAL_RADIUS), ("relative_pos_max_distance", MAX_RELATIVE_DISTANCE)):
+        v = value(name)
+        if v is not None and _is_int(v) and v > largest:
+            raise ConfigError(f"{name}={v}: expected at most {largest} ({LIMIT_REASONS[name]})")
+    for name in DROPOUT_FIELDS:
+        v = value(name)
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= v < 1.0):
+            raise ConfigError(f"{name}={v!r}: expected a probability in [0, 1)")
+    v = value("layer_norm_eps")
+    if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 < v < float("inf")):
+        raise ConfigError(f"layer_norm_eps={v!r}: expected a positive finite number")
     dim, heads = value("encoder_embed_dim"), value("encoder_attention_heads")
     if dim is not None and heads is not None and dim % heads:
-        raise ValueError(f"encoder_embed_dim ({dim}) must be divisible by encoder_attention_heads ({heads})")
+        raise ConfigError(f"encoder_embed_dim ({dim}) must be divisible by encoder_attention_heads ({heads})")
     nseg = value("segment_vocab_size")
     if nseg:
         for name in ("long_segment_id", "global_segment_id"):
             v = value(name)
             if v is not None and not 0 <= v < nseg:
-                raise ValueError(f"{name}={v}: expected 0 <= id < segment_vocab_size={nseg}")
+                raise ConfigError(f"{name}={v}: expected 0 <= id < segment_vocab_size={nseg}")
 
 
 def as_encoder_config(cfg) -> EtcEncoderConfig:

@@ -1,4 +1,6 @@
-"""Save and load an :class:`~etc_fairseq.encoder.model.EtcEncoder` without fairseq or pickle.
+"""The files of an :class:`~etc_fairseq.encoder.model.EtcEncoder` directory, without fairseq or pickle
+(:meth:`EtcEncoder.save_pretrained <etc_fairseq.encoder.model.EtcEncoder.save_pretrained>` /
+:meth:`~etc_fairseq.encoder.model.EtcEncoder.from_pretrained` use them).
 
 A model directory holds two files:
 
@@ -17,14 +19,15 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import os
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Dict, Union
 
 import torch
 
-from etc_fairseq.errors import CheckpointLoadError
+from etc_fairseq.errors import CheckpointLoadError, ConfigError
 
 from .config import EtcEncoderConfig, encoder_config_fields
 
@@ -73,7 +76,7 @@ def save_pretrained(encoder, directory: Union[str, os.PathLike]) -> None:
     from safetensors.torch import save_file
 
     if tuple(encoder.final_outputs) != ("long", "global"):
-        raise ValueError(f"this encoder computes only the {'/'.join(encoder.final_outputs)} features in its last "
+        raise ConfigError(f"this encoder computes only the {'/'.join(encoder.final_outputs)} features in its last "
                          "layer (built for a fine-tuning task); save_pretrained writes complete encoders only")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -129,18 +132,51 @@ def read_config(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
     if not isinstance(meta["config"], dict):
         raise CheckpointLoadError(f"{path}: config must be a JSON object")
     meta = dict(meta, config=encoder_config_from_dict(meta["config"], source=str(path)))
+    _check_declared_size(meta["config"], meta["vocab_size"], Path(directory), path)
     return meta
 
 
-def from_pretrained(directory: Union[str, os.PathLike], map_location: str = "cpu"):
-    """Build an :class:`~etc_fairseq.encoder.model.EtcEncoder` from a directory written by
-    :func:`save_pretrained` (weights read with ``safetensors``, no pickle)."""
+def _check_declared_size(cfg: EtcEncoderConfig, vocab_size: int, directory: Path, path: Path) -> None:
+    """Refuse, before anything is built, a config.json whose sizes the weights file cannot hold (their
+    shapes are read from its header) or this machine's memory cannot
+    (:func:`~etc_fairseq.encoder.size.check_fits_in_memory`): 100,000 layers are refused at once."""
+    from safetensors import SafetensorError, safe_open
+
+    from .size import check_fits_in_memory, minimum_parameter_count
+
+    weights = directory / WEIGHTS_NAME
+    if weights.is_file():
+        try:
+            with safe_open(str(weights), framework="pt") as f:
+                stored = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+        except (SafetensorError, OSError) as e:
+            raise CheckpointLoadError(f"{weights}: unreadable safetensors file ({e})") from None
+        declared = minimum_parameter_count(cfg, vocab_size)
+        if declared > stored:
+            raise CheckpointLoadError(
+                f"{path}: encoder_layers={cfg.encoder_layers}, encoder_embed_dim={cfg.encoder_embed_dim}, "
+                f"encoder_ffn_embed_dim={cfg.encoder_ffn_embed_dim} and vocab_size={vocab_size} declare at least "
+                f"{declared:,} parameters, but {WEIGHTS_NAME} holds {stored:,}: the config does not describe these weights"
+            )
+    try:
+        check_fits_in_memory(cfg, vocab_size, str(path))
+    except ConfigError as e:
+        raise CheckpointLoadError(str(e)) from None
+
+
+def load_weights(directory: Union[str, os.PathLike], expected: Dict[str, torch.Tensor],
+                 map_location: str = "cpu") -> Dict[str, torch.Tensor]:
+    """The tensors of ``directory``'s ``model.safetensors`` (read with ``safetensors``, no pickle), checked
+    against ``expected`` (the state dict of the encoder that ``config.json`` describes, e.g. built on the
+    meta device): the same names and shapes.
+
+    Raises:
+        CheckpointLoadError: a missing or unreadable file, missing or unexpected tensors, a shape that
+            differs from what ``config.json`` implies (one line naming the file and the tensor).
+    """
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from .model import EtcEncoder
-
-    meta = read_config(directory)
     weights = Path(directory) / WEIGHTS_NAME
     if not weights.is_file():
         raise CheckpointLoadError(f"{weights}: missing")
@@ -148,9 +184,6 @@ def from_pretrained(directory: Union[str, os.PathLike], map_location: str = "cpu
         state = load_file(str(weights), device=str(map_location))
     except (SafetensorError, OSError) as e:
         raise CheckpointLoadError(f"{weights}: unreadable safetensors file ({e})") from None
-    with torch.device("meta"):
-        encoder = EtcEncoder(meta["config"], meta["vocab_size"], meta["padding_idx"], meta["fixed_block_token_id"])
-    expected = encoder.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
@@ -163,5 +196,7 @@ def from_pretrained(directory: Union[str, os.PathLike], map_location: str = "cpu
                 f"{weights}: tensor {name!r} has shape {tuple(state[name].shape)}, config.json implies "
                 f"{tuple(t.shape)}"
             )
-    encoder.load_state_dict(state, assign=True)
-    return encoder.eval()
+        if state[name].is_floating_point() and not bool(torch.isfinite(state[name]).all()):
+            raise CheckpointLoadError(f"{weights}: tensor {name!r} holds NaN or infinite values; every output "
+                                      "computed from it would be NaN")
+    return state

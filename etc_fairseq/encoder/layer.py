@@ -20,14 +20,22 @@ Every switchable group is an ``nn.ModuleDict`` keyed by side ("long"/"global") o
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from etc_fairseq.attention import GlobalLocalStructure, global_query_attention, long_query_attention
-from etc_fairseq.attention.flex import attention_backend
+from etc_fairseq.attention import GlobalLocalStructure
+from etc_fairseq.errors import ConfigError
+from etc_fairseq.attention.flex import (
+    FlexPlan,
+    attention_backend,
+    flex_joint_attention,
+    flex_plan_from_structure,
+    relative_table,
+)
+from etc_fairseq.attention.global_local import implementation
 
 from .config import ACTIVATIONS, EtcEncoderConfig
 
@@ -36,6 +44,10 @@ PIECES = ("l2l", "l2g", "g2g", "g2l")
 SHARED = "shared"
 #: The query side of each attention piece.
 QUERY_SIDE = {"l2l": "long", "l2g": "long", "g2g": "global", "g2l": "global"}
+#: The pieces of each query side whose keys are (global tokens, long tokens).
+KEY_PIECES = {"global": ("g2g", "g2l"), "long": ("l2g", "l2l")}
+#: The query sides in FlexAttention's joint layout order (global rows first).
+FLEX_SIDES = ("global", "long")
 
 
 def gelu_accurate(x: torch.Tensor) -> torch.Tensor:
@@ -53,7 +65,7 @@ def get_activation_fn(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
     table = {"relu": F.relu, "gelu": gelu, "gelu_accurate": gelu_accurate, "tanh": torch.tanh,
              "linear": lambda x: x, "swish": F.silu}
     if name not in table:
-        raise ValueError(f"activation {name!r}: expected one of {list(ACTIVATIONS)}")
+        raise ConfigError(f"activation {name!r}: expected one of {list(ACTIVATIONS)}")
     return table[name]
 
 
@@ -80,7 +92,7 @@ class EtcSelfAttention(nn.Module):
         super().__init__()
         embed_dim, num_heads = cfg.encoder_embed_dim, cfg.encoder_attention_heads
         if embed_dim % num_heads != 0:
-            raise ValueError(
+            raise ConfigError(
                 f"encoder_embed_dim ({embed_dim}) must be divisible by encoder_attention_heads ({num_heads})"
             )
         self.embed_dim = embed_dim
@@ -98,8 +110,10 @@ class EtcSelfAttention(nn.Module):
         self.k_proj = switchable(kv_keys, cfg.shared_kv, linear)
         self.v_proj = switchable(kv_keys, cfg.shared_kv, linear)
         self.out_proj = switchable(SIDES, cfg.shared_out_proj, linear)
-        #: "auto" (FlexAttention on CUDA without attention dropout, else the blocked kernel),
-        #: or any ``impl`` of :func:`etc_fairseq.attention.global_local_attention` ("blocked", "flex", ...).
+        #: The attention when :meth:`forward` is given a built structure and no ``impl`` (a layer used on its
+        #: own; :class:`~etc_fairseq.encoder.EtcEncoder` decides for its layers): "auto" (FlexAttention on
+        #: CUDA, without attention dropout; the blocked kernel elsewhere), or any ``impl`` of
+        #: :func:`etc_fairseq.attention.global_local_attention` ("blocked", "flex", ...).
         self.backend = "auto"
         # Relative-label key vectors a^K_l, one per label and head (paper eq. for e_ij): float
         # [num_labels, heads, head_dim]; optional per-label biases float [num_labels, heads] (official
@@ -162,14 +176,37 @@ class EtcSelfAttention(nn.Module):
             if group is not None and side in group:
                 del group[side]
 
+    @property
+    def split_kv(self) -> bool:
+        """Whether the two query sides read different key/value projections (FlexAttention's joint
+        layout then holds both sets: :class:`etc_fairseq.attention.flex.FlexLayout`); True with one side
+        (its own key set either way)."""
+        if len(self.outputs) < 2:
+            return True
+        return any(pick(proj, a) is not pick(proj, b) for proj in (self.k_proj, self.v_proj)
+                   for a, b in (("g2g", "l2g"), ("g2l", "l2l")))
+
     def forward(
-        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: GlobalLocalStructure
+        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: Union[GlobalLocalStructure, FlexPlan],
+        impl: Optional[str] = None,
     ) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
         """x_long: float [batch, long_len, embed_dim]; x_global: float [batch, global_len, embed_dim].
+
+        ``structure``: a batch's :class:`~etc_fairseq.attention.flex.FlexPlan` (FlexAttention), or its
+        built masks and labels, run by ``impl`` (default :attr:`backend`). Inputs are trusted (the encoder
+        validates them once per batch).
 
         Returns the attention outputs after the output projections, same shapes as the inputs (None for
         a side not in :attr:`outputs`).
         """
+        if isinstance(structure, FlexPlan):
+            return self._flex_forward(x_long, x_global, structure)
+        impl = impl or self.backend
+        if impl == "auto":
+            impl = attention_backend(x_long.device)
+        if impl == "flex":  # a layer on its own: a plan of this call's masks
+            return self._flex_forward(x_long, x_global, flex_plan_from_structure(structure, self.split_kv))
+        p = self.attention_dropout if self.training else 0.0
         want_long, want_global = "long" in self.outputs, "global" in self.outputs
         q = self._project(self.q_proj, {k: x for k, x in (("long", x_long), ("global", x_global))
                                          if k in self.outputs})
@@ -179,27 +216,77 @@ class EtcSelfAttention(nn.Module):
                      if QUERY_SIDE[k] in self.outputs}
         k = self._project(self.k_proj, kv_inputs)
         v = self._project(self.v_proj, kv_inputs)
-        p = self.attention_dropout if self.training else 0.0
-        impl = attention_backend(x_long.device, p) if self.backend == "auto" else self.backend
+        long_half, global_half, extra = implementation(impl)
         s = structure
         out_long = out_global = None
         if want_long:
             long_emb, long_bias = self._rel("long", q["long"].dtype)
-            long_ctx = long_query_attention(
-                q["long"], k["l2l"], v["l2l"], k["l2g"], v["l2g"], impl=impl, local_radius=s.local_radius,
+            long_ctx = long_half(
+                q["long"], k["l2l"], v["l2l"], k["l2g"], v["l2g"], local_radius=s.local_radius,
                 l2l_mask=s.l2l_mask, l2g_mask=s.l2g_mask, l2l_rel=s.l2l_rel, l2g_rel=s.l2g_rel,
-                rel_emb=long_emb, rel_bias=long_bias, dropout_p=p,
+                rel_emb=long_emb, rel_bias=long_bias, dropout_p=p, **extra,
             )  # [batch, heads, long_len, head_dim]
             out_long = pick(self.out_proj, "long")(self._merge_heads(long_ctx))
         if want_global:
             global_emb, global_bias = self._rel("global", q["global"].dtype)
-            global_ctx = global_query_attention(
-                q["global"], k["g2g"], v["g2g"], k["g2l"], v["g2l"], impl=impl,
+            global_ctx = global_half(
+                q["global"], k["g2g"], v["g2g"], k["g2l"], v["g2l"],
                 g2g_mask=s.g2g_mask, g2l_mask=s.g2l_mask, g2g_rel=s.g2g_rel, g2l_rel=s.g2l_rel,
-                rel_emb=global_emb, rel_bias=global_bias, dropout_p=p,
+                rel_emb=global_emb, rel_bias=global_bias, dropout_p=p, **extra,
             )  # [batch, heads, global_len, head_dim]
             out_global = pick(self.out_proj, "global")(self._merge_heads(global_ctx))
         return out_long, out_global
+
+    def _flex_forward(
+        self, x_long: torch.Tensor, x_global: torch.Tensor, plan: FlexPlan
+    ) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """Both sides in ONE FlexAttention call (the joint layout of ``plan``; no attention dropout: flex
+        attention has none); inputs as :meth:`forward`, padded here to the layout's lengths if they are
+        shorter, outputs at the inputs' lengths."""
+        lay = plan.layout
+        sides = tuple(s for s in FLEX_SIDES if s in self.outputs)
+        if len(sides) == 2 and lay.split_kv != self.split_kv:
+            raise ValueError(f"the plan's split_kv={lay.split_kv} does not fit this layer's key/value "
+                             f"projections (split_kv={self.split_kv})")
+        lengths = {"global": x_global.shape[1], "long": x_long.shape[1]}
+        x = {"global": pad_tokens(x_global, lay.global_pad), "long": pad_tokens(x_long, lay.long_pad)}
+        key_sides = sides if lay.split_kv else sides[:1]  # one shared key set: any side's pieces
+        pieces = [piece for s in key_sides for piece in KEY_PIECES[s]]
+        shared = {pick(proj, p) for proj in (self.k_proj, self.v_proj) for p in pieces}
+        x_joint = None
+        if len(shared) == 2 or (len(sides) == 2 and pick(self.q_proj, "global") is pick(self.q_proj, "long")):
+            # one projection reads both sides' tokens: project the joint sequence once, no output copies
+            x_joint = torch.cat([x["global"], x["long"]], dim=1)  # [B, S, dim]
+        if x_joint is not None and len(sides) == 2 and pick(self.q_proj, "global") is pick(self.q_proj, "long"):
+            queries = self._split_heads(pick(self.q_proj, "global")(x_joint))  # [B, H, S, D]
+            q = {"global": queries[:, :, :lay.global_pad], "long": queries[:, :, lay.global_pad:]}
+        else:
+            q = self._project(self.q_proj, {s: x[s] for s in sides})
+            queries = torch.cat([q[s] for s in sides], dim=2)
+        if len(shared) == 2:  # one key and one value projection for every piece
+            keys = self._split_heads(pick(self.k_proj, pieces[0])(x_joint))  # [B, H, S, D]
+            values = self._split_heads(pick(self.v_proj, pieces[0])(x_joint))
+        else:  # per side or per piece: the sides' key sets laid end to end
+            kv_inputs = {piece: x[token_side] for s in key_sides for piece, token_side in zip(KEY_PIECES[s], FLEX_SIDES)}
+            k = self._project(self.k_proj, kv_inputs)
+            v = self._project(self.v_proj, kv_inputs)
+            keys = torch.cat([k[piece] for piece in pieces], dim=2)  # [B, H, keys, D]
+            values = torch.cat([v[piece] for piece in pieces], dim=2)
+        tables = [relative_table(q[s], *self._rel(s, q[s].dtype)) for s in sides]
+        out = flex_joint_attention(plan, queries, keys, values, tables, sides)
+        outs: Dict[str, torch.Tensor] = {}
+        start = 0
+        for s in sides:
+            n = x[s].shape[1]
+            ctx = out[:, :, start:start + n]  # [B, H, n, D]
+            outs[s] = pick(self.out_proj, s)(self._merge_heads(ctx))[:, :lengths[s]]
+            start += n
+        return outs.get("long"), outs.get("global")
+
+
+def pad_tokens(x: torch.Tensor, n: int) -> torch.Tensor:
+    """float [batch, len, dim] -> [batch, n, dim] (zero rows appended; ``n >= len``)."""
+    return F.pad(x, (0, 0, 0, n - x.shape[1])) if n != x.shape[1] else x
 
 
 class FeedForward(nn.Module):
@@ -268,15 +355,17 @@ class EtcLayer(nn.Module):
                     del group[side]
 
     def forward(
-        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: GlobalLocalStructure
+        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: Union[GlobalLocalStructure, FlexPlan],
+        impl: Optional[str] = None,
     ) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
         """x_long: float [batch, long_len, embed_dim]; x_global: float [batch, global_len, embed_dim];
-        returns both, same shapes (None for a side not in :attr:`outputs`)."""
+        ``structure`` and ``impl``: see :meth:`EtcSelfAttention.forward`. Returns both, same shapes (None for
+        a side not in :attr:`outputs`)."""
         sides = ("long", "global")
         if self.pre_layer_norm:
             # both sides normalised: a side's keys/values feed the other side's queries
             normed = [pick(self.self_attn_layer_norm, s)(x) for s, x in zip(sides, (x_long, x_global))]
-            attn = self.self_attn(normed[0], normed[1], structure)
+            attn = self.self_attn(normed[0], normed[1], structure, impl)
             outs = []
             for side, x, a in zip(sides, (x_long, x_global), attn):
                 if a is None:
@@ -286,7 +375,7 @@ class EtcLayer(nn.Module):
                 x = x + self.dropout(pick(self.ffn, side)(pick(self.final_layer_norm, side)(x)))
                 outs.append(x)
             return outs[0], outs[1]
-        attn = self.self_attn(x_long, x_global, structure)
+        attn = self.self_attn(x_long, x_global, structure, impl)
         outs = []
         for side, x, a in zip(sides, (x_long, x_global), attn):
             if a is None:

@@ -20,10 +20,17 @@ Inputs of :meth:`EtcEncoder.forward` (all optional except ``long_tokens``):
 
 With no global tokens given, the encoder builds fixed-block global tokens itself: one global token
 (id ``fixed_block_token_id``) per ``fixed_block_len`` long tokens (the paper's "fixed blocks").
+
+The attention (:attr:`EtcEncoder.backend`): with FlexAttention, :meth:`EtcEncoder.forward` builds ONE
+:class:`~etc_fairseq.attention.flex.FlexPlan` per batch from the compact structure ids (no dense mask), pads
+the hidden states once to the plan's block-aligned lengths, shares the plan with every layer and cuts the
+outputs back; with the blocked kernel it builds the dense masks and labels once. Either way the inputs are
+validated once here and the layers trust them.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -32,19 +39,28 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from etc_fairseq.attention import GlobalLocalStructure
+from etc_fairseq.errors import ConfigError, InputFormatError
+from etc_fairseq.attention.flex import FlexPlan, attention_backend, flex_plan_from_structure
 from etc_fairseq.structure.builders import (
     REQUIRED_STRUCTURE_LABELS,
     STRUCTURE_KEYS,
-    build_structure,
+    StructureIds,
+    dense_structure,
     fixed_block_ids,
+    structure_ids,
 )
+from etc_fairseq.structure.flex_plan import flex_plan
 from etc_fairseq.structure.global_tokens import NUM_GLOBAL_TOKEN_TYPES, GlobalTokenType
 from etc_fairseq.structure.labels import RelativeLabelVocab
+from etc_fairseq.tokenization import read_source_token_rows
 
 from ..tracing import static_graph
 from .config import EtcEncoderConfig, as_encoder_config
 from .embeddings import PaddingAwarePositions, init_bert_params
-from .layer import EtcLayer
+from .io import load_weights, read_config, save_pretrained
+from .layer import EtcLayer, pad_tokens
+
+logger = logging.getLogger(__name__)
 
 
 def label_vocab_from_config(cfg) -> RelativeLabelVocab:
@@ -52,7 +68,7 @@ def label_vocab_from_config(cfg) -> RelativeLabelVocab:
     names = tuple(n.strip() for n in str(cfg.relative_structure_labels).split(",") if n.strip())
     missing = [n for n in REQUIRED_STRUCTURE_LABELS if n not in names]
     if missing:
-        raise ValueError(
+        raise ConfigError(
             f"relative_structure_labels={cfg.relative_structure_labels!r} lacks {missing}: the structure "
             f"builders assign all of {list(REQUIRED_STRUCTURE_LABELS)}; extra labels may be appended"
         )
@@ -64,7 +80,7 @@ def relative_table_rows(cfg, vocab: RelativeLabelVocab) -> int:
     the vocabulary's size."""
     rows = int(cfg.relative_vocab_size or 0)
     if rows and rows < vocab.size:
-        raise ValueError(
+        raise ConfigError(
             f"relative_vocab_size={rows} is smaller than the {vocab.size} relative labels (2k+1 = "
             f"{vocab.num_position_labels} positions + {len(vocab.structure_labels)} structure labels)"
         )
@@ -89,7 +105,7 @@ class EtcEncoderOutput:
     global_padding_mask: torch.Tensor
     global_tokens: torch.Tensor
     global_types: torch.Tensor
-    structure: GlobalLocalStructure
+    structure: Union[GlobalLocalStructure, FlexPlan]
     inner_states: List[Tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
 
@@ -110,6 +126,9 @@ class EtcEncoder(nn.Module):
         self.vocab_size = int(vocab_size)
         self.padding_idx = int(padding_idx)
         self.fixed_block_token_id = int(fixed_block_token_id)
+        #: the model's token row of each id of the model it was converted from, where the rows were reordered
+        #: (Google's released ETC through etc-lift); None: token ids are rows (see :meth:`from_pretrained`)
+        self.source_token_rows: Optional[Tuple[int, ...]] = None
         self.label_vocab = label_vocab_from_config(cfg)
         self.num_relative_rows = relative_table_rows(cfg, self.label_vocab)
         dim = cfg.encoder_embed_dim
@@ -135,6 +154,10 @@ class EtcEncoder(nn.Module):
         )
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(EtcLayer(cfg, self.num_relative_rows) for _ in range(cfg.encoder_layers))
+        #: The attention (default ``cfg.attention_backend``): "auto" (FlexAttention on CUDA, the blocked
+        #: kernel elsewhere), or any ``impl`` of :func:`etc_fairseq.attention.global_local_attention` ("flex",
+        #: "blocked", "dense", ...). FlexAttention applies no attention dropout.
+        self.backend = str(cfg.attention_backend)
         if self.embed_tokens.weight.device.type != "meta":  # meta: shapes only (parameter counting)
             self.apply(init_bert_params)
 
@@ -152,14 +175,26 @@ class EtcEncoder(nn.Module):
         structure: dict of compact int64 ids, a built GlobalLocalStructure, or None.
         Returns (global_tokens, global_types, GlobalLocalStructure).
         """
+        global_tokens, global_types, s = self.structure_inputs(long_tokens, global_tokens, global_types, structure)
+        return global_tokens, global_types, s if isinstance(s, GlobalLocalStructure) else dense_structure(s)
+
+    def structure_inputs(
+        self,
+        long_tokens: torch.Tensor,
+        global_tokens: Optional[torch.Tensor] = None,
+        global_types: Optional[torch.Tensor] = None,
+        structure: Optional[Union[Dict[str, torch.Tensor], GlobalLocalStructure]] = None,
+    ) -> Tuple[torch.Tensor, torch.Tensor, Union[StructureIds, GlobalLocalStructure]]:
+        """:meth:`prepare_inputs` up to the validated structure: the compact ids
+        (:class:`~etc_fairseq.structure.builders.StructureIds`), or the given built structure, validated."""
         cfg = self.cfg
         pad = self.padding_idx
         if long_tokens.dim() != 2:
-            raise ValueError(f"src_tokens must be int64 [batch, long_len], got shape {tuple(long_tokens.shape)}")
+            raise InputFormatError(f"src_tokens must be int64 [batch, long_len], got shape {tuple(long_tokens.shape)}")
         # Lengths are capped only by absolute position tables (relative positions take any length):
         # the RoBERTa-style table here, the index tables in _index_positions.
         if cfg.use_absolute_positions and long_tokens.size(1) > cfg.max_positions:
-            raise ValueError(
+            raise InputFormatError(
                 f"long input of length {long_tokens.size(1)} exceeds max_positions={cfg.max_positions} "
                 "(--max-positions), the size of the absolute position table (use_absolute_positions=True)"
             )
@@ -168,12 +203,12 @@ class EtcEncoder(nn.Module):
         ids = {} if built is not None else dict(structure or {})
         unknown = set(ids) - set(STRUCTURE_KEYS)
         if unknown:
-            raise ValueError(f"unknown structure keys {sorted(unknown)}; expected a subset of {STRUCTURE_KEYS}")
+            raise InputFormatError(f"unknown structure keys {sorted(unknown)}; expected a subset of {STRUCTURE_KEYS}")
         if global_tokens is None:
             if global_types is not None:
-                raise ValueError("global_types given without global_tokens")
+                raise InputFormatError("global_types given without global_tokens")
             if built is not None:
-                raise ValueError("a built GlobalLocalStructure needs its global_tokens and global_types")
+                raise InputFormatError("a built GlobalLocalStructure needs its global_tokens and global_types")
             long_segment, _, global_padding_mask = fixed_block_ids(long_padding_mask, cfg.fixed_block_len)
             ids.setdefault("long_segment", long_segment)
             global_tokens = torch.full_like(global_padding_mask, self.fixed_block_token_id, dtype=torch.long)
@@ -181,15 +216,15 @@ class EtcEncoder(nn.Module):
             global_types = torch.full_like(global_tokens, int(GlobalTokenType.FIXED_BLOCK))
         else:
             if global_types is None:
-                raise ValueError("global_tokens given without global_types")
+                raise InputFormatError("global_tokens given without global_types")
             if global_tokens.shape != global_types.shape or global_tokens.size(0) != long_tokens.size(0):
-                raise ValueError(
+                raise InputFormatError(
                     f"global_tokens {tuple(global_tokens.shape)} and global_types {tuple(global_types.shape)} "
                     f"must both be [batch={long_tokens.size(0)}, global_len]"
                 )
             global_padding_mask = global_tokens.eq(pad)
         if built is None:
-            built = build_structure(
+            return global_tokens, global_types, structure_ids(
                 long_padding_mask=long_padding_mask,
                 global_padding_mask=global_padding_mask,
                 vocab=self.label_vocab,
@@ -198,11 +233,12 @@ class EtcEncoder(nn.Module):
                 hard_l2g=cfg.hard_l2g,
                 **ids,
             )
-        elif (built.long_len, built.global_len) != (long_tokens.size(1), global_tokens.size(1)):
-            raise ValueError(
+        if (built.long_len, built.global_len) != (long_tokens.size(1), global_tokens.size(1)):
+            raise InputFormatError(
                 f"structure is for long_len={built.long_len}, global_len={built.global_len}; the input has "
                 f"{long_tokens.size(1)} and {global_tokens.size(1)}"
             )
+        built.validate(long_tokens.size(0), long_tokens.size(1), global_tokens.size(1))
         return global_tokens, global_types, built
 
     def embed(
@@ -238,7 +274,7 @@ class EtcEncoder(nn.Module):
             x_long = x_long + self.embed_segments(segment_ids)
             x_global = x_global + self.embed_segments(global_segment_ids)
         elif segment_ids is not None or global_segment_ids is not None:
-            raise ValueError("segment ids given but the model has no segment embeddings (segment_vocab_size=0)")
+            raise InputFormatError("segment ids given but the model has no segment embeddings (segment_vocab_size=0)")
         if long_extra is not None:
             x_long = x_long + long_extra.to(x_long.dtype)
         if global_extra is not None:
@@ -251,7 +287,7 @@ class EtcEncoder(nn.Module):
     def _index_positions(self, table: nn.Embedding, length: int, side: str) -> torch.Tensor:
         """float [1, length, dim]: rows 0 .. length-1 of ``table``."""
         if length > table.num_embeddings:
-            raise ValueError(
+            raise InputFormatError(
                 f"{side} input of length {length} exceeds index_position_embeddings={table.num_embeddings} "
                 "(--index-position-embeddings), the size of the absolute position tables"
             )
@@ -274,20 +310,42 @@ class EtcEncoder(nn.Module):
         self.layers[-1].keep_outputs(sides)
 
     # -- forward ------------------------------------------------------------------------------------
+    def attention_impl(self, device: torch.device) -> str:
+        """What :attr:`backend` means for a batch on ``device`` in the current mode ("flex", "blocked", ...)."""
+        impl = attention_backend(device) if self.backend == "auto" else self.backend
+        p = self.cfg.attention_dropout if self.training else 0.0
+        if impl == "flex" and p > 0.0 and not static_graph():
+            _log_once(f"attention_dropout={p} is not applied: FlexAttention has no attention dropout (training "
+                      "without it was measured not to hurt, docs/gpu.md); attention_backend=blocked applies it")
+        return impl
+
+    def attention_structure(
+        self, structure: Union[StructureIds, GlobalLocalStructure], impl: str
+    ) -> Union[GlobalLocalStructure, FlexPlan]:
+        """What the layers read for ``impl``: a :class:`~etc_fairseq.attention.flex.FlexPlan` for "flex"
+        (from the compact ids: no dense mask), else the built masks and labels."""
+        if impl == "flex":
+            split_kv = self.layers[0].self_attn.split_kv if len(self.layers) else True
+            if isinstance(structure, StructureIds):
+                return flex_plan(structure, split_kv)
+            return flex_plan_from_structure(structure, split_kv)
+        return structure if isinstance(structure, GlobalLocalStructure) else dense_structure(structure)
+
     def run_layers(
-        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: GlobalLocalStructure,
-        return_all_hiddens: bool = False,
+        self, x_long: torch.Tensor, x_global: torch.Tensor, structure: Union[GlobalLocalStructure, FlexPlan],
+        return_all_hiddens: bool = False, impl: Optional[str] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor, List[Tuple[torch.Tensor, torch.Tensor]]]:
         """The layer stack on embedded inputs: float [batch, long_len, dim] and [batch, global_len, dim]
-        -> the same shapes, plus every layer's (long, global) input when ``return_all_hiddens``."""
+        -> the same shapes, plus every layer's (long, global) input when ``return_all_hiddens``.
+        ``structure`` / ``impl``: see :meth:`etc_fairseq.encoder.layer.EtcSelfAttention.forward`."""
         inner_states = [(x_long, x_global)] if return_all_hiddens else []
         for layer in self.layers:
             if self.cfg.checkpoint_activations and self.training and torch.is_grad_enabled():
                 # Non-reentrant checkpointing restores the RNG state, so dropout masks (and therefore
                 # outputs and gradients) are identical to the non-checkpointed run.
-                x_long, x_global = checkpoint(layer, x_long, x_global, structure, use_reentrant=False)
+                x_long, x_global = checkpoint(layer, x_long, x_global, structure, impl, use_reentrant=False)
             else:
-                x_long, x_global = layer(x_long, x_global, structure)
+                x_long, x_global = layer(x_long, x_global, structure, impl)
             if return_all_hiddens:
                 inner_states.append((x_long, x_global))
         return x_long, x_global, inner_states
@@ -306,35 +364,65 @@ class EtcEncoder(nn.Module):
         return_all_hiddens: bool = False,
     ) -> EtcEncoderOutput:
         """See the module docstring for the inputs; returns an :class:`EtcEncoderOutput`."""
-        global_tokens, global_types, built = self.prepare_inputs(long_tokens, global_tokens, global_types, structure)
+        impl = self.attention_impl(long_tokens.device)
+        global_tokens, global_types, ids = self.structure_inputs(long_tokens, global_tokens, global_types, structure)
+        attention = self.attention_structure(ids, impl)
         x_long, x_global = self.embed(
             long_tokens, global_tokens, global_types, long_extra, global_extra, segment_ids, global_segment_ids
         )
-        x_long, x_global, inner_states = self.run_layers(x_long, x_global, built, return_all_hiddens)
+        L, G = x_long.shape[1], x_global.shape[1]
+        if isinstance(attention, FlexPlan):  # once for every layer: the plan's block-aligned lengths
+            x_long = pad_tokens(x_long, attention.layout.long_pad)
+            x_global = pad_tokens(x_global, attention.layout.global_pad)
+        x_long, x_global, inner_states = self.run_layers(x_long, x_global, attention, return_all_hiddens, impl)
+        cut = [(_cut(a, L), _cut(b, G)) for a, b in inner_states]
         return EtcEncoderOutput(
-            long_features=x_long,
-            global_features=x_global,
+            long_features=_cut(x_long, L),
+            global_features=_cut(x_global, G),
             long_padding_mask=long_tokens.eq(self.padding_idx),
             global_padding_mask=global_tokens.eq(self.padding_idx),
             global_tokens=global_tokens,
             global_types=global_types,
-            structure=built,
-            inner_states=inner_states,
+            structure=attention,
+            inner_states=cut,
         )
 
     # -- files --------------------------------------------------------------------------------------
     def save_pretrained(self, directory) -> None:
         """Write ``model.safetensors`` and ``config.json`` into ``directory`` (see :mod:`.io`)."""
-        from .io import save_pretrained
-
         save_pretrained(self, directory)
 
     @classmethod
     def from_pretrained(cls, directory, map_location: str = "cpu") -> "EtcEncoder":
-        """Load an encoder written by :meth:`save_pretrained` (see :mod:`.io`)."""
-        from .io import from_pretrained
+        """Load an encoder written by :meth:`save_pretrained`, in eval mode (see :mod:`.io`). When the directory
+        holds the tokenizer description ``etc-lift`` writes, :attr:`source_token_rows` is its map from the
+        source model's token ids to this model's rows (what official inputs are translated through).
 
-        return from_pretrained(directory, map_location=map_location)
+        Raises:
+            CheckpointLoadError: a file is missing, unreadable, or does not match the other (one line).
+        """
+        meta = read_config(directory)
+        with torch.device("meta"):
+            encoder = cls(meta["config"], meta["vocab_size"], meta["padding_idx"], meta["fixed_block_token_id"])
+        state = load_weights(directory, encoder.state_dict(), map_location)
+        encoder.load_state_dict(state, assign=True)
+        encoder.source_token_rows = read_source_token_rows(directory)
+        return encoder.eval()
+
+
+def _cut(x: Optional[torch.Tensor], n: int) -> Optional[torch.Tensor]:
+    """float [batch, len, dim] -> its first ``n`` tokens (None stays None)."""
+    return x if x is None or x.shape[1] == n else x[:, :n]
+
+
+_logged = set()
+
+
+def _log_once(message: str) -> None:
+    """Log ``message`` once per process (a per-batch condition)."""
+    if message not in _logged:
+        _logged.add(message)
+        logger.warning(message)
 
 
 def _check_global_types(global_types: torch.Tensor, rows: int) -> None:
@@ -346,6 +434,6 @@ def _check_global_types(global_types: torch.Tensor, rows: int) -> None:
     if bool(bad.any()):
         value = int(global_types[bad][0])
         names = ", ".join(f"{t.name}={int(t)}" for t in GlobalTokenType)
-        raise ValueError(
+        raise InputFormatError(
             f"global_types holds {value}, outside the model's {rows} global token types 0..{rows - 1} ({names}); "
             "a type of your own is embedded as one of these (etc-prepare structured --global-type NAME=BASE)")

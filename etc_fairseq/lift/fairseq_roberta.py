@@ -33,12 +33,14 @@ configs) and, only for a checkpoint that needs them, numpy's scalar and dtype re
 else is refused before it can run. Lifting reads tensors and a few typed size fields; it builds no model
 from the RoBERTa checkpoint's config.
 
-Public API::
+This module maps tensors; building the fresh ETC model the lifted tensors go into and writing the fairseq
+checkpoint belong to the fairseq adapter (:mod:`etc_fairseq.models.lifting`: ``lift_checkpoint`` is the
+file-to-file lift, ``etc-lift`` the command)::
 
     state, roberta_cfg = load_roberta_state("roberta/model.pt")
-    etc_cfg = config_for_arch("etc_base", encoder_layers=roberta_cfg.encoder_layers)
-    etc_state, report = lift_roberta_into_etc(state, roberta_cfg, etc_cfg, masked_lm_dictionary("dict.txt"))
-    save_etc_checkpoint("lifted.pt", etc_state, etc_cfg)
+    dictionary = check_dictionary(state, masked_lm_dictionary("dict.txt"))
+    fresh = build_etc_model(etc_cfg, dictionary, seed=1).state_dict()      # etc_fairseq.models.lifting
+    etc_state, report = lift_roberta_into_etc(state, roberta_cfg, etc_cfg, fresh)
     print(report.summary())
 """
 
@@ -56,6 +58,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 import torch
 
 from etc_fairseq.checkpoint_io import load_checkpoint
+from etc_fairseq.errors import InputFormatError
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +78,8 @@ DISCARDED_POSITIONS = "absolute position embeddings (discarded: relative positio
 SIZE_FLAGS = {name: "--" + name.replace("_", "-") for name in SIZE_FIELDS}
 
 
-class LiftError(ValueError):
-    """A RoBERTa checkpoint, dictionary or ETC config that cannot be lifted. The message names the file
+class LiftError(InputFormatError):
+    """A source checkpoint, dictionary or ETC config that cannot be lifted. The message names the file
     and/or both conflicting values."""
 
 
@@ -422,6 +425,9 @@ class LiftReport:
         fresh: ETC keys left at the ETC model's own initialisation.
         dropped: RoBERTa key -> why it was not used.
         notes: anything else worth saying (partial position tables, dtype casts).
+        source: what the source model is, as the summary names it.
+        lm_head_lifted: whether the LM head's transform came from the source (False: it starts fresh, so
+            masked-token predictions mean nothing until the model is pretrained further).
     """
 
     lifted: Dict[str, str] = field(default_factory=dict)
@@ -429,17 +435,19 @@ class LiftReport:
     fresh: List[str] = field(default_factory=list)
     dropped: Dict[str, str] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
+    source: str = "RoBERTa"
+    lm_head_lifted: bool = True
 
     def summary(self) -> str:
         """A human-readable multi-line summary (what ``etc-lift`` prints)."""
         sources = len(set(self.lifted.values()))
-        lines = [f"lifted {len(self.lifted)} ETC tensors from {sources} RoBERTa tensors:"]
+        lines = [f"lifted {len(self.lifted)} ETC tensors from {sources} {self.source} tensors:"]
         lines += [f"  {name:<30} {count}" for name, count in self.groups.items()]
         fresh_groups = Counter(_fresh_group(k) for k in self.fresh)
         lines.append(f"created fresh (ETC's own initialisation): {len(self.fresh)} tensors")
         lines += [f"  {name:<30} {count}" for name, count in sorted(fresh_groups.items())]
         dropped_reasons = Counter(self.dropped.values())
-        lines.append(f"dropped from the RoBERTa checkpoint: {len(self.dropped)} tensors")
+        lines.append(f"dropped from the {self.source} model: {len(self.dropped)} tensors")
         lines += [f"  {count:>4} x {reason}" for reason, count in dropped_reasons.items()]
         heads = sorted({k.split(".")[1] for k in self.dropped if k.startswith("classification_heads.")})
         if heads:
@@ -475,6 +483,16 @@ def _drop_reason(key: str, use_positions: bool) -> Optional[str]:
     return None
 
 
+def check_weight(t: torch.Tensor, name: str, source: PathLike) -> torch.Tensor:
+    """``t`` if it is a floating-point tensor of finite values, else one line naming the tensor and what it holds
+    (an integer or boolean weight would otherwise be cast to float without a word)."""
+    if not t.is_floating_point():
+        raise LiftError(f"{source}: tensor {name!r} is {str(t.dtype).replace('torch.', '')}; a weight is floating point")
+    if not bool(torch.isfinite(t).all()):
+        raise LiftError(f"{source}: tensor {name!r} holds NaN or infinite values")
+    return t
+
+
 def _copy(value: torch.Tensor, like: torch.Tensor, etc_key: str, roberta_key: str) -> torch.Tensor:
     if tuple(value.shape) != tuple(like.shape):
         raise LiftError(
@@ -483,28 +501,12 @@ def _copy(value: torch.Tensor, like: torch.Tensor, etc_key: str, roberta_key: st
     return value.detach().to(dtype=like.dtype).clone().contiguous()
 
 
-def build_etc_model(etc_cfg, dictionary, seed: Optional[int] = None):
-    """Build an :class:`~etc_fairseq.models.etc.EtcModel` on CPU (fresh initialisation, deterministic
-    when ``seed`` is given, without touching the global RNG state)."""
-    import types
-
-    from etc_fairseq.models import EtcModel
-
-    task = types.SimpleNamespace(source_dictionary=dictionary)
-    if seed is None:
-        return EtcModel.build_model(etc_cfg, task)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return EtcModel.build_model(etc_cfg, task)
-
-
 def lift_roberta_into_etc(
     roberta_state: Mapping[str, torch.Tensor],
     roberta_cfg: RobertaConfig,
     etc_cfg,
-    dictionary=None,
+    fresh_state: Mapping[str, torch.Tensor],
     *,
-    seed: Optional[int] = 1,
     drop_unknown: bool = False,
     roberta_name: str = "RoBERTa checkpoint",
     allow_missing_lm_head: bool = False,
@@ -514,11 +516,11 @@ def lift_roberta_into_etc(
     Args:
         roberta_state: RoBERTa state dict with current names (:func:`load_roberta_state`).
         roberta_cfg: its :class:`RobertaConfig`.
-        etc_cfg: the target :class:`~etc_fairseq.models.etc.EtcConfig` (``config_for_arch(arch, ...)``).
-        dictionary: the task's fairseq Dictionary (:func:`masked_lm_dictionary`), or None to use the
-            checkpoint's vocabulary size.
-        seed: seed for the fresh tensors (relative-label and global-type embeddings, ...); None: the
-            current global RNG.
+        etc_cfg: the target model's config (fairseq's ``EtcConfig`` or anything with its fields).
+        fresh_state: the complete state dict of the target ETC model, freshly initialised (fairseq names:
+            ``encoder.sentence_encoder.*``, ``encoder.lm_head.*``, ...); what the source does not give keeps these
+            values (:func:`etc_fairseq.models.lifting.build_etc_model` builds it, with the dictionary
+            :func:`check_dictionary` accepts).
         drop_unknown: drop RoBERTa keys etc-lift does not recognise instead of refusing.
         roberta_name: how messages name the RoBERTa side.
         allow_missing_lm_head: a source without an LM head (e.g. a Hugging Face ``BertModel``) keeps
@@ -532,9 +534,6 @@ def lift_roberta_into_etc(
             (unless ``drop_unknown``), missing RoBERTa tensors, untied LM-head weights, shape mismatches.
     """
     check_compatible(roberta_cfg, etc_cfg, roberta_name)
-    dictionary = check_dictionary(roberta_state, dictionary)
-    model = build_etc_model(etc_cfg, dictionary, seed)
-    fresh_state = model.state_dict()
     etc_state: "OrderedDict[str, torch.Tensor]" = OrderedDict((k, v.detach().clone()) for k, v in fresh_state.items())
     report = LiftReport()
     used = set()
@@ -545,7 +544,8 @@ def lift_roberta_into_etc(
             raise LiftError(f"{roberta_name} lacks {roberta_key} (needed for ETC {etc_key})")
         if etc_key not in etc_state:
             raise AssertionError(f"ETC model has no {etc_key}: lifting map out of date")
-        etc_state[etc_key] = _copy(roberta_state[roberta_key], fresh_state[etc_key], etc_key, roberta_key)
+        value = check_weight(roberta_state[roberta_key], roberta_key, roberta_name)
+        etc_state[etc_key] = _copy(value, fresh_state[etc_key], etc_key, roberta_key)
         report.lifted[etc_key] = roberta_key
         used.add(roberta_key)
         groups[group] += 1
@@ -560,13 +560,13 @@ def lift_roberta_into_etc(
         _lift_positions(roberta_state, etc_state, fresh_state, report, used, groups, roberta_name)
 
     # layers: every ETC copy of every RoBERTa module (the copies are the keys of each switchable
-    # ModuleDict: sides, pieces, or the single "shared")
-    layers = model.encoder.sentence_encoder.layers
-    for i, layer in enumerate(layers):
+    # ModuleDict: sides, pieces, or the single "shared"; the name after the module's path in the state dict)
+    for i in range(etc_cfg.encoder_layers):
         r_prefix = f"{SENTENCE_ENCODER}layers.{i}."
         for r_name, (group, etc_path) in _LAYER_MAP.items():
-            container = layer.get_submodule(etc_path)
-            for copy_key in container.keys():
+            container = f"{r_prefix}{etc_path}."
+            for copy_key in dict.fromkeys(k[len(container):].split(".")[0] for k in fresh_state
+                                          if k.startswith(container)):
                 if etc_path == "ffn":
                     target = f"{r_prefix}ffn.{copy_key}.{r_name}"
                 else:
@@ -577,6 +577,7 @@ def lift_roberta_into_etc(
     # LM head (its weight is tied to the token embeddings)
     has_lm_head = LM_HEAD + "dense.weight" in roberta_state
     if not has_lm_head and allow_missing_lm_head:
+        report.lm_head_lifted = False
         report.notes.append(f"{roberta_name} has no LM head: ETC's LM head (dense, layer norm, bias) starts "
                             "from its own initialisation (its weight is tied to the lifted token embeddings)")
     else:
@@ -656,152 +657,16 @@ def _lift_positions(roberta_state, etc_state, fresh_state, report, used, groups,
         )
 
 
-# -------------------------------------------------------------------------------------------------------
-# saving
-# -------------------------------------------------------------------------------------------------------
-
-
-def etc_config_dict(etc_cfg) -> Dict[str, Any]:
-    """An EtcConfig as a plain dict (every field, plus ``_name`` = the architecture)."""
-    from etc_fairseq.models.etc import EtcConfig
-
-    out: Dict[str, Any] = {}
-    for name in EtcConfig.__dataclass_fields__:
-        value = getattr(etc_cfg, name)
-        if hasattr(value, "value") and not isinstance(value, (int, float, str, bool)):
-            value = value.value  # enum -> str
-        out[name] = value
-    out["_name"] = getattr(etc_cfg, "_name", None) or "etc"
-    return out
-
-
-def save_etc_checkpoint(
-    path: PathLike,
-    etc_state: Mapping[str, torch.Tensor],
-    etc_cfg,
-    lifted_from: Optional[Dict[str, Any]] = None,
-) -> Path:
-    """Write an ETC checkpoint that ``fairseq-train --finetune-from-model`` (and
-    ``checkpoint_utils.load_checkpoint_to_cpu``) accepts, holding only plain data (loads with torch's
-    default ``weights_only=True``).
-
-    Args:
-        path: output file (parent directories are created).
-        etc_state: a complete ETC state dict (:func:`lift_roberta_into_etc`).
-        etc_cfg: the ETC config; stored as ``cfg.model`` (a plain dict with ``_name`` = the architecture).
-        lifted_from: plain-data provenance stored under ``extra_state.lifted_from`` (e.g. source path).
-    Returns:
-        the path written.
-    Raises:
-        LiftError: the location cannot be written (read-only, full); no temporary file is left.
-    """
-    return save_model_checkpoint(path, etc_state, etc_config_dict(etc_cfg), lifted_from, what="ETC checkpoint")
-
-
-def save_model_checkpoint(
-    path: PathLike,
-    state: Mapping[str, torch.Tensor],
-    model_cfg: Dict[str, Any],
-    lifted_from: Optional[Dict[str, Any]] = None,
-    what: str = "checkpoint",
-) -> Path:
-    """Write a checkpoint of one of etc-fairseq's models (``model_cfg``: its dataclass fields as a plain
-    dict with ``_name``) in the format :func:`save_etc_checkpoint` describes, atomically (``what`` names
-    it in the error)."""
-    path = Path(path)
-    checkpoint = {
-        "args": None,
-        # The task section makes the file loadable by EtcModel.from_pretrained (fairseq's hub builds the
-        # task from it, with data = the directory holding dict.txt); fairseq-train uses its own task.
-        "cfg": {"model": dict(model_cfg), "task": {"_name": "masked_lm", "data": "."}},
-        "model": OrderedDict(state),
-        "criterion": None,
-        "optimizer_history": [
-            {
-                "criterion_name": "lifted",
-                "optimizer_name": "lifted",
-                "lr_scheduler_state": {"best": None},
-                "num_updates": 0,
-            }
-        ],
-        "last_optimizer_state": None,
-        "task_state": {},
-        "extra_state": {
-            "train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2},
-            "lifted_from": dict(lifted_from or {}),
-        },
-    }
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(checkpoint, tmp)
-        os.replace(tmp, path)
-    except (OSError, RuntimeError) as e:  # read-only or full location (torch reports write errors as RuntimeError)
-        detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1]
-        raise LiftError(f"{path}: cannot write the {what} ({detail}); nothing was written") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
-
-
-def lift_checkpoint(
-    roberta_path: PathLike,
-    arch: str,
-    out_path: PathLike,
-    dict_path: Optional[PathLike] = None,
-    overrides: Optional[Dict[str, Any]] = None,
-    *,
-    seed: Optional[int] = 1,
-    drop_unknown: bool = False,
-) -> Tuple[Path, LiftReport, Any]:
-    """File to file: load, lift, save (what ``etc-lift`` does).
-
-    Args:
-        roberta_path: fairseq RoBERTa checkpoint.
-        arch: an ETC architecture (``etc_base``, ``etc_large``, ...).
-        out_path: where to write the ETC checkpoint.
-        dict_path: the task's ``dict.txt`` to check the vocabulary against, or None.
-        overrides: EtcConfig fields overriding the architecture (as fairseq-train's model flags do).
-        seed: seed for the fresh tensors.
-        drop_unknown: see :func:`lift_roberta_into_etc`.
-    Returns:
-        (path written, :class:`LiftReport`, the EtcConfig used).
-    """
-    from etc_fairseq.models import config_for_arch
-
-    try:
-        etc_cfg = config_for_arch(arch, **(overrides or {}))
-    except ValueError as e:
-        raise LiftError(str(e)) from None
-    state, roberta_cfg = load_roberta_state(roberta_path)
-    dictionary = masked_lm_dictionary(dict_path) if dict_path is not None else None
-    etc_state, report = lift_roberta_into_etc(
-        state, roberta_cfg, etc_cfg, dictionary, seed=seed, drop_unknown=drop_unknown,
-        roberta_name=f"RoBERTa checkpoint {roberta_path}",
-    )
-    written = save_etc_checkpoint(
-        out_path, etc_state, etc_cfg,
-        lifted_from={"roberta_checkpoint": str(roberta_path), "roberta_arch": roberta_cfg.arch,
-                     "dict": str(dict_path) if dict_path is not None else None, "seed": seed},
-    )
-    return written, report, etc_cfg
-
-
 __all__ = [
     "LiftError",
     "LiftReport",
     "RobertaConfig",
-    "build_etc_model",
     "check_compatible",
     "check_dictionary",
-    "etc_config_dict",
-    "lift_checkpoint",
     "lift_roberta_into_etc",
     "load_roberta_state",
     "masked_lm_dictionary",
     "normalise_roberta_state",
     "placeholder_dictionary",
     "roberta_config_from_checkpoint",
-    "save_etc_checkpoint",
 ]

@@ -35,13 +35,13 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Tuple, Union
 
 import torch
 
-from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint
+from etc_fairseq.checkpoint_io import load_checkpoint
 
-from .fairseq_roberta import DISCARDED_POSITIONS, LM_HEAD, SENTENCE_ENCODER, LiftError, RobertaConfig
+from .fairseq_roberta import DISCARDED_POSITIONS, LM_HEAD, SENTENCE_ENCODER, LiftError, RobertaConfig, check_weight
 
 PathLike = Union[str, os.PathLike]
 
@@ -187,6 +187,11 @@ def fairseq_order(vocab: List[str], kind: str, source: str) -> Tuple[List[str], 
     """(fairseq symbols in id order, source id of each) for a source vocabulary (see the module docstring).
     The source id is -1 for a ``<mask>`` the vocabulary lacks (SentencePiece only): a new row."""
     specials = SPECIALS[kind]
+    spaced = next((i for i, tok in enumerate(vocab) if tok == "" or any(c.isspace() for c in tok)), None)
+    if spaced is not None:
+        what = "an empty entry" if vocab[spaced] == "" else f"symbol {vocab[spaced]!r}, which contains whitespace"
+        raise LiftError(f"{source}: entry {spaced} (line {spaced + 1} of a vocab.txt) is {what}; a dictionary "
+                        "symbol is one non-empty token without spaces")
     index = {tok: i for i, tok in enumerate(vocab)}
     if kind in _MASK_MAY_BE_NEW and "<mask>" not in index:
         index["<mask>"] = -1
@@ -220,6 +225,41 @@ def _layer_map(i: int) -> Dict[str, str]:
     }
 
 
+#: the sizes a source's config.json must give, and the probabilities and epsilon it may give
+_SIZE_FIELDS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
+_PROBABILITY_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+def check_config(config: Dict[str, Any], config_path: Path) -> None:
+    """Refuse, naming the file and field, a ``config.json`` value :func:`read_huggingface` cannot use: a
+    ``model_type`` or ``hidden_act`` that is not one etc-lift reads, a size that is not a positive int, a dropout
+    that is not a probability in [0, 1) (NaN included), a ``layer_norm_eps`` that is not a positive finite number.
+
+    Raises:
+        LiftError: one line naming ``config_path``, the field, its value and what was expected.
+    """
+    def refuse(name: str, expected: str):
+        raise LiftError(f"{config_path}: field {name!r} = {config.get(name)!r}: expected {expected}")
+
+    kind = config.get("model_type")
+    if not isinstance(kind, str) or kind not in HF_PREFIXES:
+        refuse("model_type", f"one of {sorted(HF_PREFIXES)}")
+    for name in _SIZE_FIELDS:
+        v = config.get(name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            refuse(name, "an int >= 1")
+    act = config.get("hidden_act", "gelu")
+    if not isinstance(act, str) or act not in _ACTIVATIONS:
+        refuse("hidden_act", f"one of {sorted(_ACTIVATIONS)}")
+    for name in _PROBABILITY_FIELDS:
+        v = config.get(name, 0.0)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= v < 1.0:
+            refuse(name, "a probability in [0, 1)")
+    eps = config.get("layer_norm_eps", 1e-12)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0.0 < eps < float("inf"):
+        refuse("layer_norm_eps", "a positive finite number")
+
+
 def read_huggingface(directory: PathLike) -> HuggingFaceSource:
     """Read and rename a Hugging Face BERT/RoBERTa directory (see the module docstring).
 
@@ -233,14 +273,8 @@ def read_huggingface(directory: PathLike) -> HuggingFaceSource:
     if not config_path.is_file():
         raise LiftError(f"{config_path}: missing (a Hugging Face model directory holds config.json)")
     config = _read_json(config_path)
-    kind = config.get("model_type")
-    if kind not in HF_PREFIXES:
-        raise LiftError(f"{config_path}: field 'model_type' = {kind!r}; etc-lift reads {sorted(HF_PREFIXES)}")
-    for name in ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"):
-        if not isinstance(config.get(name), int):
-            raise LiftError(f"{config_path}: field {name!r} = {config.get(name)!r}: expected an int")
-    if config.get("hidden_act", "gelu") not in _ACTIVATIONS:
-        raise LiftError(f"{config_path}: field 'hidden_act' = {config.get('hidden_act')!r}; expected one of {sorted(_ACTIVATIONS)}")
+    check_config(config, config_path)
+    kind = config["model_type"]
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise LiftError(f"{config_path}: field 'position_embedding_type' = {config['position_embedding_type']!r}; "
                         "only 'absolute' lifts")
@@ -264,13 +298,18 @@ def read_huggingface(directory: PathLike) -> HuggingFaceSource:
         if name not in names:
             raise LiftError(f"{weights_file}: tensor {prefix}{name} missing")
         used.add(name)
-        return raw[names[name]]
+        return check_weight(raw[names[name]], names[name], weights_file)
 
     def rename(src: str, dst: str) -> None:
         for p in ("weight", "bias"):
             state[f"{dst}.{p}"] = take(f"{src}.{p}")
 
-    state[SENTENCE_ENCODER + "embed_tokens.weight"] = take("embeddings.word_embeddings.weight")[perm]
+    words = take("embeddings.word_embeddings.weight")
+    if tuple(words.shape) != (config["vocab_size"], config["hidden_size"]):
+        raise LiftError(f"{weights_file}: tensor {names['embeddings.word_embeddings.weight']!r} has shape "
+                        f"{tuple(words.shape)}, {config_path} declares vocab_size {config['vocab_size']} x hidden_size "
+                        f"{config['hidden_size']}")
+    state[SENTENCE_ENCODER + "embed_tokens.weight"] = words[perm]
     rename("embeddings.LayerNorm", SENTENCE_ENCODER + "layernorm_embedding")
     positions = take("embeddings.position_embeddings.weight")
     if kind == "bert":
@@ -279,9 +318,14 @@ def read_huggingface(directory: PathLike) -> HuggingFaceSource:
         state[SENTENCE_ENCODER + "embed_positions.weight"] = positions
     if "embeddings.token_type_embeddings.weight" in names:
         extra["token_type"] = take("embeddings.token_type_embeddings.weight")
+    hidden, ffn = config["hidden_size"], config["intermediate_size"]
     for i in range(config["num_hidden_layers"]):
         for src, dst in _layer_map(i).items():
             rename(src, dst)
+            want = {"fc1": (ffn, hidden), "fc2": (hidden, ffn)}.get(dst.rsplit(".", 1)[-1], (hidden, hidden))
+            if not dst.endswith("layer_norm") and tuple(state[dst + ".weight"].shape) != want:
+                raise LiftError(f"{weights_file}: tensor {names[src + '.weight']!r} has shape "
+                                f"{tuple(state[dst + '.weight'].shape)}, {config_path} declares {want}")
     heads = {"bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
                       "cls.predictions.bias", "cls.predictions.decoder"),
              "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias", "lm_head.decoder")}[kind]
@@ -306,7 +350,6 @@ def read_huggingface(directory: PathLike) -> HuggingFaceSource:
             dropped[names[name]] = "Hugging Face index buffer"
         else:
             raise LiftError(f"{weights_file}: tensor {names[name]!r} is not part of a {kind} encoder etc-lift knows")
-    hidden = config["hidden_size"]
     roberta_cfg = RobertaConfig(
         encoder_layers=config["num_hidden_layers"], encoder_embed_dim=hidden,
         encoder_ffn_embed_dim=config["intermediate_size"], encoder_attention_heads=config["num_attention_heads"],
@@ -343,15 +386,18 @@ def fairseq_dictionary(symbols: List[str]):
     return d
 
 
-def lift_huggingface_into_etc(source: HuggingFaceSource, etc_cfg, *, seed: Optional[int] = 1):
+def lift_huggingface_into_etc(source: HuggingFaceSource, etc_cfg, fresh_state: Mapping[str, torch.Tensor]):
     """Lift a :func:`read_huggingface` source into a complete ETC state dict for ``etc_cfg`` (which must
-    include :meth:`HuggingFaceSource.etc_overrides`). Returns (state dict, LiftReport, dictionary)."""
-    from .fairseq_roberta import lift_roberta_into_etc
+    include :meth:`HuggingFaceSource.etc_overrides``); ``fresh_state``: the target model's fresh state dict, its
+    token rows those of ``fairseq_dictionary(source.symbols)`` (see
+    :func:`~.fairseq_roberta.lift_roberta_into_etc`). Returns (state dict, LiftReport)."""
+    from .fairseq_roberta import check_dictionary, lift_roberta_into_etc
 
-    dictionary = fairseq_dictionary(source.symbols)
     name = f"Hugging Face {source.kind} {source.weights_file}"
-    state, report = lift_roberta_into_etc(source.state, source.roberta_cfg, etc_cfg, dictionary, seed=seed,
+    check_dictionary(source.state, fairseq_dictionary(source.symbols))
+    state, report = lift_roberta_into_etc(source.state, source.roberta_cfg, etc_cfg, fresh_state,
                                           roberta_name=name, allow_missing_lm_head=True)
+    report.source = {"bert": "Hugging Face BERT", "roberta": "Hugging Face RoBERTa"}.get(source.kind, name)
 
     def put(key: str, value: torch.Tensor, src: str, group: str) -> None:
         if key not in state or tuple(state[key].shape) != tuple(value.shape):
@@ -374,4 +420,4 @@ def lift_huggingface_into_etc(source: HuggingFaceSource, etc_cfg, *, seed: Optio
     elif "positions" in source.extra:
         report.dropped[source.position_key] = DISCARDED_POSITIONS
     report.dropped.update(source.dropped)
-    return state, report, dictionary
+    return state, report

@@ -1,23 +1,29 @@
-"""Named ETC architectures (``--arch``). Values from the paper (section 4.1, appendix E).
+"""Named ETC architectures (``--arch``): one per preset of :data:`etc_fairseq.encoder.config.PRESETS`
+(the paper's sizes, section 4.1 and appendix E, and ``etc_tiny``).
 
-Each function only fills fields the user did not set, so fairseq's own model flags
+Each architecture only fills fields the user did not set, so fairseq's own model flags
 (``--encoder-layers``, ``--local-radius``, ...) override the architecture, as for RoBERTa.
 
-``fairseq-train --finetune-from-model FILE`` builds the model from its command line before it loads
-FILE's weights. So that a checkpoint which stores its own model (``etc-lift`` output, an earlier
-fine-tuning) needs no model flags, every ``etc*`` architecture (the plain ``etc`` one included) first fills
-the fields the command line did not set from FILE's stored ``cfg.model`` (read through the one safe
-loader and its config gate, :mod:`etc_fairseq.checkpoint_io`); flags given on the command line still win,
-and the architecture's values fill only what neither sets.
-Parameter counts (tests/test_model.py checks them within 2%): ``etc_base`` ~166M and
-``etc_base_shared`` ~109M with a 30,522-token vocabulary; ``etc_large`` ~558M with RoBERTa's 50,265.
+``fairseq-train --finetune-from-model FILE`` (and ``--restore-file FILE``) builds the model from its command
+line before it loads FILE's weights. So that a checkpoint which stores its own model (``etc-lift`` output, an
+earlier fine-tuning) needs no model flags, every ``etc*`` architecture (the plain ``etc`` one included) first
+fills the fields the command line did not set from FILE's stored ``cfg.model`` (read through the one safe
+loader and its config gate, :mod:`etc_fairseq.models.checkpoint_config`); flags given on the command line still win,
+and the architecture's values fill only what neither sets. ``--restore-file FILE`` counts when it names a file
+(not fairseq's default ``checkpoint_last.pt`` of the save directory): continuing a run from its checkpoint in a
+new ``--save-dir`` then builds the model that checkpoint holds, as it does for fairseq's own models, whose
+architecture flags are the run's.
 """
 
 import functools
 import logging
+from pathlib import Path
 
 from fairseq.models import ARCH_CONFIG_REGISTRY, register_model_architecture
 from fairseq.utils import safe_getattr, safe_hasattr
+
+from etc_fairseq.encoder.config import PRESETS
+from etc_fairseq.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -35,22 +41,29 @@ def stored_model_fields(path: str):
     Raises:
         CheckpointLoadError: unreadable file, or a config that is not an ETC model's (one line).
     """
-    from etc_fairseq.checkpoint_io import _plain, load_checkpoint, validate_checkpoint_config
+    from etc_fairseq.checkpoint_io import plain_config
+    from etc_fairseq.models.checkpoint_config import load_model_checkpoint
     from etc_fairseq.models.etc import EtcConfig
 
-    state = load_checkpoint(path, mmap=True)
-    validate_checkpoint_config(state, path)
-    model = _plain(state["cfg"]["model"])
+    state = load_model_checkpoint(path, mmap=True, tensors=False)  # fairseq's loader reads the weights later
+    model = plain_config(state["cfg"]["model"])
     fields = {k: v for k, v in model.items() if k in EtcConfig.__dataclass_fields__
               and not (isinstance(v, str) and v.startswith("${"))}
     return tuple(sorted(fields.items()))
 
 
+#: fairseq's default ``--restore-file``: the save directory's own last checkpoint
+DEFAULT_RESTORE_FILE = "checkpoint_last.pt"
+
+
 def fields_from_finetune_checkpoint(args, path=None) -> None:
     """Fill the model fields ``args`` lacks from the config stored in ``path`` (default
-    ``args.finetune_from_model``; see the module docstring); nothing without a path. ``fairseq-hydra-train``'s
-    ``checkpoint.finetune_from_model`` reaches it through :func:`etc_fairseq.fairseq_compat.apply_yaml_architecture`."""
-    path = path or safe_getattr(args, "finetune_from_model", None)
+    ``args.finetune_from_model``, else an explicit ``args.restore_file``; see the module docstring); nothing
+    without a path. ``fairseq-hydra-train``'s ``checkpoint.finetune_from_model`` reaches it through
+    :func:`etc_fairseq.fairseq_fixes.yaml_architecture.apply_yaml_architecture`."""
+    restore = safe_getattr(args, "restore_file", None)  # a missing one is refused when training starts
+    path = path or safe_getattr(args, "finetune_from_model", None) or (
+        restore if restore and restore != DEFAULT_RESTORE_FILE and Path(restore).is_file() else None)
     if not path:
         return
     filled = []
@@ -67,78 +80,48 @@ def _etc_model_architecture(args):
     fields_from_finetune_checkpoint(args)
 
 
+#: ``--arch`` name -> the function filling ``args`` (what :func:`config_for_arch` calls)
+ARCHITECTURES = {"etc": _etc_model_architecture}
+
+
+def _on_the_command_line(architecture):
+    """``architecture`` as fairseq's option parsing calls it (``parse_args_and_arch``, before ``main`` runs): a
+    user error (a ``--finetune-from-model`` / ``--restore-file`` checkpoint the safe loader refuses) is one
+    line ``PROG: error: ...`` and exit status 1, as argparse reports a bad flag, instead of a traceback."""
+    @functools.wraps(architecture)
+    def on_the_command_line(args):
+        from etc_fairseq.guards import command_name, exit_if_user_error
+
+        try:
+            architecture(args)
+        except Exception as e:  # noqa: BLE001 -- re-raised unless it is a user error
+            exit_if_user_error(e, command_name())
+            raise
+
+    return on_the_command_line
+
+
 # fairseq registers a no-op architecture under the model's own name; ours reads the fine-tuning checkpoint
-ARCH_CONFIG_REGISTRY["etc"] = _etc_model_architecture
+ARCH_CONFIG_REGISTRY["etc"] = _on_the_command_line(_etc_model_architecture)
 
 
-def _separate_projections(args):
-    """The paper's default: W^Q per side, W^K/W^V per attention piece, output projection per side."""
-    for name in ("shared_q", "shared_kv", "shared_out_proj", "shared_relative_embeddings"):
-        _set_default(args, name, False)
-    _set_default(args, "separate_ffn", False)
+def _preset_architecture(name: str):
+    """The ``--arch NAME`` function: the fields of ``NAME``'s stored ``--finetune-from-model`` checkpoint,
+    then :data:`~etc_fairseq.encoder.config.PRESETS` ``[NAME]`` for what is still unset."""
+
+    def architecture(args):
+        fields_from_finetune_checkpoint(args)
+        for field, value in PRESETS[name].items():
+            _set_default(args, field, value)
+
+    architecture.__name__ = architecture.__qualname__ = f"{name}_architecture"
+    architecture.__doc__ = f"``--arch {name}``: :data:`etc_fairseq.encoder.config.PRESETS` ``[{name!r}]``."
+    return architecture
 
 
-def _shared_projections(args):
-    """The paper's "shared" ablation: every attention projection shared by both sides and all pieces
-    (the FFN is shared in every architecture)."""
-    for name in ("shared_q", "shared_kv", "shared_out_proj", "shared_relative_embeddings"):
-        _set_default(args, name, True)
-    _set_default(args, "separate_ffn", False)
-
-
-@register_model_architecture("etc", "etc_base")
-def etc_base_architecture(args):
-    fields_from_finetune_checkpoint(args)
-    _set_default(args, "encoder_layers", 12)
-    _set_default(args, "encoder_embed_dim", 768)
-    _set_default(args, "encoder_ffn_embed_dim", 3072)
-    _set_default(args, "encoder_attention_heads", 12)
-    _set_default(args, "local_radius", 84)
-    _set_default(args, "relative_pos_max_distance", 12)
-    _set_default(args, "max_positions", 4096)
-    _set_default(args, "max_global_positions", 256)
-    _separate_projections(args)
-
-
-@register_model_architecture("etc", "etc_base_shared")
-def etc_base_shared_architecture(args):
-    fields_from_finetune_checkpoint(args)
-    _shared_projections(args)
-    etc_base_architecture(args)
-
-
-@register_model_architecture("etc", "etc_large")
-def etc_large_architecture(args):
-    fields_from_finetune_checkpoint(args)
-    _set_default(args, "encoder_layers", 24)
-    _set_default(args, "encoder_embed_dim", 1024)
-    _set_default(args, "encoder_ffn_embed_dim", 4096)
-    _set_default(args, "encoder_attention_heads", 16)
-    _set_default(args, "local_radius", 169)
-    _set_default(args, "relative_pos_max_distance", 24)
-    etc_base_architecture(args)
-
-
-@register_model_architecture("etc", "etc_large_shared")
-def etc_large_shared_architecture(args):
-    fields_from_finetune_checkpoint(args)
-    _shared_projections(args)
-    etc_large_architecture(args)
-
-
-@register_model_architecture("etc", "etc_tiny")
-def etc_tiny_architecture(args):
-    """A few hundred thousand parameters (plus embeddings): for tests, demos and CPU smoke runs."""
-    fields_from_finetune_checkpoint(args)
-    _set_default(args, "encoder_layers", 2)
-    _set_default(args, "encoder_embed_dim", 64)
-    _set_default(args, "encoder_ffn_embed_dim", 256)
-    _set_default(args, "encoder_attention_heads", 4)
-    _set_default(args, "local_radius", 16)
-    _set_default(args, "relative_pos_max_distance", 4)
-    _set_default(args, "max_global_positions", 64)
-    _set_default(args, "fixed_block_len", 16)
-    etc_base_architecture(args)
+for _name in PRESETS:
+    ARCHITECTURES[_name] = _preset_architecture(_name)
+    register_model_architecture("etc", _name)(_on_the_command_line(ARCHITECTURES[_name]))
 
 
 def config_for_arch(arch: str, **overrides):
@@ -147,18 +130,18 @@ def config_for_arch(arch: str, **overrides):
     benchmarks and lifting, which build models outside fairseq's command line)."""
     import argparse
 
-    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
 
     from etc_fairseq.models.etc import EtcConfig
 
     if ARCH_MODEL_NAME_REGISTRY.get(arch) != "etc":
         known = sorted(a for a, m in ARCH_MODEL_NAME_REGISTRY.items() if m == "etc")
-        raise ValueError(f"unknown ETC architecture {arch!r}; known: {known}")
+        raise ConfigError(f"unknown ETC architecture {arch!r}; known: {known}")
     unknown = set(overrides) - set(EtcConfig.__dataclass_fields__)
     if unknown:
-        raise ValueError(f"unknown EtcConfig fields {sorted(unknown)}")
+        raise ConfigError(f"unknown EtcConfig fields {sorted(unknown)}")
     args = argparse.Namespace(**overrides)
-    ARCH_CONFIG_REGISTRY[arch](args)
+    ARCHITECTURES[arch](args)
     cfg = EtcConfig.from_namespace(args)
     cfg._name = arch
     return cfg

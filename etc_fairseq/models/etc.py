@@ -28,13 +28,13 @@ from fairseq.models import FairseqEncoder, FairseqEncoderModel, register_model
 from etc_fairseq.encoder import ClassificationHead, EtcEncoder, EtcEncoderConfig, LMHead
 from etc_fairseq.encoder.config import absolute_position_limit
 from etc_fairseq.encoder.model import label_vocab_from_config  # noqa: F401  (re-exported for callers)
+from etc_fairseq.errors import CheckpointLoadError, ConfigError
 from etc_fairseq.structure.global_tokens import GlobalTokenType, special_global_token_id
+
+from .checkpoint_config import ETC_FORMAT_VERSION  # noqa: F401  (defined with the checks of the format)
 
 logger = logging.getLogger(__name__)
 
-#: Version of our checkpoint format, stored as the ``encoder.version`` buffer. Bump it when parameter
-#: names or meanings change, and teach :meth:`EtcModel.upgrade_state_dict_named` the step.
-ETC_FORMAT_VERSION = 1
 
 #: Upgrade steps: ``FORMAT_UPGRADES[v](state_dict, prefix)`` turns a version-``v`` state dict (keys under
 #: ``prefix``) into version ``v + 1`` in place. Empty while version 1 is the only format;
@@ -71,7 +71,7 @@ class EtcFairseqEncoder(FairseqEncoder):
         symbol = getattr(cfg, "fixed_block_token", "<s>")
         self.special_global_id = special_global_token_id(dictionary) if symbol == "<s>" else dictionary.index(symbol)
         if self.special_global_id == dictionary.unk() and symbol != "<unk>":
-            raise ValueError(f"--fixed-block-token {symbol!r} is not in the dictionary")
+            raise ConfigError(f"--fixed-block-token {symbol!r} is not in the dictionary")
         self.sentence_encoder = EtcEncoder(cfg, len(dictionary), dictionary.pad(), self.special_global_id)
         self.lm_head = LMHead(
             cfg.encoder_embed_dim, self.sentence_encoder.embed_tokens.weight, cfg.activation_fn,
@@ -200,6 +200,14 @@ class EtcModel(FairseqEncoderModel):
 
     @classmethod
     def build_model(cls, cfg: EtcConfig, task):
+        """The model for ``task``, after checking that this machine can hold what ``cfg`` describes
+        (:func:`~etc_fairseq.encoder.size.check_fits_in_memory`: ``--encoder-layers 100000`` is refused at
+        once, naming the flags, instead of being built for minutes or failing in the allocator)."""
+        from etc_fairseq.encoder.config import validate_encoder_config
+        from etc_fairseq.encoder.size import check_fits_in_memory
+
+        validate_encoder_config(cfg)
+        check_fits_in_memory(cfg, len(task.source_dictionary), "the model (--arch and the model flags)")
         heads = bool(getattr(task, "PRETRAINING_HEADS", True))
         return cls(cfg, EtcFairseqEncoder(cfg, task.source_dictionary, lm_head=heads), cpc_head=heads)
 
@@ -285,6 +293,23 @@ class EtcModel(FairseqEncoderModel):
         self.task_heads[name] = head
         return head
 
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """fairseq's loading (format upgrade, then strict ``nn.Module`` loading), with tensors that do not fit
+        this model refused as one :class:`~etc_fairseq.errors.CheckpointLoadError` line naming the first
+        tensor and both shapes (and how many more differ), instead of torch's multi-line RuntimeError."""
+        try:
+            return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+        except RuntimeError as e:
+            problems = [p.strip() for p in str(e).splitlines()[1:] if p.strip()]
+            if not str(e).startswith("Error(s) in loading state_dict") or not problems:
+                raise
+            first = problems[0].rstrip(".")[:300]
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise CheckpointLoadError(
+                f"the checkpoint's tensors do not fit the model built from its config and the command line: "
+                f"{first}{more}"
+            ) from None
+
     @property
     def supported_targets(self):
         return {"self"}
@@ -302,13 +327,13 @@ class EtcModel(FairseqEncoderModel):
         version_key = prefix + "encoder.version"
         version = int(state_dict[version_key].item()) if version_key in state_dict else ETC_FORMAT_VERSION
         if version > ETC_FORMAT_VERSION:
-            raise RuntimeError(
+            raise CheckpointLoadError(
                 f"checkpoint has etc-fairseq format version {version}, newer than this installation "
                 f"supports ({ETC_FORMAT_VERSION}); upgrade etc-fairseq to load it"
             )
         for step in range(version, ETC_FORMAT_VERSION):
             if step not in FORMAT_UPGRADES:
-                raise RuntimeError(f"checkpoint has etc-fairseq format version {version}; no upgrade from {step}")
+                raise CheckpointLoadError(f"checkpoint has etc-fairseq format version {version}; no upgrade from {step}")
             logger.info(f"upgrading checkpoint from etc-fairseq format version {step} to {step + 1}")
             FORMAT_UPGRADES[step](state_dict, prefix)
         state_dict[version_key] = torch.tensor([ETC_FORMAT_VERSION], dtype=torch.float)
@@ -385,7 +410,7 @@ class EtcModel(FairseqEncoderModel):
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """Load a trained checkpoint from a local directory as an :class:`etc_fairseq.hub.EtcHubInterface`
         (encode text / documents, ``extract_features``, classification heads); see
-        :func:`etc_fairseq.hub.from_pretrained`."""
-        from etc_fairseq.hub import from_pretrained
+        :func:`etc_fairseq.models.loading.from_pretrained`."""
+        from etc_fairseq.models.loading import from_pretrained
 
         return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)

@@ -28,12 +28,13 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
 from etc_fairseq.encoder import EtcEncoder, EtcEncoderConfig
+from etc_fairseq.errors import InputFormatError
 from etc_fairseq.official.checkpoint import CONFIG_FILE, OfficialCheckpoint, read_official_checkpoint
 from etc_fairseq.official.tf_checkpoint import TFCheckpointError
 from etc_fairseq.official.variables import OFFICIAL_CONFIG_DEFAULTS, OFFICIAL_SCOPE, with_official_defaults
@@ -428,12 +429,32 @@ def _is_relative_table(name: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------------------
-def forward_official_inputs(model, features: Mapping[str, Any]) -> Tuple[torch.Tensor, torch.Tensor]:
+def official_token_rows(model) -> Optional[Sequence[int]]:
+    """The model's token row of each official token id, as the model's files recorded it (``etc-lift`` orders
+    the rows by its fairseq dictionary and writes the map into ``etc_tokenizer.json``): from a hub interface's
+    tokenizer, an :class:`EtcEncoder` loaded from a directory, or a Hugging Face model's directory; None when
+    ``model`` carries none (an encoder straight from :func:`convert_official_checkpoint`, whose rows are the
+    official ids)."""
+    from etc_fairseq.tokenization import read_source_token_rows
+
+    rows = getattr(getattr(model, "tokenizer", None), "source_token_rows", None)
+    if rows is None:
+        rows = getattr(_find_encoder(model), "source_token_rows", None)
+    directory = getattr(getattr(model, "config", None), "_name_or_path", None)  # a Hugging Face model
+    if rows is None and isinstance(directory, str) and directory and Path(directory).is_dir():
+        rows = read_source_token_rows(directory)
+    return rows
+
+
+def forward_official_inputs(model, features: Mapping[str, Any],
+                            token_rows: Optional[Sequence[int]] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """Run a converted model on the inputs of the official ``EtcModel.call``; no structure is rebuilt.
 
     Args:
-        model: an :class:`EtcEncoder` (e.g. :attr:`OfficialConversion.encoder`), or a fairseq ``etc`` model /
-            hub interface holding one.
+        model: an :class:`EtcEncoder` (e.g. :attr:`OfficialConversion.encoder`, or one loaded from a directory),
+            a fairseq ``etc`` model / hub interface holding one, or a Hugging Face ``etc_fairseq.hf`` model.
+        token_rows: the model's token row of each official id; default: the map the model's files recorded
+            (:func:`official_token_rows`), else the ids are the rows.
         features: the official keyword names (numpy arrays, lists or tensors; ``B`` batch, ``L`` long length,
             ``G`` global length, ``r`` local radius, ``H`` hidden size):
 
@@ -448,17 +469,18 @@ def forward_official_inputs(model, features: Mapping[str, Any]) -> Tuple[torch.T
     Returns:
         ``(long_output float [B, L, H], global_output float [B, G, H])``, as the official model returns them.
     Raises:
-        ValueError: an unknown keyword, a missing required input, or shapes that do not fit.
+        InputFormatError: an unknown keyword, a missing required input, shapes that do not fit, an id outside
+            the model's tables.
     """
     from etc_fairseq.attention import GlobalLocalStructure
 
     encoder = _find_encoder(model)
     unknown = sorted(set(features) - set(OFFICIAL_INPUT_NAMES))
     if unknown:
-        raise ValueError(f"unknown official input {unknown[0]!r}; expected some of {list(OFFICIAL_INPUT_NAMES)}")
+        raise InputFormatError(f"unknown official input {unknown[0]!r}; expected some of {list(OFFICIAL_INPUT_NAMES)}")
     for name in ("token_ids", "global_token_ids"):
         if features.get(name) is None:
-            raise ValueError(f"official input {name!r} is required")
+            raise InputFormatError(f"official input {name!r} is required")
     device = next(encoder.parameters()).device
 
     def tensor(name: str, dtype: torch.dtype) -> Optional[torch.Tensor]:
@@ -469,6 +491,18 @@ def forward_official_inputs(model, features: Mapping[str, Any]) -> Tuple[torch.T
 
     long_tokens = tensor("token_ids", torch.long)
     global_tokens = tensor("global_token_ids", torch.long)
+    rows = official_token_rows(model) if token_rows is None else token_rows
+    if rows is not None:
+        table = torch.as_tensor(list(rows), dtype=torch.long, device=device)
+        mapped = []
+        for name, ids in (("token_ids", long_tokens), ("global_token_ids", global_tokens)):
+            inside = (ids >= 0) & (ids < len(table))
+            row = torch.where(inside, table[ids.clamp(0, len(table) - 1)], torch.full_like(ids, -1))
+            if bool(row.lt(0).any()):
+                raise InputFormatError(f"official input {name!r} holds id {int(ids[row.lt(0)][0])}, which has no "
+                                       f"row in this model (official vocabulary of {len(table)} ids)")
+            mapped.append(row)
+        long_tokens, global_tokens = mapped
     (b, n_long), n_global = long_tokens.shape, global_tokens.shape[1]
     r = encoder.cfg.local_radius
     shapes = {"l2l": (b, n_long, 2 * r + 1), "g2g": (b, n_global, n_global),
@@ -480,12 +514,12 @@ def forward_official_inputs(model, features: Mapping[str, Any]) -> Tuple[torch.T
         rels[piece] = tensor(f"{piece}_relative_att_ids", torch.long)
         for what, t in ((f"{piece}_att_mask", masks[piece]), (f"{piece}_relative_att_ids", rels[piece])):
             if t is not None and tuple(t.shape) != shape:
-                raise ValueError(f"official input {what!r} has shape {tuple(t.shape)}, expected {shape}")
+                raise InputFormatError(f"official input {what!r} has shape {tuple(t.shape)}, expected {shape}")
     if (rels["g2g"] is None) != (rels["g2l"] is None):
-        raise ValueError("g2g_relative_att_ids and g2l_relative_att_ids must be given together (as officially)")
+        raise InputFormatError("g2g_relative_att_ids and g2l_relative_att_ids must be given together (as officially)")
     for piece, ids in rels.items():
         if ids is not None and ids.numel() and (ids.min() < 0 or ids.max() >= encoder.num_relative_rows):
-            raise ValueError(f"official input '{piece}_relative_att_ids' has ids outside 0..{encoder.num_relative_rows - 1}")
+            raise InputFormatError(f"official input '{piece}_relative_att_ids' has ids outside 0..{encoder.num_relative_rows - 1}")
     structure = GlobalLocalStructure(
         l2l_mask=masks["l2l"], l2g_mask=masks["l2g"], g2g_mask=masks["g2g"], g2l_mask=masks["g2l"],
         local_radius=r, l2l_rel=rels["l2l"], l2g_rel=rels["l2g"], g2g_rel=rels["g2g"], g2l_rel=rels["g2l"],
@@ -501,9 +535,9 @@ def forward_official_inputs(model, features: Mapping[str, Any]) -> Tuple[torch.T
         if ids is None:
             continue
         if table is None:
-            raise ValueError(f"official input {name!r} given but the model has no absolute position embeddings")
+            raise InputFormatError(f"official input {name!r} given but the model has no absolute position embeddings")
         if ids.min() < 0 or ids.max() >= table.num_embeddings:
-            raise ValueError(f"official input {name!r} has ids outside 0..{table.num_embeddings - 1}")
+            raise InputFormatError(f"official input {name!r} has ids outside 0..{table.num_embeddings - 1}")
         delta = table(ids) - table.weight[:length].unsqueeze(0)  # [B, length, H]
         if name == "position_ids":
             long_extra = delta if long_extra is None else long_extra + delta

@@ -18,7 +18,6 @@ preparation are meant to reuse them):
 - :mod:`.gpt2`            GPT-2 (RoBERTa) BPE files and encoding for ``etc-prepare pretrain --tokenizer gpt2``
 - :mod:`.pretrain`        ``prepare_pretraining``: BERT-format sentences, one binarized item per sentence,
                           document boundaries in ``{split}.docs.npy`` (``etc-prepare pretrain``)
-- :mod:`.errors`          ``USER_ERRORS``: exceptions reported as one-line CLI errors
 
 Submodules are not imported here, so importing one does not pull in sentencepiece or fairseq.
 """

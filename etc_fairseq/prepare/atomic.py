@@ -2,8 +2,9 @@
 then rename, so that an interrupted or failed run never leaves a half-written output behind.
 
 A write that fails for a reason of the output location (disk full, read-only, no permission, a path under a
-regular file) is re-raised as an ``OSError`` naming the output path (not the temporary one), after the
-temporary copy is removed; an existing output is then unchanged.
+regular file) is re-raised as an :class:`~etc_fairseq.errors.OutputWriteError` (an ``OSError`` with the same
+``errno``) naming the output path (not the temporary one), after the temporary copy is removed; an existing
+output is then unchanged.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
+from etc_fairseq.errors import OutputExistsError, OutputWriteError
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: errors of the output location rather than of the data
@@ -22,7 +25,7 @@ _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EDQUOT, errno.E
                   errno.ENOTDIR, errno.EEXIST}
 
 
-def _output_error(e: OSError, dest: Path, tmp: Optional[PathLike]) -> Optional[OSError]:
+def _output_error(e: OSError, dest: Path, tmp: Optional[PathLike]) -> Optional[OutputWriteError]:
     """``e`` restated for ``dest`` when it is a failure to write there (None: leave ``e`` as it is)."""
     if e.errno not in _OUTPUT_ERRNOS:
         return None
@@ -30,7 +33,7 @@ def _output_error(e: OSError, dest: Path, tmp: Optional[PathLike]) -> Optional[O
     ours = [str(dest), str(dest.parent)] + ([str(tmp)] if tmp is not None else [])
     if name is not None and not any(name == p or name.startswith(p + os.sep) for p in ours):
         return None
-    return type(e)(e.errno, f"cannot write the output ({e.strerror or e}); nothing was written", str(dest))
+    return OutputWriteError(e.errno, f"cannot write the output ({e.strerror or e}); nothing was written", str(dest))
 
 
 def _umask_mode(mode: int) -> int:
@@ -45,21 +48,21 @@ def atomic_directory(dest: PathLike, overwrite: bool = False, marker: Optional[s
 
     Args:
         dest: the final directory.
-        overwrite: replace an existing ``dest`` (else FileExistsError before anything is written).
+        overwrite: replace an existing ``dest`` (else OutputExistsError before anything is written).
         marker: the file a finished run of the command leaves in ``dest`` (``prepare.json``): with it, an
             existing ``dest`` is replaced only when it holds ``marker`` or is empty
             (:func:`etc_fairseq.guards.check_replaceable_directory`): ``--overwrite`` deletes only what
             the command made.
     Raises:
-        FileExistsError: ``dest`` exists and not ``overwrite`` (names the path).
+        OutputExistsError: ``dest`` exists and not ``overwrite`` (names the path).
         OutputRefusedError: ``dest`` is not the command's own output.
-        OSError: ``dest`` cannot be written (named); nothing is left behind and an old ``dest`` is kept.
+        OutputWriteError: ``dest`` cannot be written (named); nothing is left behind and an old ``dest`` is kept.
     """
     from etc_fairseq.guards import check_replaceable_directory
 
     dest = Path(dest)
     if dest.exists() and not overwrite:
-        raise FileExistsError(f"{dest}: already exists (pass --overwrite to replace it)")
+        raise OutputExistsError(f"{dest}: already exists (pass --overwrite to replace it)")
     if marker is not None:
         check_replaceable_directory(dest, marker)
     try:
@@ -94,12 +97,12 @@ def atomic_file(dest: PathLike, mode: str = "w", encoding: str = "utf-8") -> Ite
     """Open a temporary file next to ``dest`` for writing; rename it to ``dest`` on normal exit.
 
     Raises:
-        IsADirectoryError: ``dest`` is a directory (named; nothing written).
-        OSError: ``dest`` cannot be written (named); no temporary file is left and an old ``dest`` is kept.
+        OutputWriteError: ``dest`` is a directory, or cannot be written (named); no temporary file is left
+            and an old ``dest`` is kept.
     """
     dest = Path(dest)
     if dest.is_dir():
-        raise IsADirectoryError(errno.EISDIR, "is a directory; give the file to write", str(dest))
+        raise OutputWriteError(errno.EISDIR, "is a directory; give the file to write", str(dest))
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.tmp-", dir=dest.parent)

@@ -2,27 +2,27 @@
 
 fairseq-preprocess is run with ``--only-source`` and writes ``dict.txt``, ``{train,valid,test}.{bin,idx}``
 and ``preprocess.log``. The output first goes to a temporary directory next to the target, which is renamed
-into place only when preprocessing finished: an interrupted run never leaves a half-written ``bin/`` that a
-later "skip if present" check would trust.
+into place only when preprocessing finished (:func:`etc_fairseq.prepare.atomic.atomic_directory`): an
+interrupted run never leaves a half-written ``bin/`` that a later "skip if present" check would trust.
 """
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from etc_fairseq.errors import ExternalToolError, MissingFileError
+
+from .atomic import atomic_directory
 from .documents import PathLike
 
 logger = logging.getLogger(__name__)
 
 
-class BinarizeError(RuntimeError):
+class BinarizeError(ExternalToolError):
     """fairseq preprocessing failed, or the destination is in the way."""
 
 
@@ -110,11 +110,12 @@ def binarize(
     Raises:
         FileNotFoundError: an input file or ``srcdict`` does not exist (message names it).
         BinarizeError: ``destdir`` exists and not ``overwrite``, or fairseq failed.
+        OutputWriteError: ``destdir`` cannot be written (named); nothing is left behind.
     """
     destdir = Path(destdir)
     for name, value in (("train", trainpref), ("valid", validpref), ("test", testpref), ("dictionary", srcdict)):
         if value is not None and not Path(value).is_file():
-            raise FileNotFoundError(f"{value}: no such {name} file for fairseq preprocessing")
+            raise MissingFileError(f"{value}: no such {name} file for fairseq preprocessing")
     if trainpref is None and srcdict is None:
         raise BinarizeError("binarize needs a train file to build the dictionary from, or an existing srcdict")
     if srcdict is not None:
@@ -123,14 +124,8 @@ def binarize(
         check_dictionary_file(srcdict)  # fairseq-preprocess would take an empty one and map everything to <unk>
     if destdir.exists() and not overwrite:
         raise BinarizeError(f"{destdir}: already exists (pass overwrite=True / --overwrite to replace it)")
-    destdir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{destdir.name}.tmp-", dir=destdir.parent))
-    # mkdtemp makes the directory private (0700); the final one should get the usual umask permissions.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)
     t0 = time.monotonic()
-    try:
+    with atomic_directory(destdir, overwrite=True) as tmp:
         argv = preprocess_argv(tmp, trainpref, validpref, testpref, srcdict, workers, extra_args)
         logger.info("fairseq-preprocess %s", " ".join(argv))
         if in_process:
@@ -142,15 +137,5 @@ def binarize(
                 raise BinarizeError(f"fairseq preprocessing failed: {e!r}") from None
         else:
             _run_subprocess(argv)
-        if destdir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{destdir.name}.old-", dir=destdir.parent))
-            os.replace(destdir, old / destdir.name)
-            os.replace(tmp, destdir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, destdir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     logger.info("binarized into %s in %.1f s", destdir, time.monotonic() - t0)
     return destdir

@@ -35,9 +35,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from etc_fairseq.errors import ConfigError, InputFormatError
+
 from .binarize import binarize
 from .documents import Document, DocumentFilter, PathLike
-from .mlm import prepare_output_dir, staged_output_dir, write_json_atomic
+from .mlm import check_given_files, prepare_output_dir, run_arguments, staged_output_dir, write_json_atomic
 from .sources import SourceStats, iter_documents
 from .spm import copy_model, encode_pieces, load_spm, train_spm, wrap_pieces
 
@@ -161,6 +163,9 @@ def prepare_article_classification(
     spm_model: Optional[PathLike] = None,
     srcdict: Optional[PathLike] = None,
     vocab_size: int = 8000,
+    spm_model_type: str = "unigram",
+    character_coverage: float = 0.9995,
+    spm_input_sentence_size: int = 2_000_000,
     max_example_pieces: int = 254,
     min_example_pieces: int = 16,
     valid_fraction: float = 0.1,
@@ -183,6 +188,8 @@ def prepare_article_classification(
             to it is used if present.
         srcdict: fairseq ``dict.txt`` for the inputs (otherwise built from the train split).
         vocab_size: sentencepiece vocabulary size when a model is trained here.
+        spm_model_type / character_coverage / spm_input_sentence_size: sentencepiece training options (when a
+            model is trained here).
         max_example_pieces: longest example (longer paragraphs become several windows); keep it below the
             model's max positions minus the bos/eos fairseq adds.
         min_example_pieces: shorter windows are dropped.
@@ -196,22 +203,14 @@ def prepare_article_classification(
     Returns:
         :class:`ClassificationSummary`.
     Raises:
-        InputFormatError / FileNotFoundError: bad inputs or model/dictionary paths (message names them).
+        InputFormatError / MissingFileError / ConfigError: bad inputs or model/dictionary paths (message names them).
         ValueError: fewer than ``num_articles`` documents, or a class without train or valid examples.
     """
+    args = run_arguments(locals())
     t0 = time.monotonic()
-    args = {k: (str(v) if isinstance(v, Path) else v) for k, v in locals().items() if k != "t0"}
-    args["inputs"] = [str(p) for p in inputs]
-    args["out_dir"] = str(out_dir)
     if num_articles < 2:
-        raise ValueError(f"--num-articles must be at least 2, got {num_articles}")
-    for name, value in (("spm_model", spm_model), ("srcdict", srcdict)):
-        if value is not None and not Path(value).is_file():
-            raise FileNotFoundError(f"{value}: no such file (given as {name})")
-    if srcdict is not None:
-        from etc_fairseq.data.indexed import check_dictionary_file
-
-        check_dictionary_file(srcdict)
+        raise ConfigError(f"--num-articles must be at least 2, got {num_articles}")
+    check_given_files((("spm_model", spm_model), ("srcdict", srcdict)), srcdict)
     dictionary_source = "given"
     if spm_model is not None and srcdict is None:
         sibling = Path(spm_model).parent / "bin" / "dict.txt"
@@ -230,7 +229,7 @@ def prepare_article_classification(
     doc_filter = DocumentFilter(min_paragraph_chars=min_paragraph_chars, min_doc_chars=min_doc_chars)
     articles = longest_documents(iter_documents(inputs, doc_filter=doc_filter, max_docs=max_docs, stats=stats), num_articles)
     if len(articles) < num_articles:
-        raise ValueError(
+        raise InputFormatError(
             f"--num-articles {num_articles} needs that many documents, but only {len(articles)} passed the "
             f"filters in {', '.join(map(str, inputs))}"
         )
@@ -245,7 +244,9 @@ def prepare_article_classification(
         text = out / "raw" / "spm-train.txt"
         text.parent.mkdir(parents=True, exist_ok=True)
         text.write_text("".join(p + "\n" for d in articles for p in d.paragraphs), encoding="utf-8")
-        model = train_spm([text], prefix, vocab_size=vocab_size, seed=seed)
+        model = train_spm([text], prefix, vocab_size=vocab_size, model_type=spm_model_type,
+                          character_coverage=character_coverage, input_sentence_size=spm_input_sentence_size,
+                          seed=seed)
         text.unlink()
         dictionary_source = "built from this task's train split"
     sp = load_spm(model)
@@ -256,7 +257,7 @@ def prepare_article_classification(
         per = make_examples(doc, sp, max_example_pieces, min_example_pieces, valid_fraction, rng)
         for s in SPLITS:
             if not per[s]:
-                raise ValueError(
+                raise InputFormatError(
                     f"article {doc.title!r} (label {label}) has no {s} examples of at least {min_example_pieces} "
                     "pieces; lower --min-example-pieces or use fewer/longer articles"
                 )

@@ -20,9 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Set, TextIO, Union
 
-from etc_fairseq.errors import InputFormatError  # noqa: F401  (the one input error class; re-exported here)
+from etc_fairseq.errors import ConfigError, InputFormatError, MissingFileError  # noqa: F401  (InputFormatError re-exported)
 
 logger = logging.getLogger(__name__)
+
+
+class NotEnoughDocumentsError(InputFormatError):
+    """Too few documents are left after the filters to make what was asked for."""
 
 PathLike = Union[str, Path]
 
@@ -78,7 +82,7 @@ def sniff_compression(path: PathLike) -> Optional[str]:
         with open(path, "rb") as f:
             head = f.read(3)
     except FileNotFoundError:
-        raise InputFormatError(f"{path}: no such file") from None
+        raise MissingFileError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise InputFormatError(f"{path}: is a directory, expected a file") from None
     except OSError as e:
@@ -349,18 +353,18 @@ def choose_valid_indices(
     Returns:
         the set of validation document indices.
     Raises:
-        ValueError: bad fraction/count, or fewer than 2 documents.
+        ConfigError: bad fraction/count; NotEnoughDocumentsError: fewer than 2 documents.
     """
     if num_docs < 2:
-        raise ValueError(f"need at least 2 documents to make a train and a valid split, got {num_docs}")
+        raise NotEnoughDocumentsError(f"need at least 2 documents to make a train and a valid split, got {num_docs}")
     if valid_docs is not None:
         if not 1 <= valid_docs < num_docs:
-            raise ValueError(f"--valid-docs must be between 1 and {num_docs - 1} (there are {num_docs} documents), got {valid_docs}")
+            raise ConfigError(f"--valid-docs must be between 1 and {num_docs - 1} (there are {num_docs} documents), got {valid_docs}")
         k = valid_docs
     else:
         fraction = 0.05 if valid_fraction is None else valid_fraction
         if not 0.0 < fraction < 1.0:
-            raise ValueError(f"--valid-fraction must be in (0, 1), got {fraction}")
+            raise ConfigError(f"--valid-fraction must be in (0, 1), got {fraction}")
         k = min(max(int(round(fraction * num_docs)), 1), num_docs - 1)
     order = list(range(num_docs))
     random.Random(seed).shuffle(order)

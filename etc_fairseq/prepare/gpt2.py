@@ -28,6 +28,9 @@ import zipfile
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
 
+from etc_fairseq.data.pretraining_corpus import load_gpt2_decoder
+from etc_fairseq.errors import MissingFileError
+
 from .documents import InputFormatError, PathLike, open_text
 from .sample_data import SampleDataError, default_cache_dir, sha256_file
 from .spm import WORD_START, EncodeStats, wrap_pieces
@@ -118,30 +121,17 @@ def load_gpt2_bpe(encoder_json: PathLike, vocab_bpe: PathLike):
     Returns:
         a ``fairseq.data.encoders.gpt2_bpe_utils.Encoder`` (``encode(text) -> list[int]``).
     Raises:
-        FileNotFoundError: a file is missing; InputFormatError: ``encoder.json`` is not a JSON object.
+        MissingFileError: a file is missing; InputFormatError: ``encoder.json`` is not a JSON object.
     """
     for name, p in (("--gpt2-encoder-json", encoder_json), ("--gpt2-vocab-bpe", vocab_bpe)):
         if not Path(p).is_file():
-            raise FileNotFoundError(f"{p}: no such GPT-2 BPE file (given as {name})")
+            raise MissingFileError(f"{p}: no such GPT-2 BPE file (given as {name})")
     from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
 
     try:
         return get_encoder(str(encoder_json), str(vocab_bpe))
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as e:
         raise InputFormatError(f"{encoder_json} / {vocab_bpe}: not GPT-2 BPE files ({e})") from None
-
-
-def load_gpt2_decoder(encoder_json: PathLike) -> dict:
-    """GPT-2 id -> token string (in GPT-2's byte-to-unicode alphabet, where "Ġ" is a space).
-
-    Args:
-        encoder_json: GPT-2's ``encoder.json``.
-    Returns:
-        a dict ``{id: token}``.
-    """
-    with open(encoder_json, "r", encoding="utf-8") as f:
-        encoder = json.load(f)
-    return {int(i): tok for tok, i in encoder.items()}
 
 
 def wrap_tokens(tokens: Sequence, word_starts: Sequence[bool], max_len: int) -> List[list]:

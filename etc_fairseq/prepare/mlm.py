@@ -21,23 +21,27 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from etc_fairseq.data.indexed import load_split
+from etc_fairseq.errors import ConfigError, MissingFileError, OutputExistsError  # noqa: F401  (OutputExistsError raised here)
 
-from .atomic import atomic_directory
+from .atomic import atomic_directory, atomic_file
 from .binarize import binarize
-from .documents import DocumentFilter, DocumentWriter, InputFormatError, PathLike, choose_valid_indices, read_text_documents
+from .documents import (
+    DocumentFilter,
+    DocumentWriter,
+    NotEnoughDocumentsError,
+    PathLike,
+    choose_valid_indices,
+    read_text_documents,
+)
 from .sources import SourceStats, iter_documents
-from .spm import EncodeStats, copy_model, encode_document_file, load_spm, train_spm
+from .spm import EncodeStats, encode_document_file, load_spm, reuse_or_train_spm
 
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid")
-
-
-class OutputExistsError(FileExistsError):
-    """The output directory already holds a preparation run."""
 
 
 @dataclass
@@ -122,6 +126,31 @@ def prepare_output_dir(out_dir: PathLike, overwrite: bool) -> Path:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def run_arguments(values: Mapping[str, object]) -> Dict[str, object]:
+    """A prepare function's arguments as ``prepare.json`` records them, from its ``locals()`` taken first
+    thing: paths as strings, ``inputs`` as a list of strings."""
+    args = {k: (str(v) if isinstance(v, Path) else v) for k, v in values.items()}
+    args["inputs"] = [str(p) for p in values["inputs"]]
+    args["out_dir"] = str(values["out_dir"])
+    return args
+
+
+def check_given_files(files: Sequence[Tuple[str, Optional[PathLike]]], srcdict: Optional[PathLike]) -> None:
+    """Refuse a file given to a prepare run that does not exist, in one line naming it and the option it was
+    given as (``files``: ``(option, path or None)`` pairs), then check ``srcdict`` as a fairseq ``dict.txt``.
+
+    Raises:
+        MissingFileError: a missing file; InputFormatError: a malformed ``srcdict``.
+    """
+    for name, value in files:
+        if value is not None and not Path(value).is_file():
+            raise MissingFileError(f"{value}: no such file (given as {name})")
+    if srcdict is not None:
+        from etc_fairseq.data.indexed import check_dictionary_file
+
+        check_dictionary_file(srcdict)
 
 
 def _rebase_paths(obj, staging: str, final: str):
@@ -270,20 +299,12 @@ def prepare_mlm(
     Raises:
         InputFormatError: missing/unreadable/malformed inputs (the message names the file).
         OutputExistsError: ``out_dir`` holds an earlier run.
-        ValueError: fewer than 2 documents survive the filters, or bad split arguments.
+        InputFormatError / ConfigError: fewer than 2 documents survive the filters, or bad split arguments.
         SpmTrainingError / BinarizeError: from the sentencepiece / fairseq steps.
     """
+    args = run_arguments(locals())
     t0 = time.monotonic()
-    args = {k: (str(v) if isinstance(v, Path) else v) for k, v in locals().items() if k not in ("t0",)}
-    args["inputs"] = [str(p) for p in inputs]
-    args["out_dir"] = str(out_dir)
-    for name in ("spm_model", "srcdict"):
-        if args[name] is not None and not Path(args[name]).is_file():
-            raise FileNotFoundError(f"{args[name]}: no such file (given as {name})")
-    if srcdict is not None:
-        from etc_fairseq.data.indexed import check_dictionary_file
-
-        check_dictionary_file(srcdict)
+    check_given_files((("spm_model", spm_model), ("srcdict", srcdict)), srcdict)
     out = prepare_output_dir(out_dir, overwrite)
 
     stats = SourceStats()
@@ -291,25 +312,12 @@ def prepare_mlm(
     docs = iter_documents(inputs, doc_filter=doc_filter, max_docs=max_docs, stats=stats)
     try:
         splits = spool_and_split(docs, out / "raw", valid_fraction, valid_docs, seed)
-    except InputFormatError:  # names its file and line already
-        raise
-    except ValueError as e:
-        raise ValueError(f"{e} (after filtering {', '.join(map(str, inputs))})") from None
+    except (ConfigError, NotEnoughDocumentsError) as e:
+        raise type(e)(f"{e} (after filtering {', '.join(map(str, inputs))})") from None
 
-    prefix = out / "spm"
-    if spm_model is not None:
-        model = copy_model(spm_model, prefix)
-        logger.info("reusing sentencepiece model %s", spm_model)
-    else:
-        model = train_spm(
-            [out / "raw" / "train.txt"],
-            prefix,
-            vocab_size=vocab_size,
-            model_type=spm_model_type,
-            character_coverage=character_coverage,
-            input_sentence_size=spm_input_sentence_size,
-            seed=seed,
-        )
+    model = reuse_or_train_spm(spm_model, [out / "raw" / "train.txt"], out / "spm", vocab_size=vocab_size,
+                               model_type=spm_model_type, character_coverage=character_coverage,
+                               input_sentence_size=spm_input_sentence_size, seed=seed)
     sp = load_spm(model)
 
     for s in SPLITS:
@@ -352,7 +360,7 @@ def prepare_mlm(
 
 
 def write_json_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (readers never see half a file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``text`` and a newline to ``path`` through :func:`~etc_fairseq.prepare.atomic.atomic_file` (readers
+    never see half a file)."""
+    with atomic_file(path) as f:
+        f.write(text + "\n")

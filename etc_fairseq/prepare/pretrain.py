@@ -44,16 +44,18 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 
 from etc_fairseq.data.indexed import load_dictionary, load_split
+from etc_fairseq.errors import ConfigError
+from etc_fairseq.guards import load_json_file
 from etc_fairseq.data.pretraining_corpus import FORMAT, META_FILE
 from etc_fairseq.data.pretraining_corpus import TOKENIZERS as CORPUS_TOKENIZERS
 
 from .binarize import binarize
-from .documents import Document, DocumentFilter, InputFormatError, PathLike
-from .mlm import prepare_output_dir, staged_output_dir, spool_and_split, write_json_atomic
+from .documents import Document, DocumentFilter, NotEnoughDocumentsError, PathLike
+from .mlm import check_given_files, prepare_output_dir, run_arguments, staged_output_dir, spool_and_split, write_json_atomic
 from .sentences import split_sentences
 from .sources import SourceStats, iter_documents
 from .gpt2 import wrap_tokens
-from .spm import EncodeStats, copy_model, encode_document_file, load_spm, train_spm
+from .spm import EncodeStats, encode_document_file, load_spm, reuse_or_train_spm
 
 from etc_fairseq.progress import progress
 
@@ -262,10 +264,10 @@ def _from_model(from_model, tokenizer, spm_model, srcdict, gpt2_encoder_json, gp
     from .tokenizer import WordPieceTokenizer
 
     if spm_model or srcdict or gpt2_encoder_json or gpt2_vocab_bpe or tokenizer != "spm":
-        raise ValueError("--from-model already names the dictionary and tokenizer; drop --tokenizer, --spm-model, "
+        raise ConfigError("--from-model already names the dictionary and tokenizer; drop --tokenizer, --spm-model, "
                          "--srcdict and --gpt2-*")
     tok = WordPieceTokenizer.from_model(from_model)
-    desc = json.loads((Path(from_model) / TOKENIZER_DESCRIPTION).read_text(encoding="utf-8"))
+    desc = load_json_file(Path(from_model) / TOKENIZER_DESCRIPTION, "the tokenizer description etc-lift writes")
     d = Path(from_model)
     if tok.kind == "sentencepiece":
         return tok, "spm", d / desc["model"], tok.dict_path, None, None
@@ -318,28 +320,18 @@ def encode_with_source(tokenizer, kind: str, src: PathLike, dst: PathLike, max_l
 def _check_args(tokenizer, min_sentences, max_sentence_pieces, spm_model, srcdict, gpt2_encoder_json, gpt2_vocab_bpe,
                 from_model=False):
     if tokenizer not in TOKENIZERS and not (from_model and tokenizer in CORPUS_TOKENIZERS):
-        raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {tokenizer!r}")
+        raise ConfigError(f"--tokenizer must be one of {TOKENIZERS}, got {tokenizer!r}")
     if min_sentences < 1:
-        raise ValueError(f"--min-sentences must be >= 1, got {min_sentences}")
+        raise ConfigError(f"--min-sentences must be >= 1, got {min_sentences}")
     if max_sentence_pieces < 0:
-        raise ValueError(f"--max-sentence-pieces must be >= 0 (0 = never split), got {max_sentence_pieces}")
+        raise ConfigError(f"--max-sentence-pieces must be >= 0 (0 = never split), got {max_sentence_pieces}")
     if tokenizer == "gpt2":
         if gpt2_encoder_json is None or gpt2_vocab_bpe is None:
-            raise ValueError("--tokenizer gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe (GPT-2's encoder.json and vocab.bpe)")
+            raise ConfigError("--tokenizer gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe (GPT-2's encoder.json and vocab.bpe)")
         if spm_model is not None:
-            raise ValueError("--spm-model is for --tokenizer spm, not gpt2")
-    for name, p in (
-        ("--spm-model", spm_model),
-        ("--srcdict", srcdict),
-        ("--gpt2-encoder-json", gpt2_encoder_json),
-        ("--gpt2-vocab-bpe", gpt2_vocab_bpe),
-    ):
-        if p is not None and not Path(p).is_file():
-            raise FileNotFoundError(f"{p}: no such file (given as {name})")
-    if srcdict is not None:
-        from etc_fairseq.data.indexed import check_dictionary_file
-
-        check_dictionary_file(srcdict)
+            raise ConfigError("--spm-model is for --tokenizer spm, not gpt2")
+    check_given_files((("--spm-model", spm_model), ("--srcdict", srcdict), ("--gpt2-encoder-json", gpt2_encoder_json),
+                       ("--gpt2-vocab-bpe", gpt2_vocab_bpe)), srcdict)
 
 
 @staged_output_dir
@@ -396,14 +388,13 @@ def prepare_pretraining(
     Returns:
         :class:`PretrainSummary`.
     Raises:
-        InputFormatError / FileNotFoundError: bad inputs or files (messages name them).
+        InputFormatError / MissingFileError: bad inputs or files (messages name them).
         OutputExistsError: ``out_dir`` holds an earlier run.
-        ValueError: bad arguments, or fewer than 2 documents left after filtering.
+        ConfigError: bad arguments; NotEnoughDocumentsError: fewer than 2 documents left after filtering.
         SpmTrainingError / BinarizeError: from the sentencepiece / fairseq steps.
     """
+    args = run_arguments(locals())
     t0 = time.monotonic()
-    args = {k: (str(v) if isinstance(v, Path) else v) for k, v in locals().items() if k != "t0"}
-    args["inputs"] = [str(p) for p in inputs]
     source = None
     if from_model is not None:
         source, tokenizer, spm_model, srcdict, gpt2_encoder_json, gpt2_vocab_bpe = _from_model(
@@ -421,12 +412,10 @@ def prepare_pretraining(
     )
     try:
         raw = spool_and_split(docs, out / "raw", valid_fraction, valid_docs, seed)
-    except InputFormatError:  # names its file and line already
-        raise
-    except ValueError as e:
+    except (ConfigError, NotEnoughDocumentsError) as e:
         dropped = dropped_documents(src_stats.skipped, sent_stats.docs_dropped, min_sentences, min_doc_chars,
                                     min_paragraph_chars)
-        raise ValueError(
+        raise type(e)(
             f"{e} (after filtering {', '.join(map(str, inputs))}: {sent_stats.docs_kept} kept; dropped: {dropped})"
         ) from None
     logger.info(
@@ -442,7 +431,7 @@ def prepare_pretraining(
     enc: Dict[str, EncodeStats] = {}
     if source is not None:
         (out / "model").mkdir()
-        desc = json.loads((source.model_dir / "etc_tokenizer.json").read_text(encoding="utf-8"))
+        desc = load_json_file(source.model_dir / "etc_tokenizer.json", "the tokenizer description etc-lift writes")
         for name in ["dict.txt", "etc_tokenizer.json"] + [desc[k] for k in _TOKENIZER_FILE_FIELDS if desc.get(k)]:
             shutil.copyfile(source.model_dir / name, out / "model" / name)
         tok_files["model_dir"] = out / "model"
@@ -451,19 +440,9 @@ def prepare_pretraining(
             enc[s] = encode_with_source(source.source, tokenizer, out / "raw" / f"{s}.txt", out / "tok" / f"{s}.txt",
                                         max_sentence_pieces)
     elif tokenizer == "spm":
-        if spm_model is not None:
-            model = copy_model(spm_model, out / "spm")
-            logger.info("reusing sentencepiece model %s", spm_model)
-        else:
-            model = train_spm(
-                [out / "raw" / "train.txt"],
-                out / "spm",
-                vocab_size=vocab_size,
-                model_type=spm_model_type,
-                character_coverage=character_coverage,
-                input_sentence_size=spm_input_sentence_size,
-                seed=seed,
-            )
+        model = reuse_or_train_spm(spm_model, [out / "raw" / "train.txt"], out / "spm", vocab_size=vocab_size,
+                                   model_type=spm_model_type, character_coverage=character_coverage,
+                                   input_sentence_size=spm_input_sentence_size, seed=seed)
         tok_files["spm_model"] = model
         sp = load_spm(model)
         for s in SPLITS:

@@ -22,6 +22,8 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
+from etc_fairseq.errors import ExternalToolError
+
 from .documents import PathLike
 
 logger = logging.getLogger(__name__)
@@ -49,7 +51,7 @@ _PIP_PLATFORM_ARGS = [
 ]
 
 
-class SampleDataError(RuntimeError):
+class SampleDataError(ExternalToolError):
     """The sample could not be fetched or does not match what was recorded."""
 
 

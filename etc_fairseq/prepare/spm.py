@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
+from etc_fairseq.errors import ExternalToolError, MissingFileError
+
 from .documents import PathLike, open_text
 
 from etc_fairseq.progress import progress
@@ -30,7 +32,7 @@ logger = logging.getLogger(__name__)
 WORD_START = "\u2581"  # "▁": sentencepiece's marker for a piece that begins a word
 
 
-class SpmTrainingError(RuntimeError):
+class SpmTrainingError(ExternalToolError):
     """sentencepiece refused the training data or arguments."""
 
 
@@ -158,7 +160,7 @@ def load_spm(model: PathLike):
     """
     model = Path(model)
     if not model.is_file():
-        raise FileNotFoundError(f"{model}: no such sentencepiece model file")
+        raise MissingFileError(f"{model}: no such sentencepiece model file")
     sp = _spm().SentencePieceProcessor()
     try:
         sp.load(str(model))
@@ -317,6 +319,22 @@ def copy_model(model: PathLike, dst_prefix: PathLike) -> Path:
     if vocab.is_file() and vocab.resolve() != out.with_suffix(".vocab").resolve():
         shutil.copyfile(vocab, out.with_suffix(".vocab"))
     return out
+
+
+def reuse_or_train_spm(
+    spm_model: Optional[PathLike], train_files: Sequence[PathLike], model_prefix: PathLike, **train_options
+) -> Path:
+    """The sentencepiece model of a prepare run: ``spm_model`` copied to ``model_prefix`` (:func:`copy_model`)
+    when one is given, else one trained on ``train_files`` (:func:`train_spm` with ``train_options``).
+
+    Returns:
+        path of ``<model_prefix>.model``.
+    """
+    if spm_model is not None:
+        model = copy_model(spm_model, model_prefix)
+        logger.info("reusing sentencepiece model %s", spm_model)
+        return model
+    return train_spm(train_files, model_prefix, **train_options)
 
 
 def iter_pieces_lines(sp, lines: Iterable[str]) -> Iterable[str]:

@@ -22,13 +22,12 @@ dictionary become ``<unk>`` (counted).
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from etc_fairseq.prepare.documents import InputFormatError
+from etc_fairseq.errors import ConfigError, MissingFileError
 
 PathLike = Union[str, Path]
 
@@ -85,7 +84,7 @@ class WordPieceTokenizer:
         and ``dict.txt``, and the global token ids of ``global_token_pieces``.
 
         Raises:
-            FileNotFoundError / TokenizerFileError: a missing or malformed file (message names it), or a
+            MissingFileError / TokenizerFileError: a missing or malformed file (message names it), or a
                 pretrained global token piece that is not in ``dict.txt``.
         """
         from etc_fairseq.data.indexed import dictionary_path, load_dictionary
@@ -93,10 +92,10 @@ class WordPieceTokenizer:
 
         model_dir = Path(model_dir)
         if not model_dir.is_dir():
-            raise FileNotFoundError(f"{model_dir}: no such directory (--from-model takes an etc-lift output directory)")
+            raise MissingFileError(f"{model_dir}: no such directory (--from-model takes an etc-lift output directory)")
         dict_file = dictionary_path(model_dir)
         if not dict_file.is_file():
-            raise FileNotFoundError(f"{dict_file}: missing (etc-lift writes dict.txt next to the checkpoint)")
+            raise MissingFileError(f"{dict_file}: missing (etc-lift writes dict.txt next to the checkpoint)")
         source = load_tokenizer(model_dir)
         dictionary = load_dictionary(dict_file)
         global_ids = {}
@@ -119,14 +118,14 @@ class WordPieceTokenizer:
         """Load a dictionary plus either a sentencepiece model or the two GPT-2 BPE files.
 
         Raises:
-            FileNotFoundError / InputFormatError: missing or unreadable files (message names them);
-            ValueError: neither or both tokenizers given.
+            MissingFileError / InputFormatError: missing or unreadable files (message names them);
+            ConfigError: neither or both tokenizers given.
         """
         from etc_fairseq.data.indexed import load_dictionary
         from etc_fairseq.tokenization import byte_level_bpe_tokenizer, sentencepiece_tokenizer
 
         if (spm_model is None) == (gpt2_encoder_json is None and gpt2_vocab_bpe is None):
-            raise ValueError("give either --spm-model or --gpt2-encoder-json and --gpt2-vocab-bpe (not both)")
+            raise ConfigError("give either --spm-model or --gpt2-encoder-json and --gpt2-vocab-bpe (not both)")
         dictionary = load_dictionary(srcdict)
         if spm_model is not None:
             from etc_fairseq.prepare.spm import load_spm
@@ -134,7 +133,7 @@ class WordPieceTokenizer:
             load_spm(spm_model)  # fails naming the file
             return cls("spm", dictionary, sentencepiece_tokenizer(spm_model), dict_path=srcdict)
         if gpt2_encoder_json is None or gpt2_vocab_bpe is None:
-            raise ValueError("GPT-2 BPE needs both --gpt2-encoder-json and --gpt2-vocab-bpe")
+            raise ConfigError("GPT-2 BPE needs both --gpt2-encoder-json and --gpt2-vocab-bpe")
         from etc_fairseq.prepare.gpt2 import load_gpt2_bpe
 
         load_gpt2_bpe(gpt2_encoder_json, gpt2_vocab_bpe)  # fails naming the file
@@ -147,16 +146,12 @@ class WordPieceTokenizer:
         a corpus prepared ``--from-model`` gives that model's tokenizer and global token ids)."""
         from etc_fairseq.data.indexed import dictionary_path
 
+        from etc_fairseq.data.pretraining_corpus import read_meta
+
         bin_dir = Path(bin_dir)
-        info_path = bin_dir / "pretrain.json"
-        try:
-            info = json.loads(info_path.read_text(encoding="utf-8"))
-            files = {k: bin_dir / v for k, v in info["tokenizer_files"].items()}
-            kind = info["tokenizer"]
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{info_path}: missing (not an etc-prepare pretrain bin/ directory)") from None
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-            raise InputFormatError(f"{info_path}: not a valid pretrain.json ({e!r})") from None
+        info = read_meta(bin_dir)  # checked: names the file and field at fault
+        files = {k: bin_dir / v for k, v in (info.get("tokenizer_files") or {}).items()}
+        kind = info["tokenizer"]
         if "model_dir" in files:
             return cls.from_model(files["model_dir"])
         if kind == "spm":
@@ -186,14 +181,14 @@ class WordPieceTokenizer:
         files = args.srcdict or args.spm_model or args.gpt2_encoder_json or args.gpt2_vocab_bpe
         if getattr(args, "from_model", None) is not None:
             if args.pretrain_dir is not None or files:
-                raise ValueError("--from-model already names the dictionary and tokenizer; drop the other options")
+                raise ConfigError("--from-model already names the dictionary and tokenizer; drop the other options")
             return cls.from_model(args.from_model)
         if args.pretrain_dir is not None:
             if files:
-                raise ValueError("--pretrain-dir already names the dictionary and tokenizer; drop the other options")
+                raise ConfigError("--pretrain-dir already names the dictionary and tokenizer; drop the other options")
             return cls.from_pretrain_dir(args.pretrain_dir)
         if args.srcdict is None:
-            raise ValueError("--from-model, --pretrain-dir or --srcdict is required: ids must match the model's "
+            raise ConfigError("--from-model, --pretrain-dir or --srcdict is required: ids must match the model's "
                              "dictionary")
         return cls.from_files(args.srcdict, args.spm_model, args.gpt2_encoder_json, args.gpt2_vocab_bpe)
 

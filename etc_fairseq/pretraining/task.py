@@ -13,17 +13,14 @@ MLM masking (:class:`~etc_fairseq.data.pretraining_dataset.PretrainingDataset`).
 import logging
 from dataclasses import dataclass, field
 
-from fairseq import utils
-from fairseq.data import Dictionary
 from fairseq.dataclass import FairseqDataclass
-from fairseq.tasks import FairseqTask, register_task
+from fairseq.tasks import register_task
 from omegaconf import II
 
-from etc_fairseq.data import prepared
-from etc_fairseq.data.indexed import load_data_dictionary
 from etc_fairseq.data.packing import PackingStats, plan_examples
 from etc_fairseq.data.pretraining_corpus import PretrainingCorpus
 from etc_fairseq.data.pretraining_dataset import PretrainingDataset, plan_fixed_block_examples
+from etc_fairseq.data.task_base import EtcDataTask
 
 logger = logging.getLogger(__name__)
 
@@ -45,26 +42,20 @@ class EtcPretrainingConfig(FairseqDataclass):
 
 
 @register_task("etc_pretraining", dataclass=EtcPretrainingConfig)
-class EtcPretrainingTask(FairseqTask):
-    """See the module docstring."""
+class EtcPretrainingTask(EtcDataTask):
+    """See the module docstring; the dictionary, ``max_positions`` and the check of a built model against the
+    settings ``etc-prepare pretrain --arch`` (or ``--from-model``) recorded come from
+    :class:`~etc_fairseq.data.task_base.EtcDataTask`."""
 
     cfg: EtcPretrainingConfig
 
-    def __init__(self, cfg: EtcPretrainingConfig, dictionary: Dictionary):
-        super().__init__(cfg)
-        self.dictionary = dictionary
-        self.mask_idx = dictionary.add_symbol("<mask>")
-
     @classmethod
-    def setup_task(cls, cfg: EtcPretrainingConfig, **kwargs):
-        dictionary = load_data_dictionary(cfg.data, "etc_pretraining reads the bin/ of `etc-prepare pretrain`")
-        logger.info(f"dictionary: {len(dictionary)} types (+ <mask>)")
-        return cls(cfg, dictionary)
+    def data_description(cls) -> str:
+        return "etc_pretraining reads the bin/ of `etc-prepare pretrain`"
 
     def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
         cfg = self.cfg
-        paths = utils.split_paths(cfg.data)
-        data_path = paths[(epoch - 1) % len(paths)]
+        data_path = self.epoch_data_path(epoch)
         corpus = PretrainingCorpus.load(data_path, split, dictionary=self.dictionary)
         lengths = corpus.all_doc_sentence_lengths()
         if cfg.fixed_blocks:
@@ -95,28 +86,3 @@ class EtcPretrainingTask(FairseqTask):
             f"{data_path} {split}: {corpus.num_docs} documents, {corpus.num_sentences} sentences -> "
             f"{len(examples)} examples" + (f" ({stats})" if stats is not None else "")
         )
-
-    def build_model(self, cfg, from_checkpoint=False):
-        """As fairseq's; then the model is held against the structure settings ``etc-prepare pretrain --arch``
-        (or ``--from-model``) recorded in ``OUT/prepare.json`` next to ``OUT/bin``: refused naming the flags
-        when its radius, relative-position clipping or fixed block length differ
-        (:func:`etc_fairseq.data.prepared.check_arch`)."""
-        model = super().build_model(cfg, from_checkpoint)
-        model_cfg = getattr(model, "cfg", None)
-        for part in utils.split_paths(self.cfg.data):
-            recorded = prepared.recorded_arch_settings(part)
-            if recorded is not None:
-                values = {f: getattr(model_cfg, f, None) for f in prepared.ARCH_FIELDS}
-                prepared.check_arch(values, recorded[1], recorded[0])
-        return model
-
-    def max_positions(self):
-        return self.cfg.max_long_len
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary

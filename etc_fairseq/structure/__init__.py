@@ -2,7 +2,9 @@
 
 - :mod:`.labels`         the one relative-label vocabulary (:class:`RelativeLabelVocab`)
 - :mod:`.global_tokens`  global token roles (:class:`GlobalTokenType`) and their dictionary id
-- :mod:`.builders`       structure ids -> 4 masks + 4 label-id tensors (:func:`build_structure`)
+- :mod:`.builders`       structure ids -> 4 masks + 4 label-id tensors (:func:`build_structure`); the rules,
+                         written once as elementwise functions of (batch, query, key)
+- :mod:`.flex_plan`      structure ids -> one batch's FlexAttention plan (the same rules inside the kernel)
 """
 
 from .builders import (

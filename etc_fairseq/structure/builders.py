@@ -27,11 +27,14 @@ over the ancestor depth (at most :data:`MAX_HIERARCHY_DEPTH`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Optional, Sequence, Tuple
 
 import torch
+import torch.nn.functional as F
 
-from etc_fairseq.attention.common import GlobalLocalStructure
+from etc_fairseq.attention.common import GlobalLocalStructure, read
+from etc_fairseq.errors import ConfigError, InputFormatError
 
 from .labels import DEFAULT_STRUCTURE_LABELS, RelativeLabelVocab
 from ..tracing import static_graph
@@ -41,7 +44,10 @@ __all__ = [
     "MAX_HIERARCHY_DEPTH",
     "REQUIRED_STRUCTURE_LABELS",
     "GlobalLocalStructure",
+    "StructureIds",
+    "structure_ids",
     "build_structure",
+    "dense_structure",
     "fixed_block_ids",
     "segment_ids_from_lengths",
 ]
@@ -74,11 +80,11 @@ REQUIRED_STRUCTURE_LABELS = DEFAULT_STRUCTURE_LABELS
 def _check_mask(name: str, t) -> None:
     """bool 2-D tensor ``[batch, len]``."""
     if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise InputFormatError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype != torch.bool:
-        raise ValueError(f"{name} must have dtype torch.bool, got {t.dtype}")
+        raise InputFormatError(f"{name} must have dtype torch.bool, got {t.dtype}")
     if t.dim() != 2:
-        raise ValueError(f"{name} must be 2-D [batch, len], got shape {tuple(t.shape)}")
+        raise InputFormatError(f"{name} must be 2-D [batch, len], got shape {tuple(t.shape)}")
 
 
 def _check_ids(
@@ -91,9 +97,9 @@ def _check_ids(
 ) -> None:
     """dtype int64, expected shape (last dim free when ``trailing_free``), same device."""
     if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise InputFormatError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype != torch.long:
-        raise ValueError(f"{name} must have dtype torch.int64, got {t.dtype}")
+        raise InputFormatError(f"{name} must have dtype torch.int64, got {t.dtype}")
     got = tuple(t.shape)
     if trailing_free:
         ok = t.dim() == len(shape) + 1 and got[:-1] == shape
@@ -102,9 +108,9 @@ def _check_ids(
         ok = got == shape
         want = f"{shape}"
     if not ok:
-        raise ValueError(f"{name} must have shape {want}, got {got}")
+        raise InputFormatError(f"{name} must have shape {want}, got {got}")
     if t.device != device:
-        raise ValueError(f"{name} must be on device {device}, got {t.device}")
+        raise InputFormatError(f"{name} must be on device {device}, got {t.device}")
 
 
 def _validating(t: torch.Tensor) -> bool:
@@ -120,7 +126,7 @@ def _check_index_range(name: str, t: torch.Tensor, valid: torch.Tensor, global_l
     bad = valid & ((t < -1) | (t >= global_len))
     if bool(bad.any()):
         pos = tuple(int(x) for x in bad.nonzero()[0].tolist())
-        raise ValueError(
+        raise InputFormatError(
             f"{name} values must be -1 or in [0, global_len={global_len}), "
             f"got {int(t[pos])} at index {pos}"
         )
@@ -138,7 +144,7 @@ def _check_not_padded_target(
     bad = valid & (t >= 0) & target_pad
     if bool(bad.any()):
         pos = tuple(int(x) for x in bad.nonzero()[0].tolist())
-        raise ValueError(
+        raise InputFormatError(
             f"{name} must point at non-padding global tokens, got {int(t[pos])} at index {pos} "
             f"which is padding in global_padding_mask"
         )
@@ -173,12 +179,12 @@ def _ancestors(global_parent: torch.Tensor) -> torch.Tensor:
         diag = anc.diagonal(dim1=1, dim2=2)  # [B, G]
         if bool(diag.any()):
             b, g = (int(x) for x in diag.nonzero()[0].tolist())
-            raise ValueError(
+            raise InputFormatError(
                 f"global_parent must be a forest (acyclic), got a cycle through global "
                 f"index {g} in batch row {b}"
             )
         b, g = (int(x) for x in (cur >= 0).nonzero()[0].tolist())
-        raise ValueError(
+        raise InputFormatError(
             f"global_parent chains must have at most {MAX_HIERARCHY_DEPTH} ancestors, "
             f"got a longer chain (or a longer cycle) from global index {g} in batch row {b}"
         )
@@ -186,9 +192,73 @@ def _ancestors(global_parent: torch.Tensor) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------
-# main builder
+# validated ids
 # ---------------------------------------------------------------------------
-def build_structure(
+@dataclass
+class StructureIds:
+    """One batch's per-token structure ids, validated, padding cleared: what the attention rules read.
+
+    Shapes (``B`` batch, ``L`` long_len, ``G`` global_len, ``K`` max_links): long_valid bool ``[B, L]`` and
+    global_valid bool ``[B, G]`` (True = a real token); long_segment int64 ``[B, L]`` (-1 = none);
+    long_context / long_example int64 ``[B, L]``; long_links int64 ``[B, L, K]`` (-1 = none);
+    global_context / global_example int64 ``[B, G]``; hard_g2l_rows bool ``[B, G]`` (global tokens whose g2l
+    is hard); ancestors bool ``[B, G, G]`` (``[b, g, h]``: ``h`` is a strict ancestor of ``g``);
+    ancestors_or_self bool ``[B, G, G]``; hard_l2g, local_radius and the label vocabulary.
+    """
+
+    long_valid: torch.Tensor
+    global_valid: torch.Tensor
+    long_segment: torch.Tensor
+    long_context: torch.Tensor
+    long_example: torch.Tensor
+    long_links: torch.Tensor
+    global_context: torch.Tensor
+    global_example: torch.Tensor
+    hard_g2l_rows: torch.Tensor
+    ancestors: torch.Tensor
+    ancestors_or_self: torch.Tensor
+    hard_l2g: bool
+    local_radius: int
+    vocab: RelativeLabelVocab
+
+    @property
+    def long_len(self) -> int:
+        return self.long_valid.shape[1]
+
+    @property
+    def global_len(self) -> int:
+        return self.global_valid.shape[1]
+
+    def map_tensors(self, fn) -> "StructureIds":
+        """The same ids with ``fn`` applied to every tensor field."""
+        return StructureIds(**{f.name: fn(v) if isinstance(v, torch.Tensor) else v
+                               for f in fields(self) for v in (getattr(self, f.name),)})
+
+    def padded(self, long_len: int, global_len: int) -> "StructureIds":
+        """The same ids with the long side padded to ``long_len`` and the global side to ``global_len``
+        tokens (not valid, no segment, no link, no ancestor)."""
+        dl, dg = long_len - self.long_len, global_len - self.global_len
+        if dl < 0 or dg < 0:
+            raise ValueError(f"padded({long_len}, {global_len}): shorter than the ids ({self.long_len}, {self.global_len})")
+
+        def pad(t, d, fill, dims=1):
+            return F.pad(t, (0, 0) * (dims - 1) + (0, d), value=fill) if d else t
+
+        def pad_square(t):
+            return F.pad(t, (0, dg, 0, dg), value=False) if dg else t
+
+        return StructureIds(
+            long_valid=pad(self.long_valid, dl, False), global_valid=pad(self.global_valid, dg, False),
+            long_segment=pad(self.long_segment, dl, -1), long_context=pad(self.long_context, dl, 0),
+            long_example=pad(self.long_example, dl, 0), long_links=pad(self.long_links, dl, -1, dims=2),
+            global_context=pad(self.global_context, dg, 0), global_example=pad(self.global_example, dg, 0),
+            hard_g2l_rows=pad(self.hard_g2l_rows, dg, False), ancestors=pad_square(self.ancestors),
+            ancestors_or_self=pad_square(self.ancestors_or_self), hard_l2g=self.hard_l2g,
+            local_radius=self.local_radius, vocab=self.vocab,
+        )
+
+
+def structure_ids(
     *,
     long_padding_mask: torch.Tensor,
     global_padding_mask: torch.Tensor,
@@ -204,81 +274,33 @@ def build_structure(
     global_hard_g2l: Optional[torch.Tensor] = None,
     hard_g2l: bool = False,
     hard_l2g: bool = False,
-) -> GlobalLocalStructure:
-    """Build the 4 masks and 4 label tensors from per-token structure ids.
+) -> StructureIds:
+    """Validate the per-token structure ids and fill in the defaults (arguments: :func:`build_structure`).
 
-    Shapes: ``B`` batch, ``L`` long_len, ``G`` global_len, ``K`` max_links.
-
-    Args:
-        long_padding_mask: bool ``[B, L]``, True = padding.
-        global_padding_mask: bool ``[B, G]``, True = padding.
-        vocab: the label vocabulary; must contain :data:`REQUIRED_STRUCTURE_LABELS`.
-        local_radius: ``r >= 0``; l2l covers offsets ``-r .. r``.
-        long_segment: int64 ``[B, L]``: global index of the segment token (e.g.
-            sentence) each long token belongs to, -1 = none.  Default all -1.
-        global_parent: int64 ``[B, G]``: global index of each global token's
-            parent (e.g. sentence -> its context token), -1 = root.  Default all -1.
-            Must be acyclic with at most :data:`MAX_HIERARCHY_DEPTH` ancestors.
-        long_context: int64 ``[B, L]``: context id (unordered groups; l2l never
-            crosses contexts).  Default all 0.
-        global_context: int64 ``[B, G]``: context id of each global token (g2g
-            relative order only inside one context).  Default all 0.
-        long_example: int64 ``[B, L]``: packed-example id.  Default all 0.
-        global_example: int64 ``[B, G]``: packed-example id.  Default all 0.
-            No attention crosses example ids, in any piece.
-        long_links: int64 ``[B, L, K]``: extra global indices each long token
-            belongs to besides its segment's chain (e.g. the candidate answers it
-            mentions, paper appendix C), -1 = none.  Default none.
-        global_hard_g2l: int64 ``[B, G]``, 1 = this global token attends (g2l)
-            only to the long tokens that belong to it, whatever ``hard_g2l`` says
-            (e.g. a candidate answer reads its mentions, not thousands of other
-            tokens); 0 = follow ``hard_g2l``.  Default all 0.
-        hard_g2l: g2l only for "belongs" pairs (paper Sec. 3.3), for every
-            global token.
-        hard_l2g: l2g only for "belongs" pairs.
-
-    Values at padding positions are ignored.  Non-padding ``long_segment``,
-    ``global_parent`` and ``long_links`` entries must be -1 or the index of a
-    non-padding global token.
-
-    Rules (all pieces also need both tokens non-padding and the same example id):
-        l2l ``[b, i, w]`` (key ``j = i + w - r``): ``0 <= j < L`` and same
-            context; label ``vocab.position_ids(j - i)``.
-        l2g ``[b, i, g]`` / g2l ``[b, g, i]``: label "belongs" if ``g`` is
-            ``long_segment[i]`` or one of its ancestors or is in ``long_links[i]``
-            (the same label that pre-training teaches sentence tokens, as in the
-            official WikiHop layout), else "not_belongs".  Contexts do not cut it.
-        g2g ``[b, g, h]``: "parent" if ``h`` is an ancestor of ``g``, "child" if
-            ``g`` is an ancestor of ``h``, else ``vocab.position_ids(h - g)`` in the
-            same context, else "other_context".
-
-    Returns:
-        :class:`GlobalLocalStructure` on the inputs' device; labels are 0 where
-        masks are False.
     Raises:
         ValueError: bad shapes / dtypes / devices / index ranges, parent cycles.
         KeyError: the vocabulary lacks a required structure label.
     """
-    # ---------------------------------------------------------------- checks
     _check_mask("long_padding_mask", long_padding_mask)
     _check_mask("global_padding_mask", global_padding_mask)
     B, L = long_padding_mask.shape
     Bg, G = global_padding_mask.shape
     if Bg != B:
-        raise ValueError(
+        raise InputFormatError(
             f"global_padding_mask must have batch size {B} (from long_padding_mask), got {Bg}"
         )
     device = long_padding_mask.device
     if global_padding_mask.device != device:
-        raise ValueError(
+        raise InputFormatError(
             f"global_padding_mask must be on device {device}, got {global_padding_mask.device}"
         )
     if not isinstance(vocab, RelativeLabelVocab):
-        raise ValueError(f"vocab must be a RelativeLabelVocab, got {type(vocab).__name__}")
+        raise ConfigError(f"vocab must be a RelativeLabelVocab, got {type(vocab).__name__}")
     r = local_radius
     if isinstance(r, bool) or not isinstance(r, int) or r < 0:
-        raise ValueError(f"local_radius must be an int >= 0, got {r!r}")
-    ids = {name: vocab.label(name) for name in REQUIRED_STRUCTURE_LABELS}
+        raise ConfigError(f"local_radius must be an int >= 0, got {r!r}")
+    for name in REQUIRED_STRUCTURE_LABELS:
+        vocab.label(name)  # KeyError naming the missing label
 
     long_valid = ~long_padding_mask  # [B, L]
     global_valid = ~global_padding_mask  # [B, G]
@@ -313,82 +335,184 @@ def build_structure(
     _check_not_padded_target(
         "long_links", long_links, long_valid.unsqueeze(-1), global_padding_mask
     )
-
-    # ---------------------------------------------------------------- hierarchy
     anc = _ancestors(global_parent)  # [B, G, G]: h strict ancestor of g
-    eye = torch.eye(G, dtype=torch.bool, device=device)
-    anc_or_self = anc | eye  # [B, G, G]
-
-    # ---------------------------------------------------------------- l2l
-    W = 2 * r + 1
-    offsets = torch.arange(-r, r + 1, device=device)  # [W]: j - i per slot
-    key = torch.arange(L, device=device).unsqueeze(1) + offsets  # [L, W]
-    in_range = (key >= 0) & (key < L)  # [L, W]
-    key_c = key.clamp(0, max(L - 1, 0))  # [L, W], safe gather index
-    l2l_mask = (
-        in_range.unsqueeze(0)
-        & long_valid.unsqueeze(-1)
-        & long_valid[:, key_c]  # [B, L, W]
-        & (long_example[:, key_c] == long_example.unsqueeze(-1))
-        & (long_context[:, key_c] == long_context.unsqueeze(-1))
-    )  # [B, L, W]
-    l2l_rel = torch.where(
-        l2l_mask, vocab.position_ids(offsets).expand(B, L, W), torch.zeros((), dtype=torch.long, device=device)
+    hard_rows = global_hard_g2l.ne(0) | hard_g2l  # [B, G]
+    return StructureIds(
+        long_valid=long_valid, global_valid=global_valid, long_segment=long_segment,
+        long_context=long_context, long_example=long_example, long_links=long_links,
+        global_context=global_context, global_example=global_example, hard_g2l_rows=hard_rows,
+        ancestors=anc, ancestors_or_self=anc | torch.eye(G, dtype=torch.bool, device=device),
+        hard_l2g=bool(hard_l2g), local_radius=r, vocab=vocab,
     )
 
-    # ---------------------------------------------------------------- l2g / g2l
-    has_seg = long_segment >= 0  # [B, L]
-    seg_rows = long_segment.clamp(min=0).unsqueeze(-1).expand(B, L, G)  # [B, L, G]
-    belongs = torch.gather(anc_or_self, 1, seg_rows) & has_seg.unsqueeze(-1)  # [B, L, G]
-    # extra column G absorbs -1 links
-    linked = torch.zeros(B, L, G + 1, dtype=torch.bool, device=device)
-    linked.scatter_(2, torch.where(long_links >= 0, long_links, G), True)
-    linked = linked[:, :, :G]  # [B, L, G]
 
-    strong = belongs | linked  # [B, L, G]
-    lg_rel = torch.where(strong, ids["belongs"], ids["not_belongs"])  # [B, L, G]
-    lg_allowed = (
-        long_valid.unsqueeze(-1)
-        & global_valid.unsqueeze(1)
-        & (long_example.unsqueeze(-1) == global_example.unsqueeze(1))
-    )  # [B, L, G]
-    l2g_mask = lg_allowed & strong if hard_l2g else lg_allowed
-    hard_rows = global_hard_g2l.ne(0).unsqueeze(1)  # [B, 1, G]
-    if hard_g2l:
-        hard_rows = torch.ones_like(hard_rows)
-    g2l_mask = (lg_allowed & (strong | ~hard_rows)).transpose(1, 2)  # [B, G, L]
-    l2g_rel = torch.where(l2g_mask, lg_rel, 0)
-    g2l_rel = torch.where(g2l_mask, lg_rel.transpose(1, 2), 0)
+# ---------------------------------------------------------------------------
+# the rules, elementwise
+# ---------------------------------------------------------------------------
+def l2l_allowed(ids: StructureIds, b, i, j) -> torch.Tensor:
+    """Long query ``i`` may see long key ``j`` (given ``0 <= j < L`` and ``|j - i| <= r``): both real, same
+    example, same context. Index tensors broadcastable; returns bool."""
+    return (read(ids.long_valid, b, i) & read(ids.long_valid, b, j)
+            & (read(ids.long_example, b, i) == read(ids.long_example, b, j))
+            & (read(ids.long_context, b, i) == read(ids.long_context, b, j)))
 
-    # ---------------------------------------------------------------- g2g
-    g2g_mask = (
-        global_valid.unsqueeze(-1)
-        & global_valid.unsqueeze(1)
-        & (global_example.unsqueeze(-1) == global_example.unsqueeze(1))
-    )  # [B, G, G]
-    gpos = torch.arange(G, device=device)
-    g_offsets = vocab.position_ids(gpos.unsqueeze(0) - gpos.unsqueeze(1))  # [G, G]: h - g
-    same_ctx = global_context.unsqueeze(-1) == global_context.unsqueeze(1)  # [B, G, G]
-    gg_rel = torch.where(
-        anc,
-        ids["parent"],
-        torch.where(
-            anc.transpose(1, 2),
-            ids["child"],
-            torch.where(same_ctx, g_offsets, ids["other_context"]),
-        ),
-    )  # [B, G, G]
-    g2g_rel = torch.where(g2g_mask, gg_rel, 0)
 
+def l2l_label(ids: StructureIds, b, i, j) -> torch.Tensor:
+    """The relative position label of long key ``j`` seen from long query ``i`` (int64)."""
+    return ids.vocab.position_ids(j.to(torch.int64) - i.to(torch.int64))
+
+
+def belongs(ids: StructureIds, b, i, g) -> torch.Tensor:
+    """Long token ``i`` belongs to global token ``g``: ``g`` is its segment token, an ancestor of it, or a
+    global token it links to (bool)."""
+    seg = read(ids.long_segment, b, i)
+    out = (seg >= 0) & read(ids.ancestors_or_self, b, seg.clamp(min=0), g)
+    for k in range(ids.long_links.shape[2]):
+        out = out | (read(ids.long_links, b, i, torch.full_like(seg, k)) == g.to(torch.int64))
+    return out
+
+
+def _long_global_allowed(ids: StructureIds, b, i, g) -> torch.Tensor:
+    """Long token ``i`` and global token ``g`` are both real and of the same example (bool)."""
+    return (read(ids.long_valid, b, i) & read(ids.global_valid, b, g)
+            & (read(ids.long_example, b, i) == read(ids.global_example, b, g)))
+
+
+def long_global_label(ids: StructureIds, b, i, g, strong=None) -> torch.Tensor:
+    """The label between long token ``i`` and global token ``g`` (l2g and g2l alike): "belongs" or
+    "not_belongs" (int64). ``strong``: :func:`belongs` of the same pairs, if already computed."""
+    strong = belongs(ids, b, i, g) if strong is None else strong
+    return torch.where(strong, ids.vocab.label("belongs"), ids.vocab.label("not_belongs"))
+
+
+def l2g_allowed(ids: StructureIds, b, i, g, strong=None) -> torch.Tensor:
+    """Long query ``i`` may see global key ``g`` (with hard l2g: only the global tokens it belongs to)."""
+    allowed = _long_global_allowed(ids, b, i, g)
+    if not ids.hard_l2g:
+        return allowed
+    return allowed & (belongs(ids, b, i, g) if strong is None else strong)
+
+
+def g2l_allowed(ids: StructureIds, b, g, i, strong=None) -> torch.Tensor:
+    """Global query ``g`` may see long key ``i`` (a hard-g2l row: only the long tokens that belong to it).
+    ``strong``: :func:`belongs` of ``(i, g)``, if already computed."""
+    strong = belongs(ids, b, i, g) if strong is None else strong
+    return _long_global_allowed(ids, b, i, g) & (strong | ~read(ids.hard_g2l_rows, b, g))
+
+
+def g2g_allowed(ids: StructureIds, b, g, h) -> torch.Tensor:
+    """Global query ``g`` may see global key ``h``: both real, same example (bool)."""
+    return (read(ids.global_valid, b, g) & read(ids.global_valid, b, h)
+            & (read(ids.global_example, b, g) == read(ids.global_example, b, h)))
+
+
+def g2g_label(ids: StructureIds, b, g, h) -> torch.Tensor:
+    """"parent" if ``h`` is an ancestor of ``g``, "child" if ``g`` is one of ``h``, else the relative position
+    ``h - g`` within one context, else "other_context" (int64)."""
+    v = ids.vocab
+    same_ctx = read(ids.global_context, b, g) == read(ids.global_context, b, h)
+    return torch.where(
+        read(ids.ancestors, b, g, h), v.label("parent"),
+        torch.where(read(ids.ancestors, b, h, g), v.label("child"),
+                    torch.where(same_ctx, v.position_ids(h.to(torch.int64) - g.to(torch.int64)),
+                                v.label("other_context"))))
+
+
+# ---------------------------------------------------------------------------
+# main builder
+# ---------------------------------------------------------------------------
+def build_structure(**kwargs) -> GlobalLocalStructure:
+    """Build the 4 masks and 4 label tensors from per-token structure ids.
+
+    Shapes: ``B`` batch, ``L`` long_len, ``G`` global_len, ``K`` max_links.
+
+    Keyword args:
+        long_padding_mask: bool ``[B, L]``, True = padding.
+        global_padding_mask: bool ``[B, G]``, True = padding.
+        vocab: the label vocabulary; must contain :data:`REQUIRED_STRUCTURE_LABELS`.
+        local_radius: ``r >= 0``; l2l covers offsets ``-r .. r``.
+        long_segment: int64 ``[B, L]``: global index of the segment token (e.g.
+            sentence) each long token belongs to, -1 = none.  Default all -1.
+        global_parent: int64 ``[B, G]``: global index of each global token's
+            parent (e.g. sentence -> its context token), -1 = root.  Default all -1.
+            Must be acyclic with at most :data:`MAX_HIERARCHY_DEPTH` ancestors.
+        long_context: int64 ``[B, L]``: context id (unordered groups; l2l never
+            crosses contexts).  Default all 0.
+        global_context: int64 ``[B, G]``: context id of each global token (g2g
+            relative order only inside one context).  Default all 0.
+        long_example: int64 ``[B, L]``: packed-example id.  Default all 0.
+        global_example: int64 ``[B, G]``: packed-example id.  Default all 0.
+            No attention crosses example ids, in any piece.
+        long_links: int64 ``[B, L, K]``: extra global indices each long token
+            belongs to besides its segment's chain (e.g. the candidate answers it
+            mentions, paper appendix C), -1 = none.  Default none.
+        global_hard_g2l: int64 ``[B, G]``, 1 = this global token attends (g2l)
+            only to the long tokens that belong to it, whatever ``hard_g2l`` says
+            (e.g. a candidate answer reads its mentions, not thousands of other
+            tokens); 0 = follow ``hard_g2l``.  Default all 0.
+        hard_g2l: g2l only for "belongs" pairs (paper Sec. 3.3), for every
+            global token.
+        hard_l2g: l2g only for "belongs" pairs.
+
+    Values at padding positions are ignored.  Non-padding ``long_segment``,
+    ``global_parent`` and ``long_links`` entries must be -1 or the index of a
+    non-padding global token.
+
+    Rules (all pieces also need both tokens non-padding and the same example id; one definition each,
+    :func:`l2l_allowed` ... :func:`g2g_label`, which the FlexAttention path evaluates inside its kernel):
+        l2l ``[b, i, w]`` (key ``j = i + w - r``): ``0 <= j < L`` and same
+            context; label ``vocab.position_ids(j - i)``.
+        l2g ``[b, i, g]`` / g2l ``[b, g, i]``: label "belongs" if ``g`` is
+            ``long_segment[i]`` or one of its ancestors or is in ``long_links[i]``
+            (the same label that pre-training teaches sentence tokens, as in the
+            official WikiHop layout), else "not_belongs".  Contexts do not cut it.
+        g2g ``[b, g, h]``: "parent" if ``h`` is an ancestor of ``g``, "child" if
+            ``g`` is an ancestor of ``h``, else ``vocab.position_ids(h - g)`` in the
+            same context, else "other_context".
+
+    Returns:
+        :class:`GlobalLocalStructure` on the inputs' device; labels are 0 where
+        masks are False.
+    Raises:
+        ValueError: bad shapes / dtypes / devices / index ranges, parent cycles.
+        KeyError: the vocabulary lacks a required structure label.
+    """
+    return dense_structure(structure_ids(**kwargs))
+
+
+def dense_structure(ids: StructureIds) -> GlobalLocalStructure:
+    """The kernel's 4 masks and 4 label tensors (:class:`GlobalLocalStructure`) of validated ids: the rules
+    evaluated on every band slot and every long/global pair."""
+    B, L, G, r = ids.long_valid.shape[0], ids.long_len, ids.global_len, ids.local_radius
+    device = ids.long_valid.device
+    zero = torch.zeros((), dtype=torch.long, device=device)
+    b = torch.arange(B, device=device).view(B, 1, 1)
+    i = torch.arange(L, device=device).view(1, L, 1)
+    g = torch.arange(G, device=device).view(1, 1, G)
+    # l2l, band form: slot w of row i is key j = i + w - r
+    offsets = torch.arange(-r, r + 1, device=device).view(1, 1, 2 * r + 1)  # [1, 1, W]
+    j = i + offsets  # [1, L, W]
+    in_range = (j >= 0) & (j < L)
+    l2l_mask = in_range & l2l_allowed(ids, b, i, j.clamp(0, max(L - 1, 0)))  # [B, L, W]
+    l2l_rel = torch.where(l2l_mask, ids.vocab.position_ids(offsets).expand(B, L, 2 * r + 1), zero)
+    # l2g / g2l, computed on [B, L, G] (g2l transposed)
+    strong = belongs(ids, b, i, g)  # [B, L, G]
+    label = long_global_label(ids, b, i, g, strong)
+    l2g_mask = l2g_allowed(ids, b, i, g, strong).expand(B, L, G)
+    g2l_mask = g2l_allowed(ids, b, g, i, strong).expand(B, L, G).transpose(1, 2)  # [B, G, L]
+    # g2g
+    gq, gk = g.view(1, G, 1), g.view(1, 1, G)
+    g2g_mask = g2g_allowed(ids, b, gq, gk).expand(B, G, G)
+    g2g_rel = torch.where(g2g_mask, g2g_label(ids, b, gq, gk), zero)
     return GlobalLocalStructure(
         l2l_mask=l2l_mask,
-        l2g_mask=l2g_mask,
-        g2g_mask=g2g_mask,
+        l2g_mask=l2g_mask.contiguous(),
+        g2g_mask=g2g_mask.contiguous(),
         g2l_mask=g2l_mask.contiguous(),
         l2l_rel=l2l_rel.contiguous(),
-        l2g_rel=l2g_rel,
+        l2g_rel=torch.where(l2g_mask, label, zero),
         g2g_rel=g2g_rel,
-        g2l_rel=g2l_rel.contiguous(),
+        g2l_rel=torch.where(g2l_mask, label.transpose(1, 2), zero).contiguous(),
         local_radius=r,
     )
 
@@ -416,7 +540,7 @@ def fixed_block_ids(
     """
     _check_mask("long_padding_mask", long_padding_mask)
     if isinstance(block_len, bool) or not isinstance(block_len, int) or block_len < 1:
-        raise ValueError(f"block_len must be an int >= 1, got {block_len!r}")
+        raise ConfigError(f"block_len must be an int >= 1, got {block_len!r}")
     B, L = long_padding_mask.shape
     device = long_padding_mask.device
     real = (~long_padding_mask).long()  # [B, L]
@@ -446,5 +570,5 @@ def segment_ids_from_lengths(lengths: Sequence[int], *, start: int = 0) -> torch
     """
     lengths_t = torch.as_tensor(list(lengths), dtype=torch.long)
     if bool((lengths_t < 0).any()):
-        raise ValueError(f"lengths must be >= 0, got {list(lengths)}")
+        raise InputFormatError(f"lengths must be >= 0, got {list(lengths)}")
     return torch.repeat_interleave(torch.arange(len(lengths_t), dtype=torch.long) + start, lengths_t)

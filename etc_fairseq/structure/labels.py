@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
 import torch
+from etc_fairseq.errors import ConfigError
 
 __all__ = ["DEFAULT_STRUCTURE_LABELS", "OFFICIAL_STRUCTURE_LABELS", "STRUCTURE_LABEL_MEANINGS", "RelativeLabelVocab"]
 
@@ -105,22 +106,22 @@ class RelativeLabelVocab:
     def __post_init__(self) -> None:
         k = self.max_distance
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"max_distance must be an int >= 0, got {k!r}")
+            raise ConfigError(f"max_distance must be an int >= 0, got {k!r}")
         if isinstance(self.structure_labels, str):
-            raise ValueError(
+            raise ConfigError(
                 "structure_labels must be a sequence of names, got the single string "
                 f"{self.structure_labels!r}"
             )
         labels = tuple(self.structure_labels)
         for name in labels:
             if not isinstance(name, str) or not name:
-                raise ValueError(f"structure label names must be non-empty str, got {name!r}")
+                raise ConfigError(f"structure label names must be non-empty str, got {name!r}")
             if name.startswith("pos"):
-                raise ValueError(
+                raise ConfigError(
                     f"structure label {name!r} collides with the position label names 'pos...'"
                 )
         if len(set(labels)) != len(labels):
-            raise ValueError(f"structure_labels must be unique, got {labels}")
+            raise ConfigError(f"structure_labels must be unique, got {labels}")
         object.__setattr__(self, "structure_labels", labels)
 
     # ------------------------------------------------------------------ sizes

@@ -114,9 +114,8 @@ class SentenceScorer(nn.Module):
 
     def __init__(self, layers: int, shape: Shape):
         super().__init__()
-        cfg = EtcEncoderConfig(encoder_layers=layers, encoder_embed_dim=64, encoder_ffn_embed_dim=256,
-                               encoder_attention_heads=4, local_radius=4, relative_pos_max_distance=4,
-                               dropout=0.0, attention_dropout=0.0, hard_g2l=True)
+        cfg = EtcEncoderConfig.preset("etc_tiny", encoder_layers=layers, local_radius=4, dropout=0.0,
+                                      attention_dropout=0.0, hard_g2l=True)
         self.encoder = EtcEncoder(cfg, shape.vocab, PAD, FILLER)
         self.score = nn.Linear(cfg.encoder_embed_dim, 1)
         self.find_score = nn.Linear(cfg.encoder_embed_dim, 1)   # used only with the auxiliary find loss

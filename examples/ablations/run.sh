@@ -40,7 +40,8 @@
 # --same-article 1] (etc-prepare nextsent's record shape), UPDATES [400] (fine-tuning), VALID_EVERY [100], LR [2e-3],
 # BATCH [8], LONG [1024], EXTRA_LENGTHS [512 2048] (the length ablation), STRUCTURE_ARMS [flat noglobals
 # roberta512] (the structure ablation's arms besides structure; empty: structure alone), PRE_UPDATES [540], LIFT_UPDATES [150],
-# VOCAB [4000], LAYERS [2] (layers of every model: etc_tiny's and the RoBERTa's; etc_tiny's widths are kept), JOBS [1] (fine-tuning and pretraining runs of the ablations at once: with JOBS > 1 set
+# VOCAB [4000], LAYERS [2] (layers of every model: etc_tiny's and the RoBERTa's; etc_tiny's widths are kept),
+# ETC_FLAGS [] (extra model flags of every ETC pretraining and fine-tuning, e.g. "--attention-dropout 0"), JOBS [1] (fine-tuning and pretraining runs of the ablations at once: with JOBS > 1 set
 # OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
@@ -51,7 +52,7 @@ for a in "$@"; do
     *) echo "usage: [ABLATIONS=\"structure length cpc g2l lift extrapolation\"] $0 [--quick]" >&2; exit 2 ;;
   esac
 done
-VENV_BIN=${ETC_VENV:-.venv}/bin
+source "$(dirname "$0")/../common.sh" etc-prepare fairseq-train fairseq-validate etc-lift
 RUN_DIR=${RUN_DIR:-runs/ablations}
 ALL="structure length cpc g2l lift extrapolation"
 ABLATIONS=${ABLATIONS:-$ALL}
@@ -77,20 +78,13 @@ STRUCTURE_ARMS=${STRUCTURE_ARMS-"flat noglobals roberta512"}   # set and empty: 
 for a in $STRUCTURE_ARMS; do
   case " flat noglobals roberta512 " in *" $a "*) ;; *) echo "error: unknown STRUCTURE_ARMS arm '$a' (known: flat noglobals roberta512)" >&2; exit 2 ;; esac
 done
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
 for a in $ABLATIONS; do
   case " $ALL " in *" $a "*) ;; *) echo "error: unknown ablation '$a' (known: $ALL)" >&2; exit 2 ;; esac
 done
-for tool in fairseq-train fairseq-validate etc-prepare etc-lift python; do
-  [ -x "$VENV_BIN/$tool" ] || { echo "error: $VENV_BIN/$tool not found; run scripts/setup.sh first (or set ETC_VENV)" >&2; exit 1; }
-done
-[ -d user_dir ] || { echo "error: run this script from the repository root" >&2; exit 1; }
 has() { case " $ABLATIONS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 arm() { case " $STRUCTURE_ARMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }   # an arm of `structure` besides itself
 
 mkdir -p "$RUN_DIR/ft" "$RUN_DIR/pre"
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
 done_log() { [ -f "$1" ] && grep -q "done training" "$1"; }   # a finished fairseq-train log
 # run "$@" in the background once fewer than JOBS runs are going (in the foreground when JOBS is 1); a failed
 # run leaves a log without validation line, which collect.py names
@@ -105,7 +99,7 @@ PRE=$RUN_DIR/pre
 PRE_OPTIM=(--optimizer adam --adam-betas '(0.9,0.98)' --weight-decay 0.01 --clip-norm 1.0
            --lr-scheduler inverse_sqrt --warmup-updates 50 --disable-validation --no-epoch-checkpoints
            --log-format simple --log-interval 50 --num-workers 0 --cpu)
-ETC_ARCH=(--arch etc_tiny --encoder-layers "$LAYERS")
+ETC_ARCH=(--arch etc_tiny --encoder-layers "$LAYERS" ${ETC_FLAGS:-})
 PRE_ETC=(--user-dir user_dir --task etc_pretraining --criterion cpc_mlm "${ETC_ARCH[@]}"
          --max-long-len 512 --max-global-len 64 --batch-size 8 --required-batch-size-multiple 1)
 TINY_ROBERTA=(--encoder-layers "$LAYERS" --encoder-embed-dim 64 --encoder-ffn-embed-dim 256 --encoder-attention-heads 4)
@@ -138,7 +132,7 @@ pretrain_roberta() {  # fairseq RoBERTa of etc_tiny's sizes, masked_lm, the same
       "${PRE_OPTIM[@]}" --lr 2e-3 --max-update "$PRE_UPDATES" --seed 1 --save-dir "$PRE/roberta" > "$PRE/roberta.log" 2>&1
   fi
   if [ ! -f "$PRE/roberta_window.pt" ]; then
-    "$VENV_BIN/python" -m etc_fairseq.lift.roberta_window "$PRE/roberta/checkpoint_last.pt" --out "$PRE/roberta_window.pt"
+    "$VENV_BIN/python" -m etc_fairseq.finetune.nextsent.roberta_window "$PRE/roberta/checkpoint_last.pt" --out "$PRE/roberta_window.pt"
   fi
 }
 

@@ -13,7 +13,7 @@
 # WARMUP [100], TOKENS_PER_SAMPLE [512], SEED [1], RUN_DIR [runs/etc_tiny_mlm], ETC_VENV [.venv].
 set -euo pipefail
 
-VENV_BIN=${ETC_VENV:-.venv}/bin  # same variable as scripts/setup.sh
+source "$(dirname "$0")/../common.sh" etc-prepare fairseq-train fairseq-validate
 RUN_DIR=${RUN_DIR:-runs/etc_tiny_mlm}
 DATA=$RUN_DIR/data
 SAVE=$RUN_DIR/checkpoints
@@ -23,19 +23,6 @@ LR=${LR:-2e-3}
 WARMUP=${WARMUP:-100}
 TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-512}
 SEED=${SEED:-1}
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
-
-if [ ! -x "$VENV_BIN/fairseq-train" ] || [ ! -x "$VENV_BIN/etc-prepare" ]; then
-  echo "error: $VENV_BIN/fairseq-train or $VENV_BIN/etc-prepare not found; run scripts/setup.sh from the repository root first" >&2
-  exit 1
-fi
-if [ ! -d user_dir ]; then
-  echo "error: run this script from the repository root (no ./user_dir here)" >&2
-  exit 1
-fi
-
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
 
 stage "1/3 prepare data -> $DATA"
 if [ -f "$DATA/prepare.json" ] && [ -f "$DATA/bin/dict.txt" ]; then
@@ -64,4 +51,4 @@ stage "3/3 validate $SAVE/checkpoint_last.pt"
   --sample-break-mode complete --tokens-per-sample "$TOKENS_PER_SAMPLE" \
   --batch-size "$BATCH_SIZE" --required-batch-size-multiple 1 --valid-subset valid --num-workers 0 --cpu
 
-stage "done in $(( $(date +%s) - start ))s"
+stage "done"

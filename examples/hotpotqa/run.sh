@@ -21,7 +21,7 @@
 # FLAT=1 for the flat-structure ablation.
 set -euo pipefail
 
-VENV_BIN=${ETC_VENV:-.venv}/bin
+source "$(dirname "$0")/../common.sh" etc-prepare fairseq-train fairseq-validate etc-predict etc-evaluate
 RUN_DIR=${RUN_DIR:-runs/hotpotqa}
 PRETRAINED=${PRETRAINED:-runs/etc_pretraining/checkpoints/checkpoint_last.pt}
 PRETRAIN_DIR=${PRETRAIN_DIR:-runs/etc_pretraining/data/bin}
@@ -31,19 +31,6 @@ LR=${LR:-5e-4}
 SEED=${SEED:-1}
 FLAT_ARGS=()
 if [ "${FLAT:-0}" = 1 ]; then FLAT_ARGS=(--flat-structure); fi
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
-
-if [ ! -x "$VENV_BIN/fairseq-train" ] || [ ! -x "$VENV_BIN/etc-prepare" ]; then
-  echo "error: $VENV_BIN/fairseq-train or $VENV_BIN/etc-prepare not found; run scripts/setup.sh first (or set ETC_VENV)" >&2
-  exit 1
-fi
-if [ ! -d user_dir ]; then
-  echo "error: run this script from the repository root (no ./user_dir here)" >&2
-  exit 1
-fi
-
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
 
 stage "1/6 pretrained etc_tiny checkpoint"
 if [ -f "$PRETRAINED" ] && [ -f "$PRETRAIN_DIR/dict.txt" ]; then
@@ -61,7 +48,7 @@ if [ -n "${HOTPOTQA_TRAIN:-}" ] && [ -n "${HOTPOTQA_DEV:-}" ]; then
   echo "official files: $TRAIN, $DEV ${TEST:+, $TEST}"
 else
   TRAIN=$FILES/constructed_train.json; DEV=$FILES/constructed_dev.json; TEST=$FILES/constructed_test.json
-  DUMP=$("$VENV_BIN/python" -c "from pathlib import Path; import os; from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample as f; print(f(Path(os.environ['ETC_FAIRSEQ_CACHE'])))")
+  DUMP=$(wikipedia_dump)
   "$VENV_BIN/python" examples/hotpotqa/construct.py --dump "$DUMP" --out "$FILES"
 fi
 
@@ -94,4 +81,4 @@ if [ -n "$TEST" ]; then
     --split test --sp-threshold "$THRESHOLD" --output "$RUN_DIR/test_predictions.json"
 fi
 
-stage "done in $(( $(date +%s) - start ))s"
+stage "done"

@@ -21,7 +21,8 @@ def step_seconds(model_dir: Path, long_len: int, layers: int, shared: bool, repe
     import torch
 
     from etc_fairseq.checkpoint_io import load_checkpoint
-    from etc_fairseq.lift import build_etc_model, masked_lm_dictionary
+    from etc_fairseq.lift import masked_lm_dictionary
+    from etc_fairseq.models.lifting import build_etc_model
     from etc_fairseq.models import config_for_arch
 
     fields = {k: v for k, v in load_checkpoint(model_dir / "model.pt")["cfg"]["model"].items() if not k.startswith("_")}

@@ -42,6 +42,7 @@
 # at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
+source "$(dirname "$0")/../common.sh" fairseq-train fairseq-validate etc-prepare etc-lift
 QUICK=0
 for a in "$@"; do
   case "$a" in
@@ -49,7 +50,6 @@ for a in "$@"; do
     *) echo "usage: [STAGES=\"pretrain mlm nextsent wikihop classify\"] $0 [--quick]" >&2; exit 2 ;;
   esac
 done
-VENV_BIN=${ETC_VENV:-.venv}/bin
 RUN_DIR=${RUN_DIR:-runs/lifted_minilm}
 ALL="pretrain mlm nextsent wikihop classify"
 STAGES=${STAGES:-$ALL}
@@ -73,23 +73,16 @@ LR=${LR:-1e-4}
 NS_SHAPE=${NS_SHAPE:-}
 ARMS=${ARMS:-"etc etc512 local bert512"}
 JOBS=${JOBS:-1}
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
 for s in $STAGES; do
   case " $ALL " in *" $s "*) ;; *) echo "error: unknown stage '$s' (known: $ALL)" >&2; exit 2 ;; esac
 done
 for a in $ARMS; do
   case " etc etc512 local bert512 " in *" $a "*) ;; *) echo "error: unknown arm '$a' (known: etc etc512 local bert512)" >&2; exit 2 ;; esac
 done
-for tool in fairseq-train fairseq-validate etc-prepare etc-lift python; do
-  [ -x "$VENV_BIN/$tool" ] || { echo "error: $VENV_BIN/$tool not found; run scripts/setup.sh first (or set ETC_VENV)" >&2; exit 1; }
-done
-[ -d user_dir ] || { echo "error: run this script from the repository root" >&2; exit 1; }
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 arm() { case " $ARMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 mkdir -p "$RUN_DIR"
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
 done_log() { [ -f "$1" ] && grep -q "done training" "$1"; }
 has_valid() { [ -f "$1" ] && grep -q "valid on 'valid'" "$1"; }
 spawn() {
@@ -123,7 +116,7 @@ source_window() {  # the source model as released, for bert512
   if [ ! -f "$LIFTED_ABS/roberta_window.pt" ]; then
     stage "the source model as released (absolute positions, no global tokens) -> $LIFTED_ABS/roberta_window.pt"
     mkdir -p "$LIFTED_ABS"
-    "$VENV_BIN/python" -m etc_fairseq.lift.roberta_window "$CUT" --out "$LIFTED_ABS/roberta_window.pt"
+    "$VENV_BIN/python" -m etc_fairseq.finetune.nextsent.roberta_window "$CUT" --out "$LIFTED_ABS/roberta_window.pt"
   fi
 }
 
@@ -228,7 +221,7 @@ wh_data() {  # LEN -> prints the directory (construct.py's default query, WH_SUP
   if [ ! -f "$raw/dev.json" ]; then
     stage "CONSTRUCTED WikiHop-format records (default query, $WH_SUPPORTS supports) -> $raw" >&2
     local dump
-    dump=$("$VENV_BIN/python" -c "from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample as f; print(f(None))")
+    dump=$(wikipedia_dump)
     "$VENV_BIN/python" examples/wikihop/construct.py --dump "$dump" --out "$raw" --train "$WH_TRAIN" \
       --valid "$WH_VALID" --supports "$WH_SUPPORTS" --seed 1 >&2
   fi

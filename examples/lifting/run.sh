@@ -23,7 +23,7 @@
 # SEED [1], RUN_DIR [runs/lifting], ETC_VENV [.venv].
 set -euo pipefail
 
-VENV_BIN=${ETC_VENV:-.venv}/bin
+source "$(dirname "$0")/../common.sh" etc-prepare fairseq-train fairseq-validate etc-lift
 RUN_DIR=${RUN_DIR:-runs/lifting}
 DATA=$RUN_DIR/data
 ROBERTA_UPDATES=${ROBERTA_UPDATES:-300}
@@ -33,21 +33,6 @@ GLOBAL_LEN=$(( LONG_LEN / 8 ))
 BATCH_SIZE=${BATCH_SIZE:-8}
 LR=${LR:-2e-3}
 SEED=${SEED:-1}
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
-
-for tool in fairseq-train fairseq-validate etc-prepare etc-lift; do
-  if [ ! -x "$VENV_BIN/$tool" ]; then
-    echo "error: $VENV_BIN/$tool not found; run scripts/setup.sh from the repository root first (or set ETC_VENV)" >&2
-    exit 1
-  fi
-done
-if [ ! -d user_dir ]; then
-  echo "error: run this script from the repository root (no ./user_dir here)" >&2
-  exit 1
-fi
-
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
 
 stage "1/6 prepare sentence data -> $DATA"
 if [ -f "$DATA/prepare.json" ] && [ -f "$DATA/bin/dict.txt" ]; then
@@ -99,4 +84,4 @@ for run in etc_lifted etc_scratch; do
     | grep -oE "(mlm_loss|mlm_accuracy|cpc_loss|cpc_accuracy) [0-9.na]+" | tr '\n' ' '
   echo
 done
-stage "done in $(( $(date +%s) - start ))s"
+stage "done"

@@ -16,7 +16,7 @@
 # PRETRAINED [runs/etc_pretraining/checkpoints/checkpoint_last.pt], PRETRAIN_BIN [runs/etc_pretraining/data/bin].
 set -euo pipefail
 
-VENV_BIN=${ETC_VENV:-.venv}/bin
+source "$(dirname "$0")/../common.sh" etc-prepare fairseq-train fairseq-validate etc-predict etc-evaluate
 RUN_DIR=${RUN_DIR:-runs/nq}
 PRETRAINED=${PRETRAINED:-runs/etc_pretraining/checkpoints/checkpoint_last.pt}
 PRETRAIN_BIN=${PRETRAIN_BIN:-runs/etc_pretraining/data/bin}
@@ -27,24 +27,14 @@ WARMUP=${WARMUP:-50}
 BATCH_SIZE=${BATCH_SIZE:-8}
 LR=${LR:-1e-3}
 SEED=${SEED:-1}
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
 
-for tool in fairseq-train fairseq-validate etc-prepare etc-predict etc-evaluate; do
-  if [ ! -x "$VENV_BIN/$tool" ]; then
-    echo "error: $VENV_BIN/$tool not found; run scripts/setup.sh from the repository root first" >&2
-    exit 1
-  fi
-done
 if [ ! -f "$PRETRAINED" ] || [ ! -f "$PRETRAIN_BIN/dict.txt" ]; then
   echo "error: no pretrained checkpoint $PRETRAINED or tokenizer $PRETRAIN_BIN; run examples/pretraining/run.sh first" >&2
   exit 1
 fi
 
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
-
 stage "1/6 CONSTRUCTED NQ-format files on real Wikipedia text -> $RUN_DIR/raw"
-DUMP=$("$VENV_BIN/python" -c "from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample as f; print(f(None))")
+DUMP=$(wikipedia_dump)
 "$VENV_BIN/python" examples/nq/construct.py --dump "$DUMP" --out "$RUN_DIR/raw" --train 150 --valid 40 --seed "$SEED"
 
 stage "2/6 etc-prepare nq -> $RUN_DIR/data"
@@ -74,4 +64,4 @@ stage "6/6 etc-evaluate nq (official nq_eval rules, gold = the 5-way annotated d
 "$VENV_BIN/etc-evaluate" nq --predictions "$RUN_DIR/predictions.json" --gold "$RUN_DIR/raw/nq-dev.jsonl" \
   --output "$RUN_DIR/metrics.json"
 
-stage "done in $(( $(date +%s) - start ))s"
+stage "done"

@@ -10,25 +10,24 @@
 # if you have them; otherwise the CONSTRUCTED files of examples/hotpotqa/construct.py (real Wikipedia
 # paragraphs of the dump sample, hand-written questions; not HotpotQA results).
 #
-# Knobs: MAX_UPDATE [20], BATCH_SIZE [4], LR [5e-4], SEED [1], OUT [runs/official_etc], ETC_VENV (a virtual
-# environment whose python to use; default: python on PATH), EXTRA_TRAIN_ARGS (appended to fairseq-train,
-# e.g. "--fp16" on a GPU; the script passes --cpu only when no GPU is visible).
+# Knobs: MAX_UPDATE [20], BATCH_SIZE [4], LR [5e-4], SEED [1], OUT [runs/official_etc, emptied at the start],
+# ETC_VENV [.venv], EXTRA_TRAIN_ARGS (appended to fairseq-train, e.g. "--fp16" on a GPU; the script passes --cpu
+# only when no GPU is visible).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-PY=${ETC_VENV:+$ETC_VENV/bin/}python
 SRC=${1:-tests/fixtures/official/separate}
+[ -n "${1:-}" ] && SRC=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")   # before common.sh moves to the repository root
+source "$(dirname "$0")/../common.sh"
+PY=$VENV_BIN/python
+[ -d "$SRC" ] || { echo "error: $SRC: no such official checkpoint directory" >&2; exit 1; }
 OUT=${OUT:-runs/official_etc}
 MAX_UPDATE=${MAX_UPDATE:-20}
 BATCH_SIZE=${BATCH_SIZE:-4}
 LR=${LR:-5e-4}
 SEED=${SEED:-1}
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
 CPU=()
 if ! $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then CPU=(--cpu); fi
 rm -rf "$OUT"
 mkdir -p "$OUT"
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
 
 stage "1/6 etc-lift $SRC -> $OUT/model (checkpoint, dict.txt, tokenizer, etc_tokenizer.json)"
 $PY -m etc_fairseq.cli.lift "$SRC" --out "$OUT/model/model.pt"
@@ -43,8 +42,6 @@ import torch
 
 from etc_fairseq.models import EtcModel
 from etc_fairseq.official import OFFICIAL_INPUT_NAMES, forward_official_inputs
-from etc_fairseq.official.convert import find_official_vocab, sentencepiece_pieces
-from etc_fairseq.tokenization import BERT_SPECIALS_IN_FAIRSEQ
 
 src, model_dir = Path(sys.argv[1]), sys.argv[2]
 io = src / "official_io.npz"
@@ -52,16 +49,9 @@ if not io.is_file():
     print(f"{io}: not there (a released checkpoint); skipped")
     sys.exit(0)
 hub = EtcModel.from_pretrained(model_dir, checkpoint_file="model.pt").eval()
-d = hub.task.source_dictionary
-vocab_file = find_official_vocab(src)
-if vocab_file.suffix == ".txt":
-    vocab = [BERT_SPECIALS_IN_FAIRSEQ.get(t, t) for t in vocab_file.read_text(encoding="utf-8").split("\n") if t]
-else:
-    vocab = sentencepiece_pieces(vocab_file)
-to_fairseq = np.array([d.index(t) for t in vocab])  # official id -> fairseq dictionary id
 z = np.load(io)
+# the official code's own inputs, official token ids included: etc-lift recorded their rows (etc_tokenizer.json)
 feats = {k: z[k] for k in OFFICIAL_INPUT_NAMES if k in z.files}
-feats["token_ids"], feats["global_token_ids"] = to_fairseq[feats["token_ids"]], to_fairseq[feats["global_token_ids"]]
 with torch.no_grad():
     long_out, global_out = forward_official_inputs(hub, feats)
 print("max |ours - official|: long %.2e, global %.2e" % (
@@ -74,7 +64,7 @@ if [ -n "${HOTPOTQA_TRAIN:-}" ] && [ -n "${HOTPOTQA_DEV:-}" ]; then
   echo "official files: $TRAIN, $DEV"
 else
   TRAIN=$OUT/files/constructed_train.json; DEV=$OUT/files/constructed_dev.json
-  DUMP=$($PY -c "from pathlib import Path; import os; from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample as f; print(f(Path(os.environ['ETC_FAIRSEQ_CACHE'])))")
+  DUMP=$(wikipedia_dump)
   $PY examples/hotpotqa/construct.py --dump "$DUMP" --out "$OUT/files"
 fi
 
@@ -97,4 +87,4 @@ $PY -m etc_fairseq.cli.predict hotpotqa --path "$OUT/checkpoints/checkpoint_last
 $PY -m etc_fairseq.cli.evaluate hotpotqa --predictions "$OUT/dev_predictions.json" --gold "$DEV" \
   --output "$OUT/dev_metrics.json"
 
-stage "done in $(( $(date +%s) - start ))s"
+stage "done"

@@ -18,7 +18,7 @@
 # ETC_VENV [.venv], TRAIN_JSONL / DEV_JSONL [the CONSTRUCTED files].
 set -euo pipefail
 
-VENV_BIN=${ETC_VENV:-.venv}/bin
+source "$(dirname "$0")/../common.sh" etc-prepare fairseq-train fairseq-validate etc-predict etc-evaluate
 PRETRAIN_RUN=${PRETRAIN_RUN:-runs/etc_pretraining}
 PRETRAIN_BIN=$PRETRAIN_RUN/data/bin
 PRETRAINED=$PRETRAIN_RUN/checkpoints/checkpoint_last.pt
@@ -36,14 +36,7 @@ MAX_LONG=${MAX_LONG:-512}
 MAX_GLOBAL=${MAX_GLOBAL:-64}
 TRAIN_JSONL=${TRAIN_JSONL:-$RAW/train.jsonl}
 DEV_JSONL=${DEV_JSONL:-$RAW/dev.jsonl}
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
 
-for tool in fairseq-train fairseq-validate etc-prepare etc-predict etc-evaluate; do
-  if [ ! -x "$VENV_BIN/$tool" ]; then
-    echo "error: $VENV_BIN/$tool not found; run scripts/setup.sh from the repository root first" >&2
-    exit 1
-  fi
-done
 if [ ! -f "$PRETRAINED" ] || [ ! -f "$PRETRAIN_BIN/dict.txt" ]; then
   echo "error: no pre-trained checkpoint $PRETRAINED or $PRETRAIN_BIN/dict.txt; run examples/pretraining/run.sh first" >&2
   exit 1
@@ -53,12 +46,9 @@ TASK_FLAGS=(--task etc_openkp --criterion etc_openkp --max-long-len "$MAX_LONG" 
 [ "$VISUAL" = 0 ] && TASK_FLAGS+=(--no-visual-features)
 [ "$MAX_LOSS" = 1 ] && TASK_FLAGS+=(--max-loss)
 
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
-
 if [ "$TRAIN_JSONL" = "$RAW/train.jsonl" ] && [ ! -f "$RAW/train.jsonl" ]; then
   stage "1/6 CONSTRUCTED OpenKP-format pages from real Wikipedia articles -> $RAW"
-  DUMP=$("$VENV_BIN/python" -c "from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample as f; print(f(None))")
+  DUMP=$(wikipedia_dump)
   "$VENV_BIN/python" examples/openkp/construct.py --dump "$DUMP" --out "$RAW" --valid 20 --seed "$SEED"
 fi
 
@@ -90,4 +80,4 @@ stage "5/6 etc-predict openkp -> $RUN_DIR/dev_predictions.jsonl"
 stage "6/6 etc-evaluate openkp"
 "$VENV_BIN/etc-evaluate" openkp --predictions "$RUN_DIR/dev_predictions.jsonl" --gold "$DEV_JSONL"
 
-stage "done in $(( $(date +%s) - start ))s"
+stage "done"

@@ -15,7 +15,7 @@
 # BATCH_SIZE [8], LR [2e-3], SEED [1], RUN_DIR [runs/etc_pretraining], ETC_VENV [.venv].
 set -euo pipefail
 
-VENV_BIN=${ETC_VENV:-.venv}/bin
+source "$(dirname "$0")/../common.sh" etc-prepare fairseq-train fairseq-validate
 RUN_DIR=${RUN_DIR:-runs/etc_pretraining}
 DATA=$RUN_DIR/data
 SAVE=$RUN_DIR/checkpoints
@@ -24,19 +24,6 @@ VALID_EVERY=${VALID_EVERY:-500}
 BATCH_SIZE=${BATCH_SIZE:-8}
 LR=${LR:-2e-3}
 SEED=${SEED:-1}
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
-
-if [ ! -x "$VENV_BIN/fairseq-train" ] || [ ! -x "$VENV_BIN/etc-prepare" ]; then
-  echo "error: $VENV_BIN/fairseq-train or $VENV_BIN/etc-prepare not found; run scripts/setup.sh from the repository root first" >&2
-  exit 1
-fi
-if [ ! -d user_dir ]; then
-  echo "error: run this script from the repository root (no ./user_dir here)" >&2
-  exit 1
-fi
-
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
 
 stage "1/3 prepare sentence data -> $DATA"
 if [ -f "$DATA/prepare.json" ] && [ -f "$DATA/bin/dict.txt" ]; then
@@ -62,4 +49,4 @@ stage "3/3 validate $SAVE/checkpoint_last.pt"
   --path "$SAVE/checkpoint_last.pt" --batch-size "$BATCH_SIZE" --required-batch-size-multiple 1 \
   --num-workers 0 --cpu
 
-stage "done in $(( $(date +%s) - start ))s"
+stage "done"

@@ -20,7 +20,7 @@
 # [mentions] (etc-prepare wikihop --candidate-attention).
 set -euo pipefail
 
-VENV_BIN=${ETC_VENV:-.venv}/bin
+source "$(dirname "$0")/../common.sh" etc-prepare fairseq-train fairseq-validate etc-predict etc-evaluate
 PRETRAIN_RUN=${PRETRAIN_RUN:-runs/etc_pretraining}
 PRETRAIN_BIN=${PRETRAIN_BIN:-$PRETRAIN_RUN/data/bin}
 PRETRAINED=${PRETRAINED:-$PRETRAIN_RUN/checkpoints/checkpoint_last.pt}
@@ -42,25 +42,15 @@ DATA_SEED=${DATA_SEED:-1}
 CANDIDATE_ATTENTION=${CANDIDATE_ATTENTION:-mentions}
 TRAIN_JSON=${TRAIN_JSON:-$RAW/train.json}
 DEV_JSON=${DEV_JSON:-$RAW/dev.json}
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
 
-for tool in fairseq-train fairseq-validate etc-prepare etc-predict etc-evaluate; do
-  if [ ! -x "$VENV_BIN/$tool" ]; then
-    echo "error: $VENV_BIN/$tool not found; run scripts/setup.sh from the repository root first" >&2
-    exit 1
-  fi
-done
 if [ ! -f "$PRETRAINED" ] || [ ! -f "$PRETRAIN_BIN/dict.txt" ]; then
   echo "error: no pre-trained checkpoint $PRETRAINED or $PRETRAIN_BIN/dict.txt; run examples/pretraining/run.sh first" >&2
   exit 1
 fi
 
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
-
 if [ "$TRAIN_JSON" = "$RAW/train.json" ]; then
   stage "1/6 CONSTRUCTED WikiHop-format files from real Wikipedia paragraphs -> $RAW"
-  DUMP=$("$VENV_BIN/python" -c "from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample as f; print(f(None))")
+  DUMP=$(wikipedia_dump)
   "$VENV_BIN/python" examples/wikihop/construct.py --dump "$DUMP" --out "$RAW" --train "$TRAIN_RECORDS" \
     --valid "$VALID_RECORDS" --seed "$DATA_SEED" --query "$QUERY"
 fi
@@ -96,4 +86,4 @@ stage "5/6 etc-predict wikihop -> $RUN_DIR/dev_predictions.json"
 stage "6/6 etc-evaluate wikihop"
 "$VENV_BIN/etc-evaluate" wikihop --predictions "$RUN_DIR/dev_predictions.json" --gold "$DEV_JSON"
 
-stage "done in $(( $(date +%s) - start ))s"
+stage "done"

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 from etc_fairseq.data.prepared import SUMMARY_FILE  # the summary of one run, in the output directory
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.guards import non_negative_int
 
 logger = logging.getLogger(__name__)
@@ -57,12 +58,12 @@ def check_split_names(names: Sequence[str], options: str = "--train / --valid / 
     """At least one split (``options``: how to give one, for the message); names unique, non-empty, without
     dots or slashes (they become file names)."""
     if not names:
-        raise ValueError(f"give at least one input split ({options})")
+        raise ConfigError(f"give at least one input split ({options})")
     if len(set(names)) != len(names):
-        raise ValueError(f"split names must be unique, got {list(names)}")
+        raise ConfigError(f"split names must be unique, got {list(names)}")
     for s in names:
         if not s or "/" in s or "." in s:
-            raise ValueError(f"bad split name {s!r} (no dots or slashes)")
+            raise ConfigError(f"bad split name {s!r} (no dots or slashes)")
 
 
 def splits_from_args(args: argparse.Namespace) -> Dict[str, object]:

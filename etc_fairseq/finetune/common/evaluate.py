@@ -1,10 +1,12 @@
 """What every ``etc-evaluate <dataset>`` shares: the ``--predictions`` / ``--gold`` / ``--output`` options and
-printing the metrics (and writing their JSON to ``--output``, atomically)."""
+printing the metrics (and writing their JSON to ``--output``, atomically), and the one-line JSON form of a
+flat metrics dict."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 
 def add_evaluate_arguments(p: argparse.ArgumentParser, predictions_help: str, gold_help: str,
@@ -23,3 +25,8 @@ def report_metrics(printed: str, metrics_json: str, output: Optional[Path]) -> N
 
         with atomic_file(output) as f:
             f.write(metrics_json + "\n")
+
+
+def format_metrics(metrics: Mapping[str, object]) -> str:
+    """One JSON object on one line, float metrics rounded to 4 digits (other values as they are)."""
+    return json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in metrics.items()})

@@ -19,6 +19,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
 
 #: the structure ids a layout fills (the keys of :func:`etc_fairseq.structure.builders.build_structure`)
@@ -98,7 +99,7 @@ def layout_example(
         a :class:`Layout`.
     """
     if max_long_len < 1 or max_global_len < 1:
-        raise ValueError(f"max_long_len and max_global_len must be >= 1, got {max_long_len}, {max_global_len}")
+        raise ConfigError(f"max_long_len and max_global_len must be >= 1, got {max_long_len}, {max_global_len}")
     cls_id = global_token_id(dictionary, GlobalTokenType.CLS, role_ids=role_ids)
     long_tokens, long_segment, long_context = [cls_id], [0], [0]
     g_tokens, g_types, g_parent, g_context = [cls_id], [int(GlobalTokenType.CLS)], [-1], [0]

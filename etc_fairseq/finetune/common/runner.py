@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import torch
 
+from etc_fairseq.errors import ConfigError, MissingFileError
 from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def load_checkpoint(path: Path, data: Path, overrides: Optional[Dict[str, Any]] 
 
     check_input_file(Path(path), "a checkpoint file (--path)")
     if not Path(data).is_dir():
-        raise FileNotFoundError(f"{data}: no such prepared directory (--data; run etc-prepare first)")
+        raise MissingFileError(f"{data}: no such prepared directory (--data; run etc-prepare first)")
     check_dictionary_file(dictionary_path(data))  # the task reads it after the model is loaded
     arg_overrides = dict(overrides or {})
     arg_overrides["data"] = str(data)  # the task takes up what DATA/prepare.json records (data/prepared.py)
@@ -86,7 +87,7 @@ def iterate_outputs(
 
     from etc_fairseq.progress import progress
 
-    task.load_dataset(split)
+    task.load_dataset(split, predicting=True)
     ds = task.dataset(split)
     n = len(ds)
     t0 = time.monotonic()
@@ -131,7 +132,7 @@ def parse_overrides(text: str) -> Dict[str, Any]:
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError) as e:
-        raise ValueError(f"--model-overrides must be a Python dict literal, got {text!r} ({e})") from None
+        raise ConfigError(f"--model-overrides must be a Python dict literal, got {text!r} ({e})") from None
     if not isinstance(value, dict):
-        raise ValueError(f"--model-overrides must be a dict, got {type(value).__name__}")
+        raise ConfigError(f"--model-overrides must be a dict, got {type(value).__name__}")
     return value

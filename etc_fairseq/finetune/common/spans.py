@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
+from etc_fairseq.errors import ConfigError
 
 __all__ = ["log_softmax", "best_span_in_range", "best_span", "select_above_threshold"]
 
@@ -37,7 +38,7 @@ def best_span_in_range(
         or None if the range is empty.
     """
     if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+        raise ConfigError(f"max_len must be >= 1, got {max_len}")
     if hi <= lo:
         return None
     s = np.asarray(start_scores[lo:hi], dtype=np.float64)  # [n]

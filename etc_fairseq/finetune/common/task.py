@@ -13,15 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from fairseq import utils
 from fairseq.data import Dictionary
 from fairseq.dataclass import FairseqDataclass
-from fairseq.tasks import FairseqTask
 from omegaconf import II
 
 from etc_fairseq.data import prepared
-from etc_fairseq.data.indexed import load_data_dictionary
 from etc_fairseq.data.structured import FieldSpec, StructuredDataset
+from etc_fairseq.data.task_base import EtcDataTask
 from etc_fairseq.encoder.config import absolute_position_limit
 
 logger = logging.getLogger(__name__)
@@ -38,8 +36,9 @@ class EtcStructuredTaskConfig(FairseqDataclass):
     seed: int = II("common.seed")
 
 
-class EtcStructuredTask(FairseqTask):
-    """Base class; see the module docstring."""
+class EtcStructuredTask(EtcDataTask):
+    """Base class; see the module docstring. The dictionary, ``max_positions`` and the check of a built model
+    against the recorded structure settings come from :class:`~etc_fairseq.data.task_base.EtcDataTask`."""
 
     #: the task's own stored fields (labels, features), besides the core ones
     TARGET_FIELDS: Sequence[FieldSpec] = ()
@@ -56,18 +55,18 @@ class EtcStructuredTask(FairseqTask):
     cfg: EtcStructuredTaskConfig
 
     def __init__(self, cfg: EtcStructuredTaskConfig, dictionary: Dictionary):
-        super().__init__(cfg)
-        self.dictionary = dictionary
-        self.mask_idx = dictionary.add_symbol("<mask>")
+        super().__init__(cfg, dictionary)
         #: prepared lengths above a loaded checkpoint's trained ones, and the prepare.json recording them
         #: (:meth:`take_up_prepared_settings`; the model decides in :meth:`check_prepared_model`)
         self.longer_lengths, self.lengths_source = {}, None
 
     @classmethod
+    def data_description(cls) -> str:
+        return f"{cls.__name__} reads the directory written by etc-prepare"
+
+    @classmethod
     def setup_task(cls, cfg: EtcStructuredTaskConfig, **kwargs):
-        dictionary = load_data_dictionary(cfg.data, f"{cls.__name__} reads the directory written by etc-prepare")
-        logger.info(f"dictionary: {len(dictionary)} types (+ <mask>)")
-        task = cls(cfg, dictionary)
+        task = super().setup_task(cfg, **kwargs)
         task.take_up_prepared_settings(from_checkpoint=bool(kwargs.get("from_checkpoint", False)))
         return task
 
@@ -82,12 +81,8 @@ class EtcStructuredTask(FairseqTask):
         --arch`` / ``--from-model`` recorded (refused naming the flags when they differ), and data prepared
         longer than a loaded checkpoint's lengths (run at the prepared lengths when the model can, else
         refused naming the flag; :func:`etc_fairseq.data.prepared.lengths_for_model`)."""
+        super().check_prepared_model(model)
         model_cfg = getattr(model, "cfg", None)
-        for part in utils.split_paths(self.cfg.data):
-            recorded = prepared.recorded_arch_settings(part)
-            if recorded is not None and recorded[0].parent == Path(part):
-                values = {f: getattr(model_cfg, f, None) for f in prepared.ARCH_FIELDS}
-                prepared.check_arch(values, recorded[1], recorded[0])
         if self.longer_lengths:
             trained = {name: getattr(self.cfg, name) for name in self.longer_lengths}
             longer = prepared.lengths_for_model(
@@ -101,8 +96,7 @@ class EtcStructuredTask(FairseqTask):
             self.longer_lengths = {}
 
     def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs):
-        paths = utils.split_paths(self.cfg.data)
-        data_path = paths[(epoch - 1) % len(paths)]
+        data_path = self.epoch_data_path(epoch)
         ds = self.DATASET_CLASS(
             data_path,
             split,
@@ -111,10 +105,23 @@ class EtcStructuredTask(FairseqTask):
             max_long_len=self.cfg.max_long_len,
             max_global_len=self.cfg.max_global_len,
             pad_to_fixed_length=self.cfg.pad_to_fixed_length,
+            value_ranges=self.value_ranges(data_path),
         )
         self.datasets[split] = ds
         logger.info(f"{data_path} {split}: {len(ds)} examples{self.describe_split(ds.meta)}")
+        self.check_split(Path(data_path), split, ds.meta, scoring=not kwargs.get("predicting", False))
         return ds
+
+    def value_ranges(self, data_path: str):
+        """``{field: (low, high, what)}`` the stored values of a split must lie in (checked when it is loaded:
+        a tampered or foreign file fails then, naming it, not as an IndexError inside the model): token ids
+        within the dictionary. A task adds its label fields."""
+        ids = (0, len(self.dictionary), f"token ids of {Path(data_path) / 'dict.txt'} (+ <mask>)")
+        return {"long_tokens": ids, "global_tokens": ids}
+
+    def check_split(self, data_path: Path, split: str, meta: dict, scoring: bool) -> None:
+        """Refuse a loaded split the task cannot use (``scoring``: for training or validation, not only for
+        predictions); nothing by default."""
 
     def describe_split(self, meta: dict) -> str:
         """Extra words for the load log line, from the split's meta file (e.g. truncation counts)."""
@@ -128,11 +135,16 @@ class EtcStructuredTask(FairseqTask):
         return super().get_batch_iterator(dataset, **kwargs)
 
     def build_model(self, cfg, from_checkpoint=False):
+        """:meth:`EtcDataTask.build_model` (the model held against the prepared data), then the encoder's last
+        layer limited to :meth:`encoder_outputs` and the task's heads attached."""
         model = super().build_model(cfg, from_checkpoint)
-        self.check_prepared_model(model)
-        model.encoder.sentence_encoder.keep_final_outputs(self.encoder_outputs())
+        self.keep_final_outputs(model)
         self.build_heads(model)
         return model
+
+    def keep_final_outputs(self, model) -> None:
+        """Let the ETC encoder's last layer compute only :meth:`encoder_outputs`."""
+        model.encoder.sentence_encoder.keep_final_outputs(self.encoder_outputs())
 
     def encoder_outputs(self) -> Sequence[str]:
         """The encoder outputs this task reads (:attr:`ENCODER_OUTPUTS`; a task whose choice depends on
@@ -153,14 +165,3 @@ class EtcStructuredTask(FairseqTask):
 
     #: the ``net_input`` keys :meth:`forward_features` passes to the model
     MODEL_INPUTS = ("src_tokens", "global_tokens", "global_types", "structure")
-
-    def max_positions(self):
-        return self.cfg.max_long_len
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary

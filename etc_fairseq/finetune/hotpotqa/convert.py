@@ -53,6 +53,7 @@ import numpy as np
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.convert import (
+    STANDARD_SPLITS,
     add_output_arguments,
     add_split_arguments,
     check_split_names,
@@ -61,10 +62,11 @@ from etc_fairseq.finetune.common.convert import (
     write_split,
     write_summary,
 )
-from etc_fairseq.guards import positive_int
-from etc_fairseq.finetune.hotpotqa.schema import AnswerType, HotpotRecord, answer_type_of, read_hotpotqa, target_fields
-from etc_fairseq.text import normalize_answer
+from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.finetune.common.layout import STRUCTURE_FIELD_NAMES, Unit, layout_example
+from etc_fairseq.finetune.hotpotqa.schema import AnswerType, HotpotRecord, answer_type_of, read_hotpotqa, target_fields
+from etc_fairseq.guards import positive_int
+from etc_fairseq.text import normalize_answer
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +298,7 @@ def prepare_hotpotqa(
 
             writer = write_split(tmp, split, specs, examples(), log_every, total=len(records))
             if counts.examples == 0:
-                raise ValueError(f"{path}: no examples left for split {split!r} ({counts.records} records)")
+                raise InputFormatError(f"{path}: no examples left for split {split!r} ({counts.records} records)")
             info = counts.as_dict()
             writer.finalize(
                 source=str(path), flat_structure=flat_structure, max_long_len=max_long_len,
@@ -344,8 +346,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _splits_from_args(args: argparse.Namespace) -> List[Tuple[str, Path]]:
     if len(args.input) != len(args.split):
-        raise ValueError(f"--input and --split must be given in pairs, got {len(args.input)} --input and {len(args.split)} --split")
-    out = [(name, getattr(args, name)) for name in ("train", "valid", "test") if getattr(args, name) is not None]
+        raise ConfigError(f"--input and --split must be given in pairs, got {len(args.input)} --input and {len(args.split)} --split")
+    out = [(name, getattr(args, name)) for name in STANDARD_SPLITS if getattr(args, name) is not None]
     out += list(zip(args.split, args.input))
     return out
 

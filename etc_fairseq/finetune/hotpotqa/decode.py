@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.errors import CheckpointLoadError, ConfigError
 from etc_fairseq.finetune.common.spans import best_span, select_above_threshold
 from etc_fairseq.finetune.hotpotqa.metrics import HEADLINE_KEYS
 from etc_fairseq.finetune.hotpotqa.schema import AnswerType, Gold, SideUnit as U
@@ -167,7 +168,7 @@ def side_metrics(predictions: dict, sides: Sequence[dict]) -> Dict[str, float]:
     gold = [Gold.from_side(s) for s in sides]
     missing = [s["id"] for s, g in zip(sides, gold) if g is None]
     if missing:
-        raise ValueError(f"{len(missing)} examples have no gold answer (e.g. {missing[0]}): cannot tune on a test split")
+        raise ConfigError(f"{len(missing)} examples have no gold answer (e.g. {missing[0]}): cannot tune on a test split")
     return evaluate(predictions, gold)
 
 
@@ -188,13 +189,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.finetune.hotpotqa.metrics import format_metrics
+    from etc_fairseq.finetune.common.evaluate import format_metrics
     from etc_fairseq.finetune.common.runner import iterate_outputs, load_checkpoint, parse_overrides
     from etc_fairseq.prepare.atomic import atomic_file
 
     model, task, cfg = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
     if SP_HEAD not in model.task_heads:
-        raise ValueError(f"{args.path}: not an etc_hotpotqa checkpoint (no {SP_HEAD!r} head; task {type(task).__name__})")
+        raise CheckpointLoadError(f"{args.path}: not an etc_hotpotqa checkpoint (no {SP_HEAD!r} head; task {type(task).__name__})")
     threshold = args.sp_threshold
     if threshold is None:
         threshold = float(getattr(getattr(cfg, "criterion", None), "sp_threshold", 0.5) or 0.5)

@@ -22,12 +22,12 @@ joint_prec, joint_recall`` (fractions in [0, 1]).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.errors import InputFormatError
 from etc_fairseq.finetune.hotpotqa.schema import Gold, read_gold
 from etc_fairseq.progress import progress
 from etc_fairseq.text import normalize_answer, token_prf
@@ -131,7 +131,7 @@ def evaluate(predictions: Mapping[str, Mapping], gold: Sequence[Gold]) -> Dict[s
         ``"missing_sp"`` (gold ids without that prediction).
     """
     if not gold:
-        raise ValueError("no gold examples to evaluate against")
+        raise InputFormatError("no gold examples to evaluate against")
     answers = predictions.get("answer", {}) or {}
     sps = predictions.get("sp", {}) or {}
     totals = {k: 0.0 for k in METRIC_KEYS}
@@ -185,11 +185,6 @@ def load_predictions(path: Path) -> dict:
     return data
 
 
-def format_metrics(metrics: Mapping[str, float]) -> str:
-    """One JSON object, metrics rounded to 4 digits."""
-    return json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in metrics.items()})
-
-
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     from etc_fairseq.finetune.common.evaluate import add_evaluate_arguments
 
@@ -198,7 +193,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.finetune.common.evaluate import report_metrics
+    from etc_fairseq.finetune.common.evaluate import format_metrics, report_metrics
 
     text = format_metrics(evaluate(load_predictions(args.predictions), read_gold(args.gold)))
     report_metrics(text, text, args.output)

@@ -26,10 +26,11 @@ from typing import List
 from fairseq.tasks import register_task
 
 from etc_fairseq.data.structured import SideRecords, StructuredDataset, side_path
+from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
+from etc_fairseq.errors import InputFormatError
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 from etc_fairseq.finetune.hotpotqa.decode import SP_HEAD, SPAN_HEAD, TYPE_HEAD
 from etc_fairseq.finetune.hotpotqa.schema import AnswerType, target_fields
-from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class HotpotqaDataset(StructuredDataset):
         super().__init__(data_dir, split, *args, **kwargs)
         self.side = SideRecords(side_path(data_dir, split))
         if len(self.side) != len(self):
-            raise ValueError(f"{self.side.path}: {len(self.side)} records, meta says {len(self)} examples")
+            raise InputFormatError(f"{self.side.path}: {len(self.side)} records, meta says {len(self)} examples")
 
     def __getitem__(self, index: int):
         item = super().__getitem__(index)

@@ -32,6 +32,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.guards import fraction, non_negative_int, positive_int
 
 logger = logging.getLogger(__name__)
@@ -125,11 +126,12 @@ def prepare_nextsent(
     extra_info: Optional[dict] = None,
 ) -> Dict[str, dict]:
     """Write ``{split: records}`` into ``out_dir`` atomically (layout above). Returns ``{split: counts}``."""
-    from etc_fairseq.finetune.common.convert import check_split_names, prepared_directory, write_split, write_summary
+    from etc_fairseq.finetune.common.convert import (check_split_names, format_counts, prepared_directory, write_split,
+                                                     write_summary)
     from etc_fairseq.finetune.nextsent.schema import field_specs, record_to_json
 
     if flat_structure and no_globals:
-        raise ValueError("--flat-structure and --no-globals are two different ablations; give one")
+        raise ConfigError("--flat-structure and --no-globals are two different ablations; give one")
     check_split_names(list(records))
     summary: Dict[str, dict] = {}
     with prepared_directory(out_dir, tokenizer, overwrite=overwrite) as tmp:
@@ -147,7 +149,7 @@ def prepare_nextsent(
             writer.finalize(counts=info)
             (tmp / f"{split}.records.json").write_text(
                 json.dumps([record_to_json(r) for r in recs], ensure_ascii=False) + "\n", encoding="utf-8")
-            logger.info(f"{split}: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+            logger.info(f"{split}: {format_counts(info)}")
             summary[split] = info
         write_summary(tmp, "nextsent", tokenizer, summary, CONSTRUCTED=True, flat_structure=flat_structure,
                       no_globals=no_globals, max_long_len=max_long_len,

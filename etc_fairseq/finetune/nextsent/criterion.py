@@ -24,6 +24,7 @@ from fairseq.dataclass import FairseqDataclass
 from omegaconf import II
 
 from etc_fairseq.criterion_metrics import Ratio, log_mean_loss, log_ratios, logged, loss_per_sample_size
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.finetune.nextsent.decode import SUPPORT_HEAD, sentence_scores
 
 
@@ -116,7 +117,7 @@ class EtcNextSentCriterion(FairseqCriterion):
         its paragraph) and its logging entries (accuracy over the examples that have a scored support)."""
         support = sample["target"].get("support_index")
         if support is None:
-            raise ValueError(
+            raise ConfigError(
                 f"--support-loss-weight needs the support_index field, and the data in {self.task.cfg.data} was "
                 "prepared without it: prepare it again with etc-prepare nextsent")
         logits, mask = sentence_scores(model, sample, features, extra, SUPPORT_HEAD)  # [B, S]

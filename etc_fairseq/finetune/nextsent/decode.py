@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.errors import CheckpointLoadError
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, write_predictions
 from etc_fairseq.finetune.common.selection import gather_by_type
 from etc_fairseq.structure.global_tokens import GlobalTokenType
@@ -93,7 +94,7 @@ def predict_scores(model, task, split: str, side: List[dict], batch_size: int, d
     sentence that truncation dropped, or that a windowed model did not read, gets ``None`` (ranked below
     every scored one)."""
     if SENTENCE_HEAD not in model.task_heads:
-        raise ValueError(f"the checkpoint has no {SENTENCE_HEAD!r} head: not an etc_nextsent model")
+        raise CheckpointLoadError(f"the checkpoint has no {SENTENCE_HEAD!r} head: not an etc_nextsent model")
     out: Dict[str, List[float]] = {}
     for sample, features, extra in iterate_outputs(model, task, split, batch_size, device):
         logits, mask = sentence_scores(model, sample, features, extra)

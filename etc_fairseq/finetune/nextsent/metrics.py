@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Dict, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.errors import InputFormatError
 from etc_fairseq.progress import progress
 
 __all__ = ["rank_scores", "summarize", "random_baseline", "EVALUATE"]
@@ -72,7 +73,13 @@ def evaluate_files(predictions: Path, gold: Path) -> Dict[str, float]:
     from etc_fairseq.guards import UniqueIds, load_json_file
 
     preds = load_json_file(predictions, "a nextsent prediction JSON file {id: [scores]}")
+    if not isinstance(preds, dict):
+        raise InputFormatError(f"{predictions}: expected a JSON object {{id: [score per sentence]}}, got "
+                               f"{type(preds).__name__}")
     gold_data = load_json_file(gold, "a nextsent records JSON file")
+    if not isinstance(gold_data, list):
+        raise InputFormatError(f"{gold}: expected a JSON list of records (what etc-prepare nextsent wrote), got "
+                               f"{type(gold_data).__name__}")
     records = [record_from_json(d, f"{gold}: record {i}") for i, d in enumerate(gold_data)]
     ids = UniqueIds("id")
     for i, rec in enumerate(records):
@@ -84,8 +91,12 @@ def evaluate_files(predictions: Path, gold: Path) -> Dict[str, float]:
         if scores is None:
             missing += 1
             scores = [0.0] * rec.num_sentences
+        if not isinstance(scores, list) or not all(
+                s is None or (isinstance(s, (int, float)) and not isinstance(s, bool) and not math.isnan(s)) for s in scores):
+            raise InputFormatError(f"{predictions}: id {rec.id!r}: expected a list of scores (numbers, or null for a "
+                                   f"sentence not scored), got {json.dumps(scores)[:80]}")
         if len(scores) != rec.num_sentences:
-            raise ValueError(f"{predictions}: id {rec.id!r}: {len(scores)} scores, expected {rec.num_sentences}")
+            raise InputFormatError(f"{predictions}: id {rec.id!r}: {len(scores)} scores, expected {rec.num_sentences}")
         if scores[rec.answer_rank_index()] is None:
             continue  # the answer was not scored: 0
         scores = [float("-inf") if s is None else float(s) for s in scores]

@@ -3,7 +3,7 @@
 
 The model is a thin registered wrapper: the encoder is fairseq's own ``RobertaEncoder`` (state-dict keys
 ``encoder.sentence_encoder.*``, exactly those of a ``fairseq-train --arch roberta_*`` checkpoint), built from
-a dataclass config (so its checkpoints pass :func:`etc_fairseq.checkpoint_io.validate_checkpoint_config` and
+a dataclass config (so its checkpoints pass :func:`etc_fairseq.models.checkpoint_config.validate_checkpoint_config` and
 load with ``weights_only=True``), with no LM head (fine-tuning never reads it; a parameter without gradient
 stops DistributedDataParallel) and with ``task_heads`` like :class:`etc_fairseq.models.etc.EtcModel`.
 
@@ -14,7 +14,7 @@ filter the longer examples out: they are cropped, and what lies beyond the windo
 ``etc_nextsent`` criterion counts answers lost that way).
 
 A pre-trained fairseq RoBERTa checkpoint is turned into this model's format (dataclass config, no LM head)
-by ``python -m etc_fairseq.lift.roberta_window`` before ``fairseq-train --finetune-from-model``.
+by ``python -m etc_fairseq.finetune.nextsent.roberta_window`` before ``fairseq-train --finetune-from-model``.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 import argparse

@@ -29,6 +29,7 @@ import random
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
+from etc_fairseq.errors import ConfigError, InputFormatError
 
 __all__ = [
     "Article",
@@ -157,9 +158,9 @@ def split_articles(articles: Sequence[Article], heldout_fraction: float, seed: i
     ``round(heldout_fraction * n)`` held out. Titles must be unique."""
     titles = [a.title for a in articles]
     if len(set(titles)) != len(titles):
-        raise ValueError("article titles must be unique")
+        raise InputFormatError("article titles must be unique")
     if not 0.0 < heldout_fraction < 1.0:
-        raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction}")
+        raise ConfigError(f"heldout_fraction must be in (0, 1), got {heldout_fraction}")
     order = sorted(range(len(articles)), key=lambda i: titles[i])
     random.Random(f"nextsent-split-{seed}").shuffle(order)
     n_held = max(1, round(heldout_fraction * len(articles)))
@@ -201,14 +202,14 @@ def make_records(
         the records, ids ``CONSTRUCTED_<split>_<i>``.
     """
     if probe is not None and probe not in PROBES:
-        raise ValueError(f"probe must be one of {', '.join(PROBES)} or None, got {probe!r}")
+        raise ConfigError(f"probe must be one of {', '.join(PROBES)} or None, got {probe!r}")
     if len(articles) < distractors + 1:
-        raise ValueError(f"{split}: {len(articles)} articles, need at least {distractors + 1} (--distractors {distractors})")
+        raise InputFormatError(f"{split}: {len(articles)} articles, need at least {distractors + 1} (--distractors {distractors})")
     pool_q = question_pool(articles)
     if not pool_q:
-        raise ValueError(f"{split}: no article has a paragraph of at least 3 sentences")
+        raise InputFormatError(f"{split}: no article has a paragraph of at least 3 sentences")
     if n > len(pool_q):
-        raise ValueError(
+        raise InputFormatError(
             f"{split}: {n} records requested but its {len(articles)} articles give only {len(pool_q)} distinct "
             f"questions (a sentence followed by another in a paragraph of >= 3 sentences); each question is "
             f"used once, so ask for at most {len(pool_q)} records or give more articles")
@@ -253,7 +254,7 @@ def swap_questions(records: Sequence[NextSentRecord]) -> List[NextSentRecord]:
     sentences without reading the question (position, style, memory) scores the same as on ``records``.
     At least 2 records."""
     if len(records) < 2:
-        raise ValueError(f"swapping questions needs at least 2 records, got {len(records)}")
+        raise InputFormatError(f"swapping questions needs at least 2 records, got {len(records)}")
     n = len(records)
     return [dataclasses.replace(r, question=records[(i + 1) % n].question) for i, r in enumerate(records)]
 

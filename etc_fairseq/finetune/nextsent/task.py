@@ -14,13 +14,14 @@ sentences for the support and the criterion adds W times its cross-entropy.
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 from dataclasses import dataclass, field
 
-from fairseq.tasks import FairseqTask, register_task
+from fairseq.tasks import register_task
 
+from etc_fairseq.encoder.heads import TokenLogits
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
 from etc_fairseq.finetune.nextsent.decode import SENTENCE_HEAD, SUPPORT_HEAD
 from etc_fairseq.finetune.nextsent.roberta import RobertaWindowModel
 from etc_fairseq.finetune.nextsent.schema import target_fields
-from etc_fairseq.encoder.heads import TokenLogits
 
 
 @dataclass
@@ -39,19 +40,15 @@ class EtcNextSentTask(EtcStructuredTask):
 
     TARGET_FIELDS = tuple(target_fields())
 
-    def build_model(self, cfg, from_checkpoint=False):
-        """As :meth:`EtcStructuredTask.build_model`; a ``roberta_window`` model has no ETC encoder whose
+    def keep_final_outputs(self, model) -> None:
+        """As :meth:`EtcStructuredTask.keep_final_outputs`; a ``roberta_window`` model has no ETC encoder whose
         final outputs could be chosen."""
-        model = FairseqTask.build_model(self, cfg, from_checkpoint)
-        self.check_prepared_model(model)
         if not isinstance(model, RobertaWindowModel):
-            model.encoder.sentence_encoder.keep_final_outputs(self.encoder_outputs())
-        self.build_heads(model)
-        return model
+            super().keep_final_outputs(model)
 
     def build_heads(self, model) -> None:
         model.register_task_head(SENTENCE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))
         if self.cfg.support_loss_weight < 0:
-            raise ValueError(f"--support-loss-weight: expected a weight >= 0, got {self.cfg.support_loss_weight}")
+            raise ConfigError(f"--support-loss-weight: expected a weight >= 0, got {self.cfg.support_loss_weight}")
         if self.cfg.support_loss_weight > 0:
             model.register_task_head(SUPPORT_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))

@@ -39,10 +39,11 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.convert import (
+    PathLike,
     add_output_arguments,
     add_split_arguments,
     check_split_names,
@@ -65,12 +66,11 @@ from etc_fairseq.finetune.nq.schema import (
     field_specs,
     read_nq_file,
 )
+from etc_fairseq.errors import ConfigError, MissingFileError
 from etc_fairseq.guards import InputFormatError, positive_int
 from etc_fairseq.prepare.tokenizer import piece_span_of_words
 
 logger = logging.getLogger(__name__)
-
-PathLike = Union[str, Path]
 
 #: the paper's sliding-window strides and global input lengths per long input length (appendix C, sec. 4)
 PAPER_STRIDES = {512: 128, 4096: 2048, 8192: 4096}
@@ -87,9 +87,9 @@ def window_starts(num_pieces: int, window_len: int, stride: int) -> List[int]:
     next window starts ``stride`` pieces later, until a window reaches the end). At least one window
     (``[0]`` for an empty document). Requires ``1 <= stride <= window_len`` (no piece skipped)."""
     if window_len < 1:
-        raise ValueError(f"window length must be >= 1 (long input too short for the question?), got {window_len}")
+        raise ConfigError(f"window length must be >= 1 (long input too short for the question?), got {window_len}")
     if not 1 <= stride <= window_len:
-        raise ValueError(f"--doc-stride must be in [1, window length {window_len}], got {stride}")
+        raise ConfigError(f"--doc-stride must be in [1, window length {window_len}], got {stride}")
     starts = [0]
     while starts[-1] + window_len < num_pieces:
         starts.append(starts[-1] + stride)
@@ -200,7 +200,7 @@ def build_window(
         global_types = [int(T.FIXED_BLOCK)] * n_blocks
         long_segment = [i // fixed_block_len for i in range(len(long_tokens))]
         if n_blocks > max_global_len:
-            raise ValueError(
+            raise ConfigError(
                 f"--fixed-blocks: {n_blocks} blocks of {fixed_block_len} > --max-global-len {max_global_len}"
             )
     else:
@@ -208,7 +208,7 @@ def build_window(
         global_types = [int(T.CLS)] + [int(T.QUESTION)] * len(q)
         long_segment = [0] + list(range(1, len(q) + 1)) + [-1] + [-1] * (we - ws) + [-1]
         if len(global_tokens) > max_global_len:
-            raise ValueError(f"question of {len(q)} pieces does not fit --max-global-len {max_global_len}")
+            raise ConfigError(f"question of {len(q)} pieces does not fit --max-global-len {max_global_len}")
         for c in overlapping:
             if not candidates[c][2]:
                 continue
@@ -336,21 +336,21 @@ def prepare_nq(
     """
     if doc_stride is None:
         if max_long_len not in PAPER_STRIDES:
-            raise ValueError(f"--doc-stride is required for --max-long-len {max_long_len} (paper values: {PAPER_STRIDES})")
+            raise ConfigError(f"--doc-stride is required for --max-long-len {max_long_len} (paper values: {PAPER_STRIDES})")
         doc_stride = PAPER_STRIDES[max_long_len]
     if max_global_len is None:
         if max_long_len not in PAPER_GLOBAL_LENS:
-            raise ValueError(f"--max-global-len is required for --max-long-len {max_long_len} (paper: {PAPER_GLOBAL_LENS})")
+            raise ConfigError(f"--max-global-len is required for --max-long-len {max_long_len} (paper: {PAPER_GLOBAL_LENS})")
         max_global_len = PAPER_GLOBAL_LENS[max_long_len]
     if not 0.0 < null_window_keep <= 1.0:
-        raise ValueError(f"--null-window-keep must be in (0, 1], got {null_window_keep}")
+        raise ConfigError(f"--null-window-keep must be in (0, 1], got {null_window_keep}")
     check_split_names(list(splits))
     for files in splits.values():
         for f in files:
             if Path(f).is_dir():
                 raise InputFormatError(f"{f}: is a directory, expected an NQ jsonl file")
             if not Path(f).is_file():
-                raise FileNotFoundError(f"{f}: no such NQ file")
+                raise MissingFileError(f"{f}: no such NQ file")
     rng = random.Random(seed)
     stats: Dict[str, NqSplitStats] = {}
     config = dict(max_long_len=max_long_len, max_global_len=max_global_len, doc_stride=doc_stride,

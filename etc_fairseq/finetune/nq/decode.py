@@ -132,14 +132,10 @@ def window_prediction(
 
 
 @dataclass
-class ExamplePrediction:
-    """An example's aggregated answer (spans as word offsets)."""
+class ExamplePrediction(WindowPrediction):
+    """An example's aggregated answer: the best windows' answers (the fields of :class:`WindowPrediction`),
+    how many windows were folded in and which ones gave the long and the short answer."""
 
-    long_span: Optional[Tuple[int, int]] = None
-    long_score: float = NULL_SCORE
-    short_span: Optional[Tuple[int, int]] = None
-    short_score: float = NULL_SCORE
-    yes_no: str = "NONE"
     windows: int = 0
     long_window: int = -1
     short_window: int = -1

@@ -162,7 +162,7 @@ def score_answers(
     """Long and short answer statistics over all examples (ids must match exactly)."""
     if set(gold) != set(pred):
         missing, extra = set(gold) - set(pred), set(pred) - set(gold)
-        raise ValueError(
+        raise InputFormatError(
             f"prediction example ids differ from the gold ids: {len(missing)} gold ids without prediction "
             f"(e.g. {sorted(map(str, missing))[:3]}), {len(extra)} predicted ids not in gold (e.g. {sorted(map(str, extra))[:3]})"
         )

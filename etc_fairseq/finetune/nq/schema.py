@@ -9,7 +9,6 @@ the task, decoding, the criterion's official metric and ``etc-evaluate nq``.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
@@ -157,18 +156,11 @@ def read_nq_file(path: PathLike, with_document: bool = True) -> Iterator[NqExamp
     Raises:
         FileNotFoundError / InputFormatError naming the file, line and field.
     """
-    from etc_fairseq.guards import UniqueIds, iter_input_lines
+    from etc_fairseq.guards import UniqueIds, iter_json_lines
 
     n_records = 0
     ids = UniqueIds("example_id")
-    for line_no, line in iter_input_lines(path, "an NQ jsonl file (.jsonl or .jsonl.gz)"):
-        where = f"{path}:{line_no}"
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputFormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+    for where, obj in iter_json_lines(path, "an NQ jsonl file (.jsonl or .jsonl.gz)"):
         example = parse_nq_record(obj, where, with_document=with_document)
         ids.add(example.example_id, where)
         yield example

@@ -65,6 +65,7 @@ from etc_fairseq.finetune.openkp.schema import (
     field_specs,
     iter_records,
 )
+from etc_fairseq.errors import ConfigError
 from etc_fairseq.prepare.documents import InputFormatError
 
 logger = logging.getLogger(__name__)
@@ -300,7 +301,7 @@ def prepare_openkp(inputs: Dict[str, Path], out_dir: Path, tokenizer, *, max_lon
     """
     check_split_names(list(inputs))
     if max_long < 1 or max_global < 1:
-        raise ValueError(f"--max-long-len and --max-global-len must be >= 1, got {max_long}, {max_global}")
+        raise ConfigError(f"--max-long-len and --max-global-len must be >= 1, got {max_long}, {max_global}")
     for split, path in inputs.items():
         check_input_file(Path(path), f"an OpenKP jsonl file (--{split})")
     results = {}

@@ -17,6 +17,7 @@ from typing import List, Sequence
 import torch
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.errors import CheckpointLoadError, ConfigError
 from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
@@ -95,10 +96,10 @@ def _run(args: argparse.Namespace) -> int:
     from etc_fairseq.prepare.atomic import atomic_file
 
     if args.top_k < 1:
-        raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
+        raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")
     model, task, _ = load_checkpoint(args.path, args.data, parse_overrides(args.model_overrides), args.device)
     if not hasattr(task, "keyphrase_logits"):
-        raise ValueError(f"{args.path}: not an etc_openkp checkpoint (task {type(task).__name__})")
+        raise CheckpointLoadError(f"{args.path}: not an etc_openkp checkpoint (task {type(task).__name__})")
     side = read_side(args.data, args.split)
     meta = read_meta(args.data, args.split)
     n = 0

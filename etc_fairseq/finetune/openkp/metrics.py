@@ -151,23 +151,17 @@ def load_keyphrase_file(path: Path, what: str) -> Dict[str, List[Phrase]]:
         InputFormatError: unreadable file, bad JSON, missing ``url``/``KeyPhrases`` or a repeated url (names
         the file, line and field).
     """
-    from etc_fairseq.guards import iter_input_lines
+    from etc_fairseq.guards import iter_json_lines
 
     path = Path(path)
     out: Dict[str, List[Phrase]] = {}
-    for lineno, line in iter_input_lines(path, f"an OpenKP {what} jsonl file"):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputFormatError(f"{path}:{lineno}: not valid JSON ({e})") from None
+    for at, item in iter_json_lines(path, f"an OpenKP {what} jsonl file"):
         if not isinstance(item, dict):
-            raise InputFormatError(f"{path}:{lineno}: expected a JSON object, got {type(item).__name__}")
+            raise InputFormatError(f"{at}: expected a JSON object, got {type(item).__name__}")
         url = item.get("url")
         if not isinstance(url, str):
-            raise InputFormatError(f"{path}:{lineno}: field 'url' missing or not a string")
-        where = f"{path}:{lineno} (url {url!r})"
+            raise InputFormatError(f"{at}: field 'url' missing or not a string")
+        where = f"{at} (url {url!r})"
         if "KeyPhrases" not in item:
             raise InputFormatError(f"{where}: field 'KeyPhrases' missing")
         if url in out:

@@ -8,7 +8,6 @@
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
@@ -16,7 +15,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from etc_fairseq.finetune.common.fields import RecordFields, is_kind
-from etc_fairseq.guards import UniqueIds, iter_input_lines
+from etc_fairseq.guards import UniqueIds, iter_json_lines, parse_json
 from etc_fairseq.prepare.documents import InputFormatError
 
 #: a keyphrase: its words (a phrase given as one string is refused, see :func:`parse_keyphrases`)
@@ -67,10 +66,7 @@ def parse_record(item: object, where: str, require_keyphrases: bool) -> OpenKPRe
     words = r.get(item, "text", str, "a string").split()
     vdom = r.get(item, "VDOM", (str, list), "a JSON list of nodes (or a string holding one)")
     if isinstance(vdom, str):
-        try:
-            vdom = json.loads(vdom)
-        except json.JSONDecodeError as e:
-            raise InputFormatError(f"{r.where}: field 'VDOM' is not a valid JSON string ({e})") from None
+        vdom = parse_json(vdom, f"{r.where}: field 'VDOM' (a string holding JSON)")
         if not isinstance(vdom, list):
             raise r.fail("VDOM", "a JSON list of nodes", vdom)
     nodes = []
@@ -99,14 +95,7 @@ def iter_records(path: Path, require_keyphrases: bool) -> Iterator[Tuple[str, Op
     """Yield (``file:line``, record) for every non-blank line of an OpenKP jsonl (gzip/bz2 allowed)."""
     path = Path(path)
     urls = UniqueIds("url")
-    for lineno, line in iter_input_lines(path, "an OpenKP jsonl file"):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputFormatError(f"{where}: not valid JSON ({e})") from None
+    for where, item in iter_json_lines(path, "an OpenKP jsonl file"):
         record = parse_record(item, where, require_keyphrases)
         urls.add(record.url, where)
         yield where, record
@@ -121,10 +110,7 @@ def parse_keyphrases(value, where: str) -> List[Phrase]:
     splitting it at whitespace would score differently from the leaderboard, silently.
     """
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise InputFormatError(f"{where}: field 'KeyPhrases' is a string but not JSON ({e})") from None
+        value = parse_json(value, f"{where}: field 'KeyPhrases' (a string holding JSON)")
     r = RecordFields(where)
     if not isinstance(value, list):
         raise r.fail("KeyPhrases", "a list of word lists", value)

@@ -25,6 +25,7 @@ import string
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
+from etc_fairseq.errors import InputFormatError
 from etc_fairseq.finetune.structured.schema import GlobalSpec, StructuredRecord, record_from_json, record_to_json
 
 __all__ = ["Document", "Token", "Paragraph", "normalize_word", "find_mentions", "write_jsonl"]
@@ -44,7 +45,7 @@ def find_mentions(words: Sequence[str], phrase: str) -> List[Span]:
     target = [normalize_word(w) for w in phrase.split()]
     target = [w for w in target if w]
     if not target:
-        raise ValueError(f"phrase {phrase!r} has no words to match")
+        raise InputFormatError(f"phrase {phrase!r} has no words to match")
     norm = [normalize_word(w) for w in words]
     out, i, n = [], 0, len(target)
     while i + n <= len(norm):
@@ -78,7 +79,7 @@ class Token:
         (:func:`find_mentions`); returns the linked spans."""
         phrase = phrase if phrase is not None else self.doc._names.get(self.index)
         if phrase is None:
-            raise ValueError(f"global token {self.index} has no name: give the phrase to link")
+            raise InputFormatError(f"global token {self.index} has no name: give the phrase to link")
         spans = find_mentions(self.doc.words, phrase)
         for s in spans:
             self.link(*s)
@@ -126,7 +127,7 @@ class Document:
         """Append the words of ``text`` (split on whitespace); returns their inclusive word span."""
         words = text.split()
         if not words:
-            raise ValueError(f"document {self.id!r}: text {text!r} has no words")
+            raise InputFormatError(f"document {self.id!r}: text {text!r} has no words")
         first = len(self.words)
         self.words.extend(words)
         return first, len(self.words) - 1
@@ -141,7 +142,7 @@ class Document:
     def _check_span(self, span: Span) -> None:
         first, last = span
         if not 0 <= first <= last < len(self.words):
-            raise ValueError(f"document {self.id!r}: span {span} outside the {len(self.words)} words so far")
+            raise InputFormatError(f"document {self.id!r}: span {span} outside the {len(self.words)} words so far")
 
     # -- global tokens ---------------------------------------------------------------------------------
     def token(self, type: str, span: Optional[Span] = None, parent: Optional[Token] = None,
@@ -151,7 +152,7 @@ class Document:
         if span is not None:
             self._check_span(span)
         if parent is not None and parent.doc is not self:
-            raise ValueError("parent belongs to another document")
+            raise InputFormatError("parent belongs to another document")
         self._globals.append(GlobalSpec(type, [tuple(span)] if span is not None else [],
                                         None if parent is None else parent.index, [], hard_g2l, label))
         index = len(self._globals) - 1
@@ -183,7 +184,7 @@ class Document:
         """The JSONL object of this document (labels included where set)."""
         for i, g in enumerate(self._globals):
             if g.type == "PARAGRAPH" and not g.spans:
-                raise ValueError(f"document {self.id!r}: paragraph token {i} has no sentences")
+                raise InputFormatError(f"document {self.id!r}: paragraph token {i} has no sentences")
         rec = StructuredRecord(self.id, self._globals, words=list(self.words), cuts=list(self.cuts),
                                label=self.label, answer=None if self.answer is None else tuple(self.answer))
         out = record_to_json(rec)

@@ -33,17 +33,18 @@ import bisect
 import logging
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.errors import InputFormatError
+from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.finetune.common.convert import (
+    PathLike,
     add_output_arguments,
     add_split_arguments,
     check_split_names,
+    format_counts,
     prepared_directory,
     print_summary,
     splits_from_args,
@@ -65,8 +66,6 @@ from etc_fairseq.finetune.structured.schema import (
 from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
-
-PathLike = Union[str, Path]
 
 DEFAULT_MAX_LONG_LEN = 4096
 DEFAULT_MAX_GLOBAL_LEN = 256
@@ -93,11 +92,11 @@ class StructuredOptions:
 
     def __post_init__(self):
         if self.label_level not in LABEL_LEVELS:
-            raise ValueError(f"--label-level must be one of {LABEL_LEVELS}, got {self.label_level!r}")
+            raise ConfigError(f"--label-level must be one of {LABEL_LEVELS}, got {self.label_level!r}")
         for name, value in (("--max-long-len", self.max_long_len), ("--max-global-len", self.max_global_len),
                             ("--max-links-per-token", self.max_links_per_token)):
             if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+                raise ConfigError(f"{name} must be >= 1, got {value}")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -412,7 +411,7 @@ def model_inputs(records, tokenizer, global_types: Optional[Mapping[str, str]] =
         arrays, _ = build_example(rec, tokenizer, opts)
         examples.append(arrays)
     if not examples:
-        raise ValueError("model_inputs needs at least one record")
+        raise InputFormatError("model_inputs needs at least one record")
     pad = tokenizer.dictionary.pad()
     B = len(examples)
     L = max(max(len(e["long_tokens"]) for e in examples), 1)
@@ -472,7 +471,7 @@ def prepare_structured(
             writer = write_split(tmp, name, specs, examples(), log_every, total=len(recs))
             result = {k: int(counts[k]) for k in COUNT_KEYS}
             writer.finalize(source=str(splits[name]), counts=result, dataset="structured")
-            logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+            logger.info(f"{name}: {format_counts(result)}")
             summary[name] = result
         write_summary(tmp, "structured", tokenizer, summary, **asdict(opts),
                       global_type_bases=type_names(opts.global_types))

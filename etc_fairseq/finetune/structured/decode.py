@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from etc_fairseq.commands import Subcommand
+from etc_fairseq.errors import CheckpointLoadError, ConfigError
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, write_predictions
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 
@@ -80,7 +81,7 @@ def best_spans(start: torch.Tensor, end: torch.Tensor, max_len: int) -> Tuple[to
         (first, last) int64 [B] long-token indices.
     """
     if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+        raise ConfigError(f"max_len must be >= 1, got {max_len}")
     B, L = start.shape
     best = torch.full((B,), float("-inf"), dtype=start.dtype, device=start.device)
     first = torch.zeros(B, dtype=torch.long, device=start.device)
@@ -106,7 +107,7 @@ def predict_split(model, task, split: str, side: List[dict], batch_size: int, de
     """``{id: prediction}`` (the forms of :mod:`.metrics`) for every example of ``split``."""
     level = task.label_level
     if HEADS[level] not in model.task_heads:
-        raise ValueError(f"the checkpoint has no {HEADS[level]!r} head: not an etc_structured model trained at the "
+        raise CheckpointLoadError(f"the checkpoint has no {HEADS[level]!r} head: not an etc_structured model trained at the "
                          f"{level} level (the data's prepare.json says {level})")
     out: Dict[str, object] = {}
     for sample, features, extra in iterate_outputs(model, task, split, batch_size, device):

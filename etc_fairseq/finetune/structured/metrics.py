@@ -123,11 +123,15 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.finetune.common.evaluate import report_metrics
+    from etc_fairseq.finetune.common.evaluate import format_metrics, report_metrics
 
     gold = read_records(args.gold, label_level=args.label_level, check_types=False)
     scores = evaluate(load_predictions(args.predictions, args.label_level), gold, args.label_level)
-    text = json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()})
+    if scores["labelled"] == 0:
+        what = {"record": "record has a 'label'", "global": "global token has a 'label'", "span": "record has an 'answer'"}
+        raise InputFormatError(f"{args.gold}: no {what[args.label_level]} (--label-level {args.label_level}): "
+                               "nothing to score")
+    text = format_metrics(scores)
     report_metrics(text, text, args.output)
     return 0
 

@@ -64,12 +64,11 @@ the metrics; ``etc-predict`` still predicts it).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from etc_fairseq.errors import InputFormatError
+from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.finetune.common.fields import RecordFields, is_kind
 
 PathLike = Union[str, Path]
@@ -163,13 +162,13 @@ def parse_type_map(declarations: Sequence[str]) -> Dict[str, str]:
         name, sep, base = text.partition("=")
         name, base = name.strip(), base.strip()
         if not sep or not name or not base:
-            raise ValueError(f"--global-type {text!r}: expected NAME=BASE, e.g. entity=CANDIDATE")
+            raise ConfigError(f"--global-type {text!r}: expected NAME=BASE, e.g. entity=CANDIDATE")
         if base not in builtin:
-            raise ValueError(f"--global-type {text!r}: BASE must be a built-in global token type, one of {builtin}")
+            raise ConfigError(f"--global-type {text!r}: BASE must be a built-in global token type, one of {builtin}")
         if name in builtin:
-            raise ValueError(f"--global-type {text!r}: {name} is a built-in type already (use it as it is)")
+            raise ConfigError(f"--global-type {text!r}: {name} is a built-in type already (use it as it is)")
         if name in out:
-            raise ValueError(f"--global-type {text!r}: {name} is declared twice")
+            raise ConfigError(f"--global-type {text!r}: {name} is declared twice")
         out[name] = base
     return out
 
@@ -395,21 +394,14 @@ def read_records(
         InputFormatError: a missing or unreadable file, a line that is not JSON, a bad record (the message
             names the file, line, record id and field), or a file without records.
     """
-    from etc_fairseq.guards import UniqueIds, iter_input_lines
+    from etc_fairseq.guards import UniqueIds, iter_json_lines
     from etc_fairseq.progress import progress
 
     path = Path(path)
     out: List[StructuredRecord] = []
     ids = UniqueIds("id")
-    lines = iter_input_lines(path, "a JSONL file of structured records")
-    for lineno, line in progress(lines, desc=f"reading {path.name}", unit="line"):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputFormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+    lines = iter_json_lines(path, "a JSONL file of structured records")
+    for where, obj in progress(lines, desc=f"reading {path.name}", unit="line"):
         rec = record_from_json(obj, where, type_map, label_level, check_types)
         ids.add(rec.id, where)
         out.append(rec)
@@ -424,11 +416,11 @@ def class_names(records_by_split: Mapping[str, Sequence[StructuredRecord]], labe
     names found in the records of every split. Span level: ``[]``."""
     if label_level == "span":
         if given:
-            raise ValueError("--classes is for --label-level record or global (span labels have no classes)")
+            raise ConfigError("--classes is for --label-level record or global (span labels have no classes)")
         return []
     if given:
         if len(set(given)) != len(given):
-            raise ValueError(f"--classes must be unique, got {list(given)}")
+            raise ConfigError(f"--classes must be unique, got {list(given)}")
         return list(given)
     found = set()
     for recs in records_by_split.values():
@@ -438,7 +430,7 @@ def class_names(records_by_split: Mapping[str, Sequence[StructuredRecord]], labe
             elif label_level == "global":
                 found.update(g.label for g in rec.globals if g.label is not None)
     if not found:
-        raise ValueError(f"no {label_level} labels in any split: give at least one labelled record "
+        raise InputFormatError(f"no {label_level} labels in any split: give at least one labelled record "
                          f"({'label' if label_level == 'record' else 'globals[i].label'})")
     return sorted(found)
 

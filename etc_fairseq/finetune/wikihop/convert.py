@@ -61,28 +61,28 @@ import logging
 import re
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.finetune.common.convert import (
+    PathLike,
     add_output_arguments,
     add_split_arguments,
     check_split_names,
+    format_counts,
     prepared_directory,
     print_summary,
     splits_from_args,
     write_split,
     write_summary,
 )
-from etc_fairseq.guards import positive_int
+from etc_fairseq.errors import ConfigError, InputFormatError
 from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, field_specs, is_correct, read_wikihop
+from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
-
-PathLike = Union[str, Path]
 
 DEFAULT_MAX_LONG_LEN = 4096
 DEFAULT_MAX_GLOBAL_LEN = 430
@@ -208,7 +208,7 @@ class LayoutOptions:
 
     def __post_init__(self):
         if self.candidate_attention not in CANDIDATE_ATTENTION:
-            raise ValueError(f"candidate_attention must be one of {CANDIDATE_ATTENTION}, got {self.candidate_attention!r}")
+            raise ConfigError(f"candidate_attention must be one of {CANDIDATE_ATTENTION}, got {self.candidate_attention!r}")
 
 
 def build_example(
@@ -235,7 +235,7 @@ def build_example(
     d = tokenizer.dictionary
     C = len(rec.candidates)
     if C > opts.max_global_len:
-        raise ValueError(
+        raise InputFormatError(
             f"record id {rec.id!r}: {C} candidates do not fit into --max-global-len {opts.max_global_len}"
         )
 
@@ -399,7 +399,7 @@ def prepare_wikihop(
     """
     check_split_names(list(splits))
     if opts.max_links_per_token < 1:
-        raise ValueError(f"--max-links-per-token must be >= 1, got {opts.max_links_per_token}")
+        raise ConfigError(f"--max-links-per-token must be >= 1, got {opts.max_links_per_token}")
     records = {name: read_wikihop(path) for name, path in splits.items()}  # validate everything first
     summary: Dict[str, Dict[str, int]] = {}
     layout = {**dataclasses.asdict(opts), "tokenizer": tokenizer.kind}
@@ -417,7 +417,7 @@ def prepare_wikihop(
                                  total=len(recs))
             result = {k: int(counts[k]) for k in COUNT_KEYS}
             writer.finalize(source=str(splits[name]), counts=result, layout=layout)
-            logger.info(f"{name}: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+            logger.info(f"{name}: {format_counts(result)}")
             summary[name] = result
         write_summary(tmp, "wikihop", tokenizer, summary, **dataclasses.asdict(opts))
     return summary

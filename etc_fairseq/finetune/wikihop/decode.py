@@ -12,8 +12,9 @@ from typing import Dict, List, Tuple
 import torch
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.finetune.common.selection import gather_by_type
+from etc_fairseq.errors import CheckpointLoadError, InputFormatError
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, write_predictions
+from etc_fairseq.finetune.common.selection import gather_by_type
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def candidate_scores(model, extra, global_types: torch.Tensor) -> Tuple[torch.Te
 def predict_candidates(model, task, split: str, side: List[dict], batch_size: int, device: str) -> Dict[str, str]:
     """``{id: best candidate}`` for every example of ``split`` (``side``: its side records)."""
     if CANDIDATE_HEAD not in model.task_heads:
-        raise ValueError(f"the checkpoint has no {CANDIDATE_HEAD!r} head: not an etc_wikihop model")
+        raise CheckpointLoadError(f"the checkpoint has no {CANDIDATE_HEAD!r} head: not an etc_wikihop model")
     out: Dict[str, str] = {}
     for sample, _, extra in iterate_outputs(model, task, split, batch_size, device):
         logits, _ = candidate_scores(model, extra, sample["net_input"]["global_types"])  # [B, C_max]
@@ -47,7 +48,7 @@ def predict_candidates(model, task, split: str, side: List[dict], batch_size: in
         for row, k in zip(sample["id"].tolist(), best):
             rec = side[row]
             if k >= len(rec["candidates"]):
-                raise ValueError(f"{split} example {row} (id {rec['id']!r}): candidate {k} out of range; "
+                raise InputFormatError(f"{split} example {row} (id {rec['id']!r}): candidate {k} out of range; "
                                  "side file and prepared data disagree")
             out[rec["id"]] = rec["candidates"][k]
     return out

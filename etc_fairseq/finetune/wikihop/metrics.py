@@ -13,7 +13,6 @@ Accuracy is reported in percent (fairseq's convention for accuracies; the paper'
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, Mapping, Sequence, Tuple
@@ -92,10 +91,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from etc_fairseq.finetune.common.evaluate import report_metrics
+    from etc_fairseq.finetune.common.evaluate import format_metrics, report_metrics
 
     scores = evaluate(load_predictions(args.predictions), load_gold(args.gold))
-    text = json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(scores).items()})
+    text = format_metrics(asdict(scores))
     report_metrics(text, text, args.output)
     return 0
 

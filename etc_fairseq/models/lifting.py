@@ -1,14 +1,17 @@
-"""``etc-lift``'s intake: recognise a source, turn it into an ETC fairseq checkpoint, write it with its
-vocabulary and tokenizer files.
+"""Lifting into the fairseq ``etc`` model (``etc-lift``'s intake): recognise a source, build the fresh ETC model
+its tensors go into (:func:`build_etc_model`), lift or convert them (:mod:`etc_fairseq.lift`,
+:mod:`etc_fairseq.official.convert`), and write the fairseq checkpoint with its vocabulary and tokenizer files.
 
 Sources (:func:`detect_source`):
 
 - ``official-etc``: a directory with ``etc_config.json`` (Google's released ETC, TensorFlow checkpoint),
   converted weight for weight by :mod:`etc_fairseq.official.convert`;
 - ``huggingface-bert`` / ``huggingface-roberta``: a directory with a Hugging Face ``config.json``
-  (:mod:`.huggingface`);
-- ``fairseq-roberta``: a checkpoint file (:mod:`.fairseq_roberta`); the only source without a config of its
-  own, so the only one that needs ``--arch``.
+  (:mod:`etc_fairseq.lift.huggingface`);
+- ``fairseq-roberta``: a checkpoint file (:mod:`etc_fairseq.lift.fairseq_roberta`); the only source without a config of its
+  own, so the only one that needs ``--arch``;
+- ``fairseq-etc`` (a fairseq ``etc`` checkpoint, for ``--format hf``) and ``huggingface-etc`` (a Hugging Face
+  ETC directory, back to fairseq): :mod:`etc_fairseq.hf.convert`.
 
 Output, all computed in memory before anything is written (a failure writes nothing):
 
@@ -26,29 +29,42 @@ Output, all computed in memory before anything is written (a failure writes noth
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import tempfile
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 
-from .fairseq_roberta import (
+from etc_fairseq.lift.fairseq_roberta import (
     SENTENCE_ENCODER,
     LiftError,
     LiftReport,
-    build_etc_model,
-    etc_config_dict,
+    check_dictionary,
+    lift_roberta_into_etc,
     load_roberta_state,
     masked_lm_dictionary,
-    lift_roberta_into_etc,
 )
+from etc_fairseq.encoder.io import CONFIG_NAME
+from etc_fairseq.hub import LM_HEAD_LIFTED
+from etc_fairseq.lift.huggingface import fairseq_dictionary, write_fairseq_dict
+from etc_fairseq.prepare.atomic import atomic_directory
+from etc_fairseq.tokenization import SOURCE_TOKEN_ROWS
+
+from .architectures import config_for_arch
+from .etc import EtcConfig, EtcModel
 
 PathLike = Union[str, os.PathLike]
 
-SOURCE_KINDS = ("official-etc", "huggingface-bert", "huggingface-roberta", "fairseq-roberta")
+SOURCE_KINDS = ("official-etc", "huggingface-bert", "huggingface-roberta", "fairseq-roberta", "fairseq-etc",
+                "huggingface-etc")
+#: sources that are ETC models already: converted between the two formats by :mod:`etc_fairseq.hf.convert`
+ETC_KINDS = ("fairseq-etc", "huggingface-etc")
 TOKENIZER_DESCRIPTION = "etc_tokenizer.json"
 #: The architecture whose defaults fill the fields a source's own config does not determine.
 DEFAULT_ARCH = "etc_base"
@@ -62,7 +78,7 @@ def detect_source(path: PathLike) -> Tuple[str, str]:
     """
     from etc_fairseq.official.checkpoint import CONFIG_FILE
 
-    from .huggingface import HF_CONFIG, HF_WEIGHTS, is_huggingface_dir
+    from etc_fairseq.lift.huggingface import HF_CONFIG, HF_WEIGHTS, is_huggingface_dir
 
     p = Path(path)
     if p.is_dir():
@@ -84,8 +100,24 @@ def detect_source(path: PathLike) -> Tuple[str, str]:
                 f"{p}: a Hugging Face weights file; pass its directory ({p.parent}), where etc-lift reads "
                 f"{HF_CONFIG} and the tokenizer files beside it"
             )
+        if is_etc_checkpoint(p):
+            return "fairseq-etc", f"{p} is a fairseq ETC checkpoint"
         return "fairseq-roberta", f"{p} is a fairseq checkpoint file (read as fairseq RoBERTa)"
     raise LiftError(f"{p}: no such file or directory")
+
+
+def is_etc_checkpoint(path: PathLike) -> bool:
+    """A checkpoint file whose config names an ETC model (``cfg.model._name`` ``etc`` or ``etc_*``): trained
+    or written by etc-lift, the source ``etc-lift --format hf`` exports."""
+    from etc_fairseq.checkpoint_io import CheckpointLoadError, load_checkpoint, plain_config
+
+    try:
+        cfg = plain_config(load_checkpoint(path, mmap=True).get("cfg"))
+    except (CheckpointLoadError, OSError, RuntimeError, ValueError):
+        return False
+    model = plain_config(cfg.get("model")) if isinstance(cfg, dict) else None
+    name = model.get("_name") if isinstance(model, dict) else None
+    return isinstance(name, str) and (name == "etc" or name.startswith("etc_"))
 
 
 @dataclass
@@ -103,13 +135,16 @@ class LiftedModel:
     provenance: Dict[str, Any] = field(default_factory=dict)
 
 
-def _config(arch: Optional[str], source_fields: Dict[str, Any], overrides: Dict[str, Any]):
-    from etc_fairseq.models import config_for_arch
-
+def _config(arch: Optional[str], source_fields: Dict[str, Any], overrides: Dict[str, Any], source: str):
+    """The ETC config: ``arch``'s fields, then the source's (``source`` names its config file), then the model
+    flags. A value that cannot work is refused naming where it came from: the flag or the source's file."""
     try:
         return config_for_arch(arch or DEFAULT_ARCH, **{**source_fields, **overrides})
     except ValueError as e:
-        raise LiftError(str(e)) from None
+        field_name = str(e).split("=", 1)[0].split(" ", 1)[0]
+        where = (f"--{field_name.replace('_', '-')}" if field_name in overrides
+                 else source if field_name in source_fields else f"--arch {arch or DEFAULT_ARCH}")
+        raise LiftError(f"{where}: {e}") from None
 
 
 def _official_vocabulary(directory: Path, conv):
@@ -117,7 +152,7 @@ def _official_vocabulary(directory: Path, conv):
     content) of a converted official checkpoint (WordPiece ``.txt`` or SentencePiece ``.model``)."""
     from etc_fairseq.official.convert import OFFICIAL_GLOBAL_TOKEN_IDS, OFFICIAL_VOCAB_FILES, sentencepiece_pieces
 
-    from .huggingface import fairseq_order
+    from etc_fairseq.lift.huggingface import fairseq_order
 
     vocab_file = conv.vocab_file
     if vocab_file is None:
@@ -136,6 +171,13 @@ def _official_vocabulary(directory: Path, conv):
         tokenizer = {"type": "sentencepiece", "model": vocab_file.name}
         roles = OFFICIAL_GLOBAL_TOKEN_IDS["sentencepiece"]
     tokenizer["global_token_pieces"] = {role: vocab[i] for role, i in roles.items() if i < len(vocab)}
+    # the model row of each official id: the lift orders the token rows by the fairseq dictionary, and features
+    # made by the official code (etc_fairseq.official.forward_official_inputs) hold official ids
+    rows = [-1] * len(vocab)
+    for row, official_id in enumerate(order):
+        if official_id >= 0:
+            rows[official_id] = row
+    tokenizer[SOURCE_TOKEN_ROWS] = rows
     return vocab, symbols, order, tokenizer
 
 
@@ -146,14 +188,12 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
     from etc_fairseq.encoder.io import config_to_dict
     from etc_fairseq.official.convert import OFFICIAL_FIXED_BLOCK_TOKEN_ID, convert_official_checkpoint
 
-    from .huggingface import fairseq_dictionary
-
     conv = convert_official_checkpoint(directory, drop_unknown=drop_unknown)
     enc_fields = config_to_dict(conv.encoder.cfg)
     _, symbols, order, tokenizer = _official_vocabulary(directory, conv)
     # the global tokens the model makes itself are the sentence token official ETC was pretrained with
     enc_fields["fixed_block_token"] = symbols[order.index(OFFICIAL_FIXED_BLOCK_TOKEN_ID)]
-    cfg = _config(arch, enc_fields, overrides)
+    cfg = _config(arch, enc_fields, overrides, str(directory / "etc_config.json"))
     changed = sorted(k for k in overrides if k in enc_fields and overrides[k] != enc_fields[k])
     weights_fixed = {"encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
                      "embedding_size", "segment_vocab_size", "relative_vocab_size", "index_position_embeddings",
@@ -192,18 +232,20 @@ def lift_official(directory: Path, arch: Optional[str], overrides: Dict[str, Any
     return LiftedModel("official-etc", state, cfg, lines, symbols=symbols, tokenizer_files=[conv.vocab_file],
                        tokenizer=tokenizer, provenance={"official_checkpoint": str(directory),
                                                         "skipped_training_variables": len(conv.skipped),
-                                                        "dropped_variables": list(conv.dropped)})
+                                                        "dropped_variables": list(conv.dropped),
+                                                        LM_HEAD_LIFTED: False})
 
 
 def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], seed: Optional[int],
             relative_positions_only: bool = False) -> LiftedModel:
     """A Hugging Face BERT/RoBERTa directory -> ETC fairseq state (see :mod:`.huggingface`);
     ``relative_positions_only``: the source's absolute position table is discarded."""
-    from .huggingface import lift_huggingface_into_etc, read_huggingface
+    from etc_fairseq.lift.huggingface import lift_huggingface_into_etc, read_huggingface
 
     src = read_huggingface(directory)
-    cfg = _config(arch, src.etc_overrides(relative_positions_only), overrides)
-    state, report, _ = lift_huggingface_into_etc(src, cfg, seed=seed)
+    cfg = _config(arch, src.etc_overrides(relative_positions_only), overrides, str(directory / "config.json"))
+    fresh = build_etc_model(cfg, fairseq_dictionary(src.symbols), seed).state_dict()
+    state, report = lift_huggingface_into_etc(src, cfg, fresh)
     # BERT and RoBERTa were pretrained without global tokens: none is named, so every special global token
     # is <s> (BERT's [CLS] row, a trained embedding; [unused0] never was), the lifting rule of
     # etc_fairseq.structure.global_tokens
@@ -215,7 +257,8 @@ def lift_hf(directory: Path, arch: Optional[str], overrides: Dict[str, Any], see
         tokenizer = {"type": "byte_level_bpe", "vocab": "vocab.json", "merges": "merges.txt", "global_token_pieces": {}}
     return LiftedModel(f"huggingface-{src.kind}", state, cfg, [report.summary()], symbols=src.symbols,
                        tokenizer_files=src.tokenizer_files, tokenizer=tokenizer,
-                       provenance={"huggingface_directory": str(directory), "weights": src.weights_file.name})
+                       provenance={"huggingface_directory": str(directory), "weights": src.weights_file.name,
+                                   LM_HEAD_LIFTED: report.lm_head_lifted})
 
 
 def _tokenizer_option(directory: Path, name: str, default: Any) -> Any:
@@ -260,11 +303,12 @@ def lift_fairseq(path: Path, arch: Optional[str], overrides: Dict[str, Any], see
     if not arch:
         raise LiftError(f"{path}: a fairseq RoBERTa checkpoint carries no ETC config: pass --arch (e.g. etc_base)")
     files = _gpt2_files(gpt2_files, dict_path)
-    cfg = _config(arch, {}, overrides)
+    cfg = _config(arch, {}, overrides, str(path))
     state, roberta_cfg = load_roberta_state(path)
-    dictionary = masked_lm_dictionary(dict_path) if dict_path is not None else None
-    etc_state, report = lift_roberta_into_etc(state, roberta_cfg, cfg, dictionary, seed=seed,
-                                              drop_unknown=drop_unknown, roberta_name=f"RoBERTa checkpoint {path}")
+    dictionary = check_dictionary(state, masked_lm_dictionary(dict_path) if dict_path is not None else None)
+    fresh = build_etc_model(cfg, dictionary, seed).state_dict()
+    etc_state, report = lift_roberta_into_etc(state, roberta_cfg, cfg, fresh, drop_unknown=drop_unknown,
+                                              roberta_name=f"RoBERTa checkpoint {path}")
     lines = [report.summary()]
     if files:
         tokenizer = {"type": "gpt2_bpe", "encoder_json": files[0].name, "vocab_bpe": files[1].name,
@@ -348,6 +392,9 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
         lifted = lift_official(source, arch, overrides, seed, drop_unknown)
         if split_punctuation is None:
             split_punctuation = SPLIT_PUNCTUATION_NAME in source.resolve().name
+    elif kind in ETC_KINDS:
+        raise LiftError(f"{source}: already an ETC model; etc-lift converts it between fairseq and Hugging Face "
+                        "(etc_fairseq.hf.convert)")
     elif kind.startswith("huggingface-"):
         lifted = lift_hf(source, arch, overrides, seed, relative_positions_only)
     else:
@@ -371,13 +418,22 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
     return line, lifted
 
 
+#: the prefix of the staging directory :func:`write_lifted` writes into before renaming (a killed run's is removed
+#: by the next run)
+STAGING_PREFIX = ".etc-lift-staging-"
+
+
 def write_lifted(lifted: LiftedModel, out: PathLike, *, overwrite: bool = False,
                  encoder_dir: Optional[PathLike] = None) -> List[Path]:
     """Write the checkpoint, ``dict.txt``, tokenizer files and ``etc_tokenizer.json`` (see the module
-    docstring); refuses to replace existing files unless ``overwrite``. Returns the paths written."""
-    from .fairseq_roberta import save_etc_checkpoint
-    from .huggingface import write_fairseq_dict
+    docstring), and with ``encoder_dir`` the core's directory; refuses to replace existing files unless
+    ``overwrite``. Returns the paths written.
 
+    All or nothing: every file is first written into a staging directory next to ``out`` (and the core's
+    directory next to ``encoder_dir``), then renamed into place, the checkpoint last, so a checkpoint present
+    means its files are too; a failure removes the staging and leaves the old outputs as they were, and a
+    staging directory a killed run left behind is removed by the next run.
+    """
     out = Path(out)
     folder = out.parent
     planned = [out]
@@ -390,22 +446,55 @@ def write_lifted(lifted: LiftedModel, out: PathLike, *, overwrite: bool = False,
         taken = [p for p in planned if p.exists() and not _same_file(p, lifted)]
         if taken:
             raise LiftError(f"{taken[0]} exists (pass --overwrite to replace it)")
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
-    written = [save_etc_checkpoint(out, lifted.state, lifted.etc_cfg, lifted_from=dict(lifted.provenance, kind=lifted.kind))]
+    for stale in folder.glob(STAGING_PREFIX + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    core = atomic_directory(encoder_dir, overwrite=overwrite, marker=CONFIG_NAME) if encoder_dir is not None \
+        else contextlib.nullcontext()
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=folder))
+    try:
+        with core as core_tmp:
+            staged = _stage_files(lifted, staging, folder, out.name)
+            if core_tmp is not None:
+                model_encoder_dir(lifted, core_tmp)
+                write_tokenizer_files(lifted, core_tmp)
+            for src in staged[1:] + staged[:1]:  # the checkpoint last
+                os.replace(src, folder / src.name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    return [folder / src.name for src in staged] + ([Path(encoder_dir)] if encoder_dir is not None else [])
+
+
+def _stage_files(lifted: LiftedModel, staging: Path, folder: Path, checkpoint_name: str) -> List[Path]:
+    """Write the checkpoint (first in the list) and its files into ``staging``; a file that is the very input it
+    would be copied from (``dict.txt`` lifted in place) is not staged."""
+    staged = [save_etc_checkpoint(staging / checkpoint_name, lifted.state, lifted.etc_cfg,
+                                  lifted_from=dict(lifted.provenance, kind=lifted.kind))]
     if lifted.symbols is not None:
-        written.append(write_fairseq_dict(lifted.symbols, folder / "dict.txt"))
+        staged.append(write_fairseq_dict(lifted.symbols, staging / "dict.txt"))
     elif lifted.dict_file is not None and Path(lifted.dict_file).resolve() != (folder / "dict.txt").resolve():
-        written.append(Path(shutil.copyfile(lifted.dict_file, folder / "dict.txt")))
+        staged.append(Path(shutil.copyfile(lifted.dict_file, staging / "dict.txt")))
+    staged += [p for p in write_tokenizer_files(lifted, staging)
+               if not any(Path(t).resolve() == (folder / p.name).resolve() for t in lifted.tokenizer_files)]
+    return staged
+
+
+def write_tokenizer_files(lifted: LiftedModel, directory: Path) -> List[Path]:
+    """Copy the source's tokenizer files into ``directory`` and write its ``etc_tokenizer.json``; returns them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
     for p in lifted.tokenizer_files:
-        if p.resolve() != (folder / p.name).resolve():
-            written.append(Path(shutil.copyfile(p, folder / p.name)))
+        if p.resolve() != (directory / p.name).resolve():
+            written.append(Path(shutil.copyfile(p, directory / p.name)))
     if lifted.tokenizer:
-        path = folder / TOKENIZER_DESCRIPTION
+        path = directory / TOKENIZER_DESCRIPTION
         path.write_text(json.dumps(dict(lifted.tokenizer, source_kind=lifted.kind), indent=2, sort_keys=True) + "\n")
         written.append(path)
-    if encoder_dir is not None:
-        model_encoder_dir(lifted, encoder_dir)
-        written.append(Path(encoder_dir))
     return written
 
 
@@ -417,11 +506,8 @@ def _same_file(path: Path, lifted: LiftedModel) -> bool:
 
 def model_encoder_dir(lifted: LiftedModel, directory: PathLike) -> None:
     """Write the lifted encoder in the core's format (``model.safetensors`` + ``config.json``)."""
-    from etc_fairseq.lift import build_etc_model as _build
-    from etc_fairseq.lift.huggingface import fairseq_dictionary
-
     dictionary = fairseq_dictionary(lifted.symbols) if lifted.symbols else masked_lm_dictionary(lifted.dict_file)
-    model = _build(lifted.etc_cfg, dictionary)
+    model = build_etc_model(lifted.etc_cfg, dictionary)
     model.load_state_dict(lifted.state, strict=True)
     model.encoder.sentence_encoder.save_pretrained(directory)
 
@@ -431,5 +517,148 @@ def checkpoint_config(etc_cfg) -> Dict[str, Any]:
     return etc_config_dict(etc_cfg)
 
 
-__all__ = ["DEFAULT_ARCH", "SOURCE_KINDS", "TOKENIZER_DESCRIPTION", "LiftedModel", "detect_source",
-           "lift_source", "write_lifted", "LiftReport"]
+# -------------------------------------------------------------------------------------------------------
+# the fairseq model and its checkpoint file
+# -------------------------------------------------------------------------------------------------------
+
+
+def build_etc_model(etc_cfg, dictionary, seed: Optional[int] = None):
+    """Build an :class:`~etc_fairseq.models.etc.EtcModel` on CPU (fresh initialisation, deterministic
+    when ``seed`` is given, without touching the global RNG state)."""
+    import types
+
+    task = types.SimpleNamespace(source_dictionary=dictionary)
+    if seed is None:
+        return EtcModel.build_model(etc_cfg, task)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return EtcModel.build_model(etc_cfg, task)
+
+
+def etc_config_dict(etc_cfg) -> Dict[str, Any]:
+    """An EtcConfig as a plain dict (every field, plus ``_name`` = the architecture)."""
+    out: Dict[str, Any] = {}
+    for name in EtcConfig.__dataclass_fields__:
+        value = getattr(etc_cfg, name)
+        if hasattr(value, "value") and not isinstance(value, (int, float, str, bool)):
+            value = value.value  # enum -> str
+        out[name] = value
+    out["_name"] = getattr(etc_cfg, "_name", None) or "etc"
+    return out
+
+
+def save_etc_checkpoint(
+    path: PathLike,
+    etc_state: Mapping[str, torch.Tensor],
+    etc_cfg,
+    lifted_from: Optional[Dict[str, Any]] = None,
+) -> Path:
+    """Write an ETC checkpoint that ``fairseq-train --finetune-from-model`` (and
+    ``checkpoint_utils.load_checkpoint_to_cpu``) accepts, holding only plain data (loads with torch's
+    default ``weights_only=True``).
+
+    Args:
+        path: output file (parent directories are created).
+        etc_state: a complete ETC state dict (:func:`lift_roberta_into_etc`).
+        etc_cfg: the ETC config; stored as ``cfg.model`` (a plain dict with ``_name`` = the architecture).
+        lifted_from: plain-data provenance stored under ``extra_state.lifted_from`` (e.g. source path).
+    Returns:
+        the path written.
+    Raises:
+        LiftError: the location cannot be written (read-only, full); no temporary file is left.
+    """
+    return save_model_checkpoint(path, etc_state, etc_config_dict(etc_cfg), lifted_from, what="ETC checkpoint")
+
+
+def save_model_checkpoint(
+    path: PathLike,
+    state: Mapping[str, torch.Tensor],
+    model_cfg: Dict[str, Any],
+    lifted_from: Optional[Dict[str, Any]] = None,
+    what: str = "checkpoint",
+) -> Path:
+    """Write a checkpoint of one of etc-fairseq's models (``model_cfg``: its dataclass fields as a plain
+    dict with ``_name``) in the format :func:`save_etc_checkpoint` describes, atomically (``what`` names
+    it in the error)."""
+    path = Path(path)
+    checkpoint = {
+        "args": None,
+        # The task section makes the file loadable by EtcModel.from_pretrained (fairseq's hub builds the
+        # task from it, with data = the directory holding dict.txt); fairseq-train uses its own task.
+        "cfg": {"model": dict(model_cfg), "task": {"_name": "masked_lm", "data": "."}},
+        "model": OrderedDict(state),
+        "criterion": None,
+        "optimizer_history": [
+            {
+                "criterion_name": "lifted",
+                "optimizer_name": "lifted",
+                "lr_scheduler_state": {"best": None},
+                "num_updates": 0,
+            }
+        ],
+        "last_optimizer_state": None,
+        "task_state": {},
+        "extra_state": {
+            "train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2},
+            "lifted_from": dict(lifted_from or {}),
+        },
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(checkpoint, tmp)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # read-only or full location (torch reports write errors as RuntimeError)
+        detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1]
+        raise LiftError(f"{path}: cannot write the {what} ({detail}); nothing was written") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def lift_checkpoint(
+    roberta_path: PathLike,
+    arch: str,
+    out_path: PathLike,
+    dict_path: Optional[PathLike] = None,
+    overrides: Optional[Dict[str, Any]] = None,
+    *,
+    seed: Optional[int] = 1,
+    drop_unknown: bool = False,
+) -> Tuple[Path, LiftReport, Any]:
+    """File to file: load, lift, save (what ``etc-lift`` does).
+
+    Args:
+        roberta_path: fairseq RoBERTa checkpoint.
+        arch: an ETC architecture (``etc_base``, ``etc_large``, ...).
+        out_path: where to write the ETC checkpoint.
+        dict_path: the task's ``dict.txt`` to check the vocabulary against, or None.
+        overrides: EtcConfig fields overriding the architecture (as fairseq-train's model flags do).
+        seed: seed for the fresh tensors.
+        drop_unknown: see :func:`lift_roberta_into_etc`.
+    Returns:
+        (path written, :class:`LiftReport`, the EtcConfig used).
+    """
+    try:
+        etc_cfg = config_for_arch(arch, **(overrides or {}))
+    except ValueError as e:
+        raise LiftError(str(e)) from None
+    state, roberta_cfg = load_roberta_state(roberta_path)
+    dictionary = check_dictionary(state, masked_lm_dictionary(dict_path) if dict_path is not None else None)
+    fresh = build_etc_model(etc_cfg, dictionary, seed).state_dict()
+    etc_state, report = lift_roberta_into_etc(
+        state, roberta_cfg, etc_cfg, fresh, drop_unknown=drop_unknown,
+        roberta_name=f"RoBERTa checkpoint {roberta_path}",
+    )
+    written = save_etc_checkpoint(
+        out_path, etc_state, etc_cfg,
+        lifted_from={"roberta_checkpoint": str(roberta_path), "roberta_arch": roberta_cfg.arch,
+                     "dict": str(dict_path) if dict_path is not None else None, "seed": seed},
+    )
+    return written, report, etc_cfg
+
+
+__all__ = ["DEFAULT_ARCH", "SOURCE_KINDS", "TOKENIZER_DESCRIPTION", "LiftReport", "LiftedModel", "build_etc_model",
+           "detect_source", "etc_config_dict", "is_etc_checkpoint", "lift_checkpoint", "lift_source",
+           "save_etc_checkpoint", "save_model_checkpoint", "write_lifted"]

@@ -1,8 +1,8 @@
 """A pre-trained fairseq RoBERTa checkpoint or Hugging Face BERT directory -> a ``roberta_window`` checkpoint
-(:mod:`etc_fairseq.finetune.nextsent.roberta`), for ``fairseq-train --finetune-from-model``.
+(:mod:`.roberta`), for ``fairseq-train --finetune-from-model``.
 
 ``fairseq-train --arch roberta_*`` saves its config as an argparse Namespace, which etc-fairseq's checkpoint
-gate refuses to build a model from (:func:`etc_fairseq.checkpoint_io.validate_checkpoint_config`). This
+gate refuses to build a model from (:func:`etc_fairseq.models.checkpoint_config.validate_checkpoint_config`). This
 reads the file with the same safe loader as ``etc-lift`` (tensors and a few typed size fields, no model built
 from its config) and writes the RoBERTa encoder's tensors unchanged (``encoder.sentence_encoder.*``) under a
 ``roberta_window`` dataclass config with the checkpoint's sizes; the LM head and classification heads are
@@ -11,7 +11,7 @@ position table holds ``max_positions + 2`` rows: fairseq offsets positions by th
 
 Usage::
 
-    python -m etc_fairseq.lift.roberta_window ROBERTA/checkpoint_last.pt --out roberta_window.pt
+    python -m etc_fairseq.finetune.nextsent.roberta_window ROBERTA/checkpoint_last.pt --out roberta_window.pt
     fairseq-train DATA --task etc_nextsent --arch roberta_window --encoder-layers 2 --encoder-embed-dim 64 \\
         --encoder-ffn-embed-dim 256 --encoder-attention-heads 4 --max-positions 512 \\
         --finetune-from-model roberta_window.pt ...
@@ -23,8 +23,10 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from etc_fairseq.finetune.nextsent.roberta import ROBERTA_WINDOW
-from etc_fairseq.lift.fairseq_roberta import LiftError, load_roberta_state, save_model_checkpoint
+from etc_fairseq.lift.fairseq_roberta import LiftError, load_roberta_state
+from etc_fairseq.models.lifting import save_model_checkpoint
+
+from .roberta import ROBERTA_WINDOW
 
 #: the RoBERTa encoder's tensors, kept as they are
 ENCODER_PREFIX = "encoder.sentence_encoder."
@@ -119,7 +121,7 @@ def model_flags(cfg: Dict[str, Any]) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m etc_fairseq.lift.roberta_window",
+        prog="python -m etc_fairseq.finetune.nextsent.roberta_window",
         description="Turn a fairseq RoBERTa checkpoint into a roberta_window checkpoint (same tensors, "
         "dataclass config) for fairseq-train --arch roberta_window --finetune-from-model; or (--flags) print "
         "the fairseq-train model flags of a converted checkpoint.")

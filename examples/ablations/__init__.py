@@ -1,0 +1,1 @@
+"""examples/ablations: see its README.md."""

@@ -1,0 +1,1 @@
+"""examples/hotpotqa: see its README.md."""

@@ -1,0 +1,1 @@
+"""examples/nq: see its README.md."""

@@ -1,0 +1,1 @@
+"""examples/openkp: see its README.md."""

@@ -1,0 +1,1 @@
+"""examples/pretraining: see its README.md."""

@@ -1,0 +1,1 @@
+"""examples/wikihop: see its README.md."""
