@@ -36,8 +36,8 @@
 # mlm/ (validation logs), <task>/data-*, <task>/ft/<arm>-<seed>.log.
 #
 # Knobs (environment): STAGES, RUN_DIR [runs/lifted_minilm], ETC_VENV [.venv], LAYERS [3], PRE_UPDATES [300],
-# PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [100], BATCH [8], LR [1e-4],
-# VALID_EVERY [50], NS_TRAIN [1000], NS_VALID [200], NS_SHAPE [etc-prepare nextsent's defaults], ARMS
+# PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
+# VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], ARMS
 # [etc etc512 local bert512], WH_TRAIN [1000], WH_VALID [200], WH_SUPPORTS [16], JOBS [1] (fine-tuning runs
 # at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
@@ -63,8 +63,8 @@ if [ "$QUICK" = 1 ]; then
   CL_BATCH=${CL_BATCH:-4}; CL_VALID_EVERY=${CL_VALID_EVERY:-2}
 else
   PRE_UPDATES=${PRE_UPDATES:-300}; PRE_BATCH=${PRE_BATCH:-4}; PRE_LONG=${PRE_LONG:-2048}; SEEDS=${SEEDS:-"1 2 3"}
-  LONG=${LONG:-2048}; UPDATES=${UPDATES:-100}; BATCH=${BATCH:-8}; VALID_EVERY=${VALID_EVERY:-50}
-  NS_TRAIN=${NS_TRAIN:-1000}; NS_VALID=${NS_VALID:-200}; WH_TRAIN=${WH_TRAIN:-1000}; WH_VALID=${WH_VALID:-200}
+  LONG=${LONG:-2048}; UPDATES=${UPDATES:-60}; BATCH=${BATCH:-8}; VALID_EVERY=${VALID_EVERY:-30}
+  NS_TRAIN=${NS_TRAIN:-1000}; NS_VALID=${NS_VALID:-150}; WH_TRAIN=${WH_TRAIN:-1000}; WH_VALID=${WH_VALID:-200}
   WH_SUPPORTS=${WH_SUPPORTS:-16}; CL_TRAIN=${CL_TRAIN:-2000}; CL_VALID=${CL_VALID:-1000}; CL_UPDATES=${CL_UPDATES:-400}
   CL_BATCH=${CL_BATCH:-16}; CL_VALID_EVERY=${CL_VALID_EVERY:-100}
 fi
