@@ -178,7 +178,16 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     table = collect.markdown(res)
     assert "| classify | continued: ETC (lifted + continued), CLS global token |" in table
     assert "72.00 +- 2.83" in table and "floor: logistic regression on src" in table
-    (run / "classify" / "ft" / "continued-2.log").write_text("no validation\n")
+    assert "seeds 1 2: 70.00 74.00" in table and res["unfinished"] == []
+    # a run still going (no "done training" yet) is left out of its arm and named
+    (run / "classify" / "ft" / "lifted-1.log").write_text(
+        "x | valid on 'valid' subset | loss 1 | accuracy 60 | num_updates 100\n")
+    _valid_log(run / "classify" / "ft" / "lifted-2.log", [(100, 61.0), (200, 66.0)])
+    res = collect.collect(run, ["1", "2"], 2048)
+    lifted = res["sections"]["classify"]["arms"]["lifted"]
+    assert list(lifted["seeds"]) == ["2"] and lifted["accuracy"]["mean"] == 66.0
+    assert res["unfinished"] == [str(run / "classify" / "ft" / "lifted-1.log")]
+    (run / "classify" / "ft" / "continued-2.log").write_text("no validation\ndone training in 1.0 seconds\n")
     with pytest.raises(collect.CollectError, match="continued-2.log: no"):
         collect.collect(run, ["1", "2"], 2048)
 
