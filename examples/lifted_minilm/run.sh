@@ -27,7 +27,9 @@
 #   wikihop     the WikiHop-format task of examples/wikihop/construct.py (default query) with the same arms
 #   classify    REAL labels: sentence polarity (fresh vs rotten movie-review snippets) through etc_structured's
 #               record level with a CLS global token, vs logistic regression on the source model's frozen
-#               mean-pooled features (classify.py)
+#               mean-pooled features (classify.py); the arms (CL_ARMS): continued / lifted (the model continued or
+#               only lifted, record head on the CLS global token), continued_mean / lifted_mean (on the mean of
+#               the long tokens)
 #
 # Every step whose output is complete is skipped (a fairseq-train log that ends with "done training", a
 # directory with its prepare.json, a validation log with its validation line), so an interrupted run resumes;
@@ -38,8 +40,9 @@
 # Knobs (environment): STAGES, RUN_DIR [runs/lifted_minilm], ETC_VENV [.venv], LAYERS [3], PRE_UPDATES [300],
 # PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
 # VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], ARMS
-# [etc etc512 local bert512], WH_TRAIN [1000], WH_VALID [200], WH_SUPPORTS [16], JOBS [1] (fine-tuning runs
-# at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
+# [etc etc512 local bert512], CL_ARMS [continued lifted continued_mean lifted_mean], WH_TRAIN [1000], WH_VALID
+# [200], WH_SUPPORTS [16], JOBS [1] (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x
+# threads <= cores).
 set -euo pipefail
 
 source "$(dirname "$0")/../common.sh" fairseq-train fairseq-validate etc-prepare etc-lift
@@ -72,6 +75,7 @@ PRE_LR=${PRE_LR:-2e-4}
 LR=${LR:-1e-4}
 NS_SHAPE=${NS_SHAPE:-}
 ARMS=${ARMS:-"etc etc512 local bert512"}
+CL_ARMS=${CL_ARMS:-"continued lifted continued_mean lifted_mean"}
 JOBS=${JOBS:-1}
 for s in $STAGES; do
   case " $ALL " in *" $s "*) ;; *) echo "error: unknown stage '$s' (known: $ALL)" >&2; exit 2 ;; esac
@@ -79,8 +83,14 @@ done
 for a in $ARMS; do
   case " etc etc512 local bert512 " in *" $a "*) ;; *) echo "error: unknown arm '$a' (known: etc etc512 local bert512)" >&2; exit 2 ;; esac
 done
+for a in $CL_ARMS; do
+  case " continued lifted continued_mean lifted_mean " in *" $a "*) ;;
+    *) echo "error: unknown classify arm '$a' (known: continued lifted continued_mean lifted_mean)" >&2; exit 2 ;;
+  esac
+done
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 arm() { case " $ARMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+cl_arm() { case " $CL_ARMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 mkdir -p "$RUN_DIR"
 done_log() { [ -f "$1" ] && grep -q "done training" "$1"; }
@@ -264,12 +274,12 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
   done
   local UPDATES=$CL_UPDATES BATCH=$CL_BATCH VALID_EVERY=$CL_VALID_EVERY  # short records: more, larger updates
   for seed in $SEEDS; do  # the record head on the CLS global token (the paper's), or on the mean of the long tokens
-    spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base
-    spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base
-    spawn finetune classify structured continued_mean "$seed" "$D" 128 "$CONTINUED" --arch etc_base \
-      --record-head-input long_mean
-    spawn finetune classify structured lifted_mean "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base \
-      --record-head-input long_mean
+    if cl_arm continued; then spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base; fi
+    if cl_arm lifted; then spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base; fi
+    if cl_arm continued_mean; then spawn finetune classify structured continued_mean "$seed" "$D" 128 "$CONTINUED" \
+      --arch etc_base --record-head-input long_mean; fi
+    if cl_arm lifted_mean; then spawn finetune classify structured lifted_mean "$seed" "$D" 128 "$LIFTED/model.pt" \
+      --arch etc_base --record-head-input long_mean; fi
   done
   wait
 }
