@@ -230,7 +230,20 @@ def test_summary_token_check_on_a_lifted_model(tmp_path):
     assert lift_main([str(tmp_path / "bert"), "--out", str(tmp_path / "lifted" / "model.pt"), "--arch", "etc_tiny",
                       "--relative-positions-only", "-q"]) == 0
     texts = ["w1 w2 w3", "w4 w5", "w6 w7 w8 w9", "w10"]
-    res = similarity.summary_token_check(tmp_path / "lifted" / "model.pt", tmp_path / "lifted", texts)
-    assert res["texts"] == 4 and res["chance"] == 25.0 and len(res["layers"]) == 3
-    assert res["layers"][0]["sentence_token_spread"] == 0.0 < res["layers"][0]["mean_pooled_spread"]
-    assert res["own_mean_retrieval"] in (0.0, 25.0, 50.0, 75.0, 100.0)
+    for per_document in (1, 2):  # each text alone; two sentences (two SENTENCE tokens) per document
+        res = similarity.summary_token_check(tmp_path / "lifted" / "model.pt", tmp_path / "lifted", texts, per_document)
+        assert res["texts"] == 4 and res["chance"] == 25.0 and len(res["layers"]) == 3
+        first, *later = res["layers"]
+        assert first["sentence_token_spread"] == 0.0 < first["mean_pooled_spread"]
+        assert first["own_mean_retrieval"] == 25.0  # identical SENTENCE tokens: the first sentence always wins
+        assert "attention_on_globals" not in first and all(0.0 < x["attention_on_globals"] < 1.0 for x in later)
+    # one softmax per layer and side, each row a distribution (or all 0: a padded query); backends restored
+    from etc_fairseq.models import EtcModel
+
+    hub = EtcModel.from_pretrained(str(tmp_path / "lifted"), checkpoint_file="model.pt",
+                                   data_name_or_path=str(tmp_path / "lifted"))
+    before = [m.backend for m in hub.modules() if isinstance(getattr(m, "backend", None), str)]
+    with similarity._recorded_attention(hub) as probs:
+        hub.extract_features(hub.encode_documents([texts[:2]]))
+    assert [m.backend for m in hub.modules() if isinstance(getattr(m, "backend", None), str)] == before
+    assert len(probs) == 2 * 2 and all(torch.allclose(p.sum(-1)[p.sum(-1) > 0], torch.tensor(1.0)) for p in probs)

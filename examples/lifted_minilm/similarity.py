@@ -17,6 +17,7 @@ source did? ``--summary-check N``: whether the SENTENCE token summarises its sen
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 from pathlib import Path
@@ -66,12 +67,41 @@ def etc_embedder(checkpoint: Path, data: Path, pool: str = "long") -> Callable[[
     return embed
 
 
-def summary_token_check(checkpoint: Path, data: Path, texts: Sequence[str]) -> Dict[str, object]:
-    """Does a lifted model's SENTENCE global token summarise its sentence? Each text alone through the hub
-    (as :func:`etc_embedder`); per layer output, the spread of the SENTENCE tokens across the texts (mean over
-    dimensions of the standard deviation across texts) next to the long tokens' (of their per-text means);
-    and how often a text's SENTENCE token is closest (cosine) to its own mean-pooled long outputs among all
-    the texts' (percent; chance 100 / len(texts))."""
+@contextlib.contextmanager
+def _recorded_attention(hub):
+    """Run ``hub``'s layers on the dense reference kernel (the one that forms the attention probabilities)
+    and record each softmax it takes: yields the list they are appended to, float ``[batch, heads, q_len,
+    k_len]`` each (per layer, the long queries' then the global queries')."""
+    import etc_fairseq.attention.dense as dense
+
+    backends = [(m, m.backend) for m in hub.modules() if isinstance(getattr(m, "backend", None), str)]
+    seen, softmax = [], dense.plain_masked_softmax
+
+    def record(logits, mask):
+        probs = softmax(logits, mask)
+        seen.append(probs)
+        return probs
+
+    dense.plain_masked_softmax = record
+    for m, _ in backends:
+        m.backend = "dense"
+    try:
+        yield seen
+    finally:
+        dense.plain_masked_softmax = softmax
+        for m, backend in backends:
+            m.backend = backend
+
+
+def summary_token_check(checkpoint: Path, data: Path, texts: Sequence[str], per_document: int = 1) -> Dict[str, object]:
+    """Does a lifted model's SENTENCE global token summarise its sentence? The texts through the hub as
+    documents of ``per_document`` sentences each (:meth:`encode_documents`: a CLS and one SENTENCE global
+    token per sentence; 1: each text alone, as :func:`etc_embedder`). Per layer output: the spread of the
+    SENTENCE tokens across the sentences (mean over dimensions of the standard deviation across sentences)
+    next to the spread of the sentences' mean long outputs; how often a SENTENCE token is nearest (cosine,
+    both sides centred across the sentences) its own sentence's mean long output among all the sentences'
+    (percent; chance 100 / sentences); and per layer, the share of the SENTENCE tokens' attention that goes
+    to global keys (the rest reads their own sentence's long tokens under hard g2l)."""
     import torch
 
     from etc_fairseq.models import EtcModel
@@ -79,20 +109,31 @@ def summary_token_check(checkpoint: Path, data: Path, texts: Sequence[str]) -> D
     hub = EtcModel.from_pretrained(str(checkpoint.parent), checkpoint_file=checkpoint.name,
                                    data_name_or_path=str(Path(data).resolve()))
     hub.eval()
-    batch = hub.encode_documents([[t] for t in texts])
-    with torch.no_grad():
+    docs = [list(texts[i:i + per_document]) for i in range(0, len(texts), per_document)]
+    batch = hub.encode_documents(docs)
+    with torch.no_grad(), _recorded_attention(hub) as probs:
         longs, globs = hub.extract_features(batch, return_all_hiddens=True)
-    real = batch["src_tokens"].ne(hub.task.source_dictionary.pad()).unsqueeze(-1).to(longs[-1].dtype)  # [N, L, 1]
+    segment = batch["structure"]["long_segment"]  # int64 [docs, L]: global token j's sentence is segment j
+    rows = [(d, j + 1) for d, doc in enumerate(docs) for j in range(len(doc))]  # (document, its SENTENCE token)
+    d_idx = torch.tensor([d for d, _ in rows])
+    g_idx = torch.tensor([g for _, g in rows])
+    own = torch.stack([segment[d].eq(g) for d, g in rows]).unsqueeze(-1).float()  # [N, L, 1]
+    n_long, n_global = longs[0].shape[1], globs[0].shape[1]
+    shares = [p[d_idx, :, g_idx, :n_global].sum(-1).mean().item()  # p: [docs, heads, G, G + L]
+              for p in probs if p.shape[-2:] == (n_global, n_global + n_long)]
     layers = []
     for long, glob in zip(longs, globs):
-        pooled = (long * real).sum(1) / real.sum(1)  # [N, D]
-        layers.append({"sentence_token_spread": glob[:, 1].std(0).mean().item(),
-                       "mean_pooled_spread": pooled.std(0).mean().item()})
-    sent = torch.nn.functional.normalize(globs[-1][:, 1], dim=-1)  # [N, D]
-    own = torch.nn.functional.normalize(pooled, dim=-1)  # [N, D]
-    hits = (sent @ own.T).argmax(1).eq(torch.arange(len(texts))).float().mean().item()
-    return {"model": str(checkpoint), "texts": len(texts), "layers": layers,
-            "own_mean_retrieval": 100 * hits, "chance": 100 / len(texts)}
+        sent = glob[d_idx, g_idx]  # [N, D]
+        pooled = (long[d_idx] * own).sum(1) / own.sum(1)  # [N, D]
+        a = torch.nn.functional.normalize(sent - sent.mean(0), dim=-1)
+        b = torch.nn.functional.normalize(pooled - pooled.mean(0), dim=-1)
+        hits = (a @ b.T).argmax(1).eq(torch.arange(len(rows))).float().mean().item()
+        layers.append({"sentence_token_spread": sent.std(0).mean().item(),
+                       "mean_pooled_spread": pooled.std(0).mean().item(), "own_mean_retrieval": 100 * hits})
+    for layer, share in zip(layers[1:], shares):
+        layer["attention_on_globals"] = share
+    return {"model": str(checkpoint), "texts": len(rows), "per_document": per_document, "layers": layers,
+            "chance": 100 / len(rows)}
 
 
 def similarity_baseline(embed: Callable[[Sequence[str]], "np.ndarray"], records: Sequence[dict]) -> Dict[str, float]:
@@ -128,6 +169,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--summary-check", type=int, default=0, metavar="N",
                    help="with --etc: instead, check whether the SENTENCE token summarises its sentence "
                    "(summary_token_check) on the first N sentences of the records")
+    p.add_argument("--per-document", type=int, default=1, metavar="K",
+                   help="with --summary-check: the sentences go through the model K to a document (1: each alone)")
     a = p.parse_args(argv)
     if a.etc is not None and a.etc_data is None:
         p.error("--etc needs --etc-data")
@@ -136,12 +179,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             p.error("--summary-check needs --etc")
         records = json.loads(a.records.read_text(encoding="utf-8"))
         texts = [t for r in records for para in r["paragraphs"] for t in para["sentences"]][: a.summary_check]
-        res = summary_token_check(a.etc, a.etc_data, texts)
+        res = summary_token_check(a.etc, a.etc_data, texts, a.per_document)
         a.out.write_text(json.dumps(res, indent=1) + "\n")
-        spreads = ", ".join(f"{x['sentence_token_spread']:.4f} / {x['mean_pooled_spread']:.4f}" for x in res["layers"])
-        print(f"{a.etc}: SENTENCE token / mean-pooled spread across {len(texts)} sentences, per layer output: {spreads}; "
-              f"a SENTENCE token nearest its own sentence's mean: {res['own_mean_retrieval']:.1f} % (chance "
-              f"{res['chance']:.1f} %)")
+        print(f"{a.etc}: {len(texts)} sentences, {a.per_document} per document; per layer output: SENTENCE token / "
+              f"mean-pooled spread, SENTENCE token nearest its own sentence's mean (chance {res['chance']:.1f} %), "
+              "SENTENCE tokens' attention on global keys")
+        for i, x in enumerate(res["layers"]):
+            share = f"{100 * x['attention_on_globals']:.1f} %" if "attention_on_globals" in x else "-"
+            print(f"  {i}: {x['sentence_token_spread']:.4f} / {x['mean_pooled_spread']:.4f}, "
+                  f"{x['own_mean_retrieval']:.1f} %, {share}")
         return 0
     embed = hf_embedder(a.model) if a.model is not None else etc_embedder(a.etc, a.etc_data, a.etc_pool)
     res = dict(similarity_baseline(embed, json.loads(a.records.read_text(encoding="utf-8"))),
