@@ -237,6 +237,9 @@ def test_summary_token_check_on_a_lifted_model(tmp_path):
         assert first["sentence_token_spread"] == 0.0 < first["mean_pooled_spread"]
         assert first["own_mean_retrieval"] == 25.0  # identical SENTENCE tokens: the first sentence always wins
         assert "attention_on_globals" not in first and all(0.0 < x["attention_on_globals"] < 1.0 for x in later)
+    # reading no global key, the SENTENCE tokens' attention on globals is 0 (the mask the kernel used)
+    res = similarity.summary_token_check(tmp_path / "lifted" / "model.pt", tmp_path / "lifted", texts, 2, g2g="none")
+    assert all(x["attention_on_globals"] == 0.0 for x in res["layers"][1:])
     # one softmax per layer and side, each row a distribution (or all 0: a padded query); backends restored
     from etc_fairseq.models import EtcModel
 

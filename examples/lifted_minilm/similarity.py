@@ -93,7 +93,26 @@ def _recorded_attention(hub):
             m.backend = backend
 
 
-def summary_token_check(checkpoint: Path, data: Path, texts: Sequence[str], per_document: int = 1) -> Dict[str, object]:
+@contextlib.contextmanager
+def _global_side_reads(keys: str):
+    """A what-if for :func:`summary_token_check`: the global queries read ``all`` global keys (the model as
+    trained), only their own token (``self``) or ``none`` (then only the long tokens g2l allows: under hard
+    g2l, their own sentence), by narrowing the g2g mask the dense path builds
+    (:func:`etc_fairseq.structure.builders.g2g_allowed`) while the context lasts."""
+    import etc_fairseq.structure.builders as builders
+
+    allowed = builders.g2g_allowed
+    narrow = {"all": None, "self": lambda g, h: g == h, "none": lambda g, h: g < 0}[keys]
+    if narrow is not None:
+        builders.g2g_allowed = lambda ids, b, g, h: allowed(ids, b, g, h) & narrow(g, h)
+    try:
+        yield
+    finally:
+        builders.g2g_allowed = allowed
+
+
+def summary_token_check(checkpoint: Path, data: Path, texts: Sequence[str], per_document: int = 1,
+                        g2g: str = "all") -> Dict[str, object]:
     """Does a lifted model's SENTENCE global token summarise its sentence? The texts through the hub as
     documents of ``per_document`` sentences each (:meth:`encode_documents`: a CLS and one SENTENCE global
     token per sentence; 1: each text alone, as :func:`etc_embedder`). Per layer output: the spread of the
@@ -101,7 +120,8 @@ def summary_token_check(checkpoint: Path, data: Path, texts: Sequence[str], per_
     next to the spread of the sentences' mean long outputs; how often a SENTENCE token is nearest (cosine,
     both sides centred across the sentences) its own sentence's mean long output among all the sentences'
     (percent; chance 100 / sentences); and per layer, the share of the SENTENCE tokens' attention that goes
-    to global keys (the rest reads their own sentence's long tokens under hard g2l)."""
+    to global keys (the rest reads their own sentence's long tokens under hard g2l). ``g2g``: which global
+    keys the global queries read (:func:`_global_side_reads`; ``all``: the model as it is)."""
     import torch
 
     from etc_fairseq.models import EtcModel
@@ -111,7 +131,7 @@ def summary_token_check(checkpoint: Path, data: Path, texts: Sequence[str], per_
     hub.eval()
     docs = [list(texts[i:i + per_document]) for i in range(0, len(texts), per_document)]
     batch = hub.encode_documents(docs)
-    with torch.no_grad(), _recorded_attention(hub) as probs:
+    with torch.no_grad(), _global_side_reads(g2g), _recorded_attention(hub) as probs:
         longs, globs = hub.extract_features(batch, return_all_hiddens=True)
     segment = batch["structure"]["long_segment"]  # int64 [docs, L]: global token j's sentence is segment j
     rows = [(d, j + 1) for d, doc in enumerate(docs) for j in range(len(doc))]  # (document, its SENTENCE token)
@@ -132,7 +152,7 @@ def summary_token_check(checkpoint: Path, data: Path, texts: Sequence[str], per_
                        "mean_pooled_spread": pooled.std(0).mean().item(), "own_mean_retrieval": 100 * hits})
     for layer, share in zip(layers[1:], shares):
         layer["attention_on_globals"] = share
-    return {"model": str(checkpoint), "texts": len(rows), "per_document": per_document, "layers": layers,
+    return {"model": str(checkpoint), "texts": len(rows), "per_document": per_document, "g2g": g2g, "layers": layers,
             "chance": 100 / len(rows)}
 
 
@@ -171,6 +191,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "(summary_token_check) on the first N sentences of the records")
     p.add_argument("--per-document", type=int, default=1, metavar="K",
                    help="with --summary-check: the sentences go through the model K to a document (1: each alone)")
+    p.add_argument("--g2g", choices=("all", "self", "none"), default="all",
+                   help="with --summary-check: the global keys the global queries read (a what-if; all: as trained)")
     a = p.parse_args(argv)
     if a.etc is not None and a.etc_data is None:
         p.error("--etc needs --etc-data")
@@ -179,9 +201,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             p.error("--summary-check needs --etc")
         records = json.loads(a.records.read_text(encoding="utf-8"))
         texts = [t for r in records for para in r["paragraphs"] for t in para["sentences"]][: a.summary_check]
-        res = summary_token_check(a.etc, a.etc_data, texts, a.per_document)
+        res = summary_token_check(a.etc, a.etc_data, texts, a.per_document, a.g2g)
         a.out.write_text(json.dumps(res, indent=1) + "\n")
-        print(f"{a.etc}: {len(texts)} sentences, {a.per_document} per document; per layer output: SENTENCE token / "
+        print(f"{a.etc}: {len(texts)} sentences, {a.per_document} per document, global side reads {a.g2g} global "
+              "keys; per layer output: SENTENCE token / "
               f"mean-pooled spread, SENTENCE token nearest its own sentence's mean (chance {res['chance']:.1f} %), "
               "SENTENCE tokens' attention on global keys")
         for i, x in enumerate(res["layers"]):
