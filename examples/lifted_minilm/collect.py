@@ -154,8 +154,9 @@ def markdown(res: dict) -> str:
             rows.append(f"| {name} | baselines: word overlap / random | accuracy % | {b['overlap_accuracy']:.1f} ; "
                         f"{b['random_accuracy']:.1f} | | |")
         for model, sim in sec.get("similarity", {}).items():
+            what = "SENTENCE-token outputs" if sim.get("pool") == "sentence" else "mean-pooled embeddings"
             rows.append(f"| {name} | zero-shot: the sentence most similar to the question ({model}'s frozen "
-                        f"mean-pooled embeddings) | accuracy % | {sim['answer_accuracy']:.1f} | | |")
+                        f"{what}) | accuracy % | {sim['answer_accuracy']:.1f} | | |")
         for floor_name, f in sec.get("floors", {}).items():
             rows.append(f"| {name} | floor: logistic regression on {floor_name}'s frozen mean-pooled features | "
                         f"accuracy % | {f['accuracy']:.2f} (majority class {f['majority_class']:.1f}) | | |")
