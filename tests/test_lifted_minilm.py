@@ -186,6 +186,7 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     res = collect.collect(run, ["1", "2"], 2048)
     lifted = res["sections"]["classify"]["arms"]["lifted"]
     assert list(lifted["seeds"]) == ["2"] and lifted["accuracy"]["mean"] == 66.0
+    assert "| 66.00 (1 seed) | seeds 2: 66.00 |" in collect.markdown(res)  # no made-up spread of one seed
     assert res["unfinished"] == [str(run / "classify" / "ft" / "lifted-1.log")]
     (run / "classify" / "ft" / "continued-2.log").write_text("no validation\ndone training in 1.0 seconds\n")
     with pytest.raises(collect.CollectError, match="continued-2.log: no"):

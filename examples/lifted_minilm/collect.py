@@ -137,11 +137,14 @@ def markdown(res: dict) -> str:
                     per += " / CPC " + " ".join(f"{x['cpc_accuracy']:.1f}" for x in seeds)
                 rows.append(f"| {name} | {arm_name}: {arm['label']} | held-out MLM loss / acc.; CPC acc. | {cell} | {per} | |")
                 continue
-            cell = f"{arm['accuracy']['mean']:.2f} +- {arm['accuracy']['std']:.2f}"
+            one = len(arm["seeds"]) == 1  # no spread to show: the value, and "(1 seed)"
+            cell = f"{arm['accuracy']['mean']:.2f}" + ("" if one else f" +- {arm['accuracy']['std']:.2f}")
             per = f"seeds {' '.join(arm['seeds'])}: " + " ".join(f"{x['accuracy']:.2f}" for x in seeds)
             if "mrr" in arm:
-                cell += f" / {arm['mrr']['mean']:.1f} +- {arm['mrr']['std']:.1f}"
+                cell += f" / {arm['mrr']['mean']:.1f}" + ("" if one else f" +- {arm['mrr']['std']:.1f}")
                 per += " / " + " ".join(f"{x['mrr']:.1f}" for x in seeds)
+            if one:
+                cell += " (1 seed)"
             if arm["lost"]["mean"] > 0:
                 cell += f" (lost {arm['lost']['mean']:.1f} %)"
             rows.append(f"| {name} | {arm_name}: {arm['label']} | {sec['metric']} | {cell} | {per} | "
