@@ -178,7 +178,17 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     table = collect.markdown(res)
     assert "| classify | continued: ETC (lifted + continued), CLS global token |" in table
     assert "72.00 +- 2.83" in table and "floor: logistic regression on src" in table
-    (run / "classify" / "ft" / "continued-2.log").write_text("no validation\n")
+    assert "seeds 1 2: 70.00 74.00" in table and res["unfinished"] == []
+    # a run still going (no "done training" yet) is left out of its arm and named
+    (run / "classify" / "ft" / "lifted-1.log").write_text(
+        "x | valid on 'valid' subset | loss 1 | accuracy 60 | num_updates 100\n")
+    _valid_log(run / "classify" / "ft" / "lifted-2.log", [(100, 61.0), (200, 66.0)])
+    res = collect.collect(run, ["1", "2"], 2048)
+    lifted = res["sections"]["classify"]["arms"]["lifted"]
+    assert list(lifted["seeds"]) == ["2"] and lifted["accuracy"]["mean"] == 66.0
+    assert "| 66.00 (1 seed) | seeds 2: 66.00 |" in collect.markdown(res)  # no made-up spread of one seed
+    assert res["unfinished"] == [str(run / "classify" / "ft" / "lifted-1.log")]
+    (run / "classify" / "ft" / "continued-2.log").write_text("no validation\ndone training in 1.0 seconds\n")
     with pytest.raises(collect.CollectError, match="continued-2.log: no"):
         collect.collect(run, ["1", "2"], 2048)
 
@@ -194,8 +204,8 @@ def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):
         # the copy sits just before the answer: counted as "before the gap", not as the answer
         {"question": q, "paragraphs": [para(q, "w5 w6 w7"), para("w11")], "answer": [0, 1]},
     ]
-    res = similarity.similarity_baseline(tmp_path / "bert", records)
-    assert res == {"model": str(tmp_path / "bert"), "records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}
+    res = similarity.similarity_baseline(similarity.hf_embedder(tmp_path / "bert"), records)
+    assert res == {"records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}
 
 
 def test_cost_runs_a_lifted_directory_at_other_depths(tmp_path):
@@ -208,3 +218,36 @@ def test_cost_runs_a_lifted_directory_at_other_depths(tmp_path):
     for layers in (1, 3):  # fewer and more layers than the lifted model: the config is what is timed
         s = cost.step_seconds(tmp_path / "lifted", 90, layers, shared=bool(layers == 3), repeats=1)
         assert 0 < s < float("inf")
+
+
+def test_summary_token_check_on_a_lifted_model(tmp_path):
+    """The check that found the lifted SENTENCE token carrying nothing of its sentence: spreads per layer
+    output (the embeddings first), one SENTENCE token per text, all identical at the embeddings (one token
+    id, one type, no positions)."""
+    from etc_fairseq.cli.lift import main as lift_main
+
+    similarity = _load("similarity")
+    _tiny_bert(tmp_path / "bert", layers=2)
+    assert lift_main([str(tmp_path / "bert"), "--out", str(tmp_path / "lifted" / "model.pt"), "--arch", "etc_tiny",
+                      "--relative-positions-only", "-q"]) == 0
+    texts = ["w1 w2 w3", "w4 w5", "w6 w7 w8 w9", "w10"]
+    for per_document in (1, 2):  # each text alone; two sentences (two SENTENCE tokens) per document
+        res = similarity.summary_token_check(tmp_path / "lifted" / "model.pt", tmp_path / "lifted", texts, per_document)
+        assert res["texts"] == 4 and res["chance"] == 25.0 and len(res["layers"]) == 3
+        first, *later = res["layers"]
+        assert first["sentence_token_spread"] == 0.0 < first["mean_pooled_spread"]
+        assert first["own_mean_retrieval"] == 25.0  # identical SENTENCE tokens: the first sentence always wins
+        assert "attention_on_globals" not in first and all(0.0 < x["attention_on_globals"] < 1.0 for x in later)
+    # reading no global key, the SENTENCE tokens' attention on globals is 0 (the mask the kernel used)
+    res = similarity.summary_token_check(tmp_path / "lifted" / "model.pt", tmp_path / "lifted", texts, 2, g2g="none")
+    assert all(x["attention_on_globals"] == 0.0 for x in res["layers"][1:])
+    # one softmax per layer and side, each row a distribution (or all 0: a padded query); backends restored
+    from etc_fairseq.models import EtcModel
+
+    hub = EtcModel.from_pretrained(str(tmp_path / "lifted"), checkpoint_file="model.pt",
+                                   data_name_or_path=str(tmp_path / "lifted"))
+    before = [m.backend for m in hub.modules() if isinstance(getattr(m, "backend", None), str)]
+    with similarity._recorded_attention(hub) as probs:
+        hub.extract_features(hub.encode_documents([texts[:2]]))
+    assert [m.backend for m in hub.modules() if isinstance(getattr(m, "backend", None), str)] == before
+    assert len(probs) == 2 * 2 and all(torch.allclose(p.sum(-1)[p.sum(-1) > 0], torch.tensor(1.0)) for p in probs)

@@ -341,3 +341,25 @@ def test_model_inputs_equal_the_prepared_batch(tmp_path, pretrain_prepared):
     for key, value in want["structure"].items():
         assert torch.equal(got["structure"][key], value), key
     assert got["structure"]["global_hard_g2l"].tolist() == [[0, 0, 0, 0, 1], [0, 0, 0, 0, 0]]
+
+
+def test_record_head_input_long_mean_exact():
+    """``--record-head-input long_mean``: the record head reads the mean of the long outputs, padding left
+    out; ``global_cls`` (the default) the first CLS global token."""
+    from types import SimpleNamespace
+
+    from etc_fairseq.finetune.structured.decode import HEADS, record_logits
+    from etc_fairseq.structure.global_tokens import GlobalTokenType
+
+    model = SimpleNamespace(task_heads={HEADS["record"]: torch.nn.Identity()})
+    features = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
+                             [[5.0, 1.0], [7.0, 3.0], [9.0, 5.0]]])  # [2, 3, 2]
+    padding = torch.tensor([[False, False, True], [False, False, False]])
+    glob = torch.tensor([[[0.0, 0.0], [8.0, 9.0]], [[6.0, 6.0], [0.0, 0.0]]])  # [2, 2, 2]
+    types = torch.tensor([[int(GlobalTokenType.SENTENCE), int(GlobalTokenType.CLS)],
+                          [int(GlobalTokenType.CLS), int(GlobalTokenType.SENTENCE)]])
+    extra = {"global_features": glob}
+    assert record_logits(model, extra, types, features, padding, "long_mean").tolist() == [[2.0, 3.0], [7.0, 3.0]]
+    assert record_logits(model, extra, types).tolist() == [[8.0, 9.0], [6.0, 6.0]]
+    with pytest.raises(ValueError, match="record head input 'cls'"):
+        record_logits(model, extra, types, features, padding, "cls")

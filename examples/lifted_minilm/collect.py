@@ -10,8 +10,10 @@ mean, sample standard deviation and learning curve; of a held-out MLM/CPC valida
                                   word-overlap baseline, computed here)
   classify/ft/<arm>-<seed>.log    fairseq-train --task etc_structured (classify/floor-*.json: the floors)
 
-A section whose logs are all missing is left out (a partial run collects what it has); a log missing from a
-section that has others, or without a validation line, is one error line naming the file.
+A section whose logs are all missing is left out (a partial run collects what it has); a fine-tuning arm
+counts the seeds whose run finished (its ``seeds``), a run still going or stopped is listed under
+``unfinished``; a finished log without a validation line, or a missing held-out MLM log, is one error line
+naming the file.
 """
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ ARMS = {
     "bert512": "the source model as released (full attention, absolute positions), first 512 tokens",
     "continued": "ETC (lifted + continued), CLS global token",
     "lifted": "ETC (lifted, not continued), CLS global token",
+    "continued_mean": "ETC (lifted + continued), mean of the long tokens",
+    "lifted_mean": "ETC (lifted, not continued), mean of the long tokens",
 }
 _WORDS = re.compile(r"[a-z0-9]+")
 
@@ -72,37 +76,46 @@ def wikihop_overlap(dev: Sequence[dict]) -> Dict[str, float]:
     return {"records": len(dev), "overlap_accuracy": 100 * correct / n, "random_accuracy": 100 * chance / n}
 
 
-def _seeds_present(folder: Path, arm: str, seeds: Sequence[str]) -> bool:
-    return any((folder / "ft" / f"{arm}-{s}.log").is_file() for s in seeds)
+def _finished(log: Path) -> bool:
+    """A fine-tuning log whose run ended (run.sh's test for a complete step: fairseq-train's last line)."""
+    return log.is_file() and "done training" in log.read_text(encoding="utf-8", errors="replace")
 
 
-def _finetune(run_dir: Path, task: str, arms: Sequence[str], seeds: Sequence[str], long_len: int) -> Dict[str, dict]:
+def _finetune(run_dir: Path, task: str, arms: Sequence[str], seeds: Sequence[str], long_len: int,
+              unfinished: List[str]) -> Dict[str, dict]:
+    """The arms of one task over the seeds whose run finished (an arm may have fewer seeds than asked: its
+    ``seeds`` say which); a log of a run still going or stopped is left out and its path added to
+    ``unfinished``."""
     out = {}
     for a in arms:
-        if _seeds_present(run_dir / task, a, seeds):
-            out[a] = dict(abl.finetune_arm(run_dir / task, a, seeds), label=ARMS[a].format(long=long_len))
+        logs = {s: run_dir / task / "ft" / f"{a}-{s}.log" for s in seeds}
+        done = [s for s, log in logs.items() if _finished(log)]
+        unfinished.extend(str(log) for s, log in logs.items() if log.is_file() and s not in done)
+        if done:
+            out[a] = dict(abl.finetune_arm(run_dir / task, a, done), label=ARMS[a].format(long=long_len))
     return out
 
 
 def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
-    res: dict = {"run_dir": str(run_dir), "seeds": list(seeds), "long": long_len, "sections": {}}
+    res: dict = {"run_dir": str(run_dir), "seeds": list(seeds), "long": long_len, "sections": {}, "unfinished": []}
     mlm = {m: abl.mlm_arm({s: run_dir / "mlm" / f"{m}-{s}.log" for s in seeds}, label)
            for m, label in MLM_MODELS.items() if any((run_dir / "mlm" / f"{m}-{s}.log").is_file() for s in seeds)}
     if mlm:
         res["sections"]["mlm"] = {"metric": "held-out MLM loss (bits) / accuracy (%), CPC accuracy (%); "
                                             "seeds: the masking", "arms": mlm}
-    arms = _finetune(run_dir, "nextsent", ["etc", "etc512", "local", "bert512"], seeds, long_len)
+    arms = _finetune(run_dir, "nextsent", ["etc", "etc512", "local", "bert512"], seeds, long_len, res["unfinished"])
     if arms:
         res["sections"]["nextsent"] = {
             "metric": "held-out nextsent accuracy / MRR (%)", "arms": arms,
             "baseline": abl.nextsent_meta(run_dir / "nextsent", long_len),
             "similarity": {p.stem[len("similarity-"):]: json.loads(p.read_text())
                            for p in sorted((run_dir / "nextsent").glob("similarity-*.json"))}}
-    arms = _finetune(run_dir, "wikihop", ["etc", "etc512"], seeds, long_len)
+    arms = _finetune(run_dir, "wikihop", ["etc", "etc512"], seeds, long_len, res["unfinished"])
     if arms:
         dev = json.loads((run_dir / "wikihop" / "raw" / "dev.json").read_text(encoding="utf-8"))
         res["sections"]["wikihop"] = {"metric": "dev accuracy (%)", "arms": arms, "baseline": wikihop_overlap(dev)}
-    arms = _finetune(run_dir, "classify", ["continued", "lifted"], seeds, long_len)
+    arms = _finetune(run_dir, "classify", ["continued", "lifted", "continued_mean", "lifted_mean"], seeds, long_len,
+                     res["unfinished"])
     if arms:
         floors = {p.stem[len("floor-"):]: json.loads(p.read_text()) for p in sorted((run_dir / "classify").glob("floor-*.json"))}
         res["sections"]["classify"] = {"metric": "held-out polarity accuracy (%), REAL labels", "arms": arms,
@@ -124,11 +137,14 @@ def markdown(res: dict) -> str:
                     per += " / CPC " + " ".join(f"{x['cpc_accuracy']:.1f}" for x in seeds)
                 rows.append(f"| {name} | {arm_name}: {arm['label']} | held-out MLM loss / acc.; CPC acc. | {cell} | {per} | |")
                 continue
-            cell = f"{arm['accuracy']['mean']:.2f} +- {arm['accuracy']['std']:.2f}"
-            per = " ".join(f"{x['accuracy']:.2f}" for x in seeds)
+            one = len(arm["seeds"]) == 1  # no spread to show: the value, and "(1 seed)"
+            cell = f"{arm['accuracy']['mean']:.2f}" + ("" if one else f" +- {arm['accuracy']['std']:.2f}")
+            per = f"seeds {' '.join(arm['seeds'])}: " + " ".join(f"{x['accuracy']:.2f}" for x in seeds)
             if "mrr" in arm:
-                cell += f" / {arm['mrr']['mean']:.1f} +- {arm['mrr']['std']:.1f}"
+                cell += f" / {arm['mrr']['mean']:.1f}" + ("" if one else f" +- {arm['mrr']['std']:.1f}")
                 per += " / " + " ".join(f"{x['mrr']:.1f}" for x in seeds)
+            if one:
+                cell += " (1 seed)"
             if arm["lost"]["mean"] > 0:
                 cell += f" (lost {arm['lost']['mean']:.1f} %)"
             rows.append(f"| {name} | {arm_name}: {arm['label']} | {sec['metric']} | {cell} | {per} | "
@@ -141,8 +157,9 @@ def markdown(res: dict) -> str:
             rows.append(f"| {name} | baselines: word overlap / random | accuracy % | {b['overlap_accuracy']:.1f} ; "
                         f"{b['random_accuracy']:.1f} | | |")
         for model, sim in sec.get("similarity", {}).items():
+            what = "SENTENCE-token outputs" if sim.get("pool") == "sentence" else "mean-pooled embeddings"
             rows.append(f"| {name} | zero-shot: the sentence most similar to the question ({model}'s frozen "
-                        f"mean-pooled embeddings) | accuracy % | {sim['answer_accuracy']:.1f} | | |")
+                        f"{what}) | accuracy % | {sim['answer_accuracy']:.1f} | | |")
         for floor_name, f in sec.get("floors", {}).items():
             rows.append(f"| {name} | floor: logistic regression on {floor_name}'s frozen mean-pooled features | "
                         f"accuracy % | {f['accuracy']:.2f} (majority class {f['majority_class']:.1f}) | | |")
@@ -162,7 +179,11 @@ def plot(res: dict, png: Path) -> None:
         panels.append((name, "bars"))
         if name != "mlm":
             panels.append((name, "curves"))
-    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.4 * max(len(panels), 1), 4.0), squeeze=False)
+    cols = min(max(len(panels), 1), 4)
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.9 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
     for ax, (name, kind) in zip(axes.flat, panels):
         sec = res["sections"][name]
         arms = sec["arms"]
@@ -229,6 +250,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a.out.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     if a.png is not None:
         plot(res, a.png)
+    for log in res["unfinished"]:
+        print(f"note: {log}: the run has not finished (still going, or stopped): left out", file=sys.stderr)
     text = markdown(res)
     if a.markdown is not None:
         a.markdown.write_text(text, encoding="utf-8")

@@ -27,7 +27,9 @@
 #   wikihop     the WikiHop-format task of examples/wikihop/construct.py (default query) with the same arms
 #   classify    REAL labels: sentence polarity (fresh vs rotten movie-review snippets) through etc_structured's
 #               record level with a CLS global token, vs logistic regression on the source model's frozen
-#               mean-pooled features (classify.py)
+#               mean-pooled features (classify.py); the arms (CL_ARMS): continued / lifted (the model continued or
+#               only lifted, record head on the CLS global token), continued_mean / lifted_mean (on the mean of
+#               the long tokens)
 #
 # Every step whose output is complete is skipped (a fairseq-train log that ends with "done training", a
 # directory with its prepare.json, a validation log with its validation line), so an interrupted run resumes;
@@ -36,12 +38,14 @@
 # mlm/ (validation logs), <task>/data-*, <task>/ft/<arm>-<seed>.log.
 #
 # Knobs (environment): STAGES, RUN_DIR [runs/lifted_minilm], ETC_VENV [.venv], LAYERS [3], PRE_UPDATES [300],
-# PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [100], BATCH [8], LR [1e-4],
-# VALID_EVERY [50], NS_TRAIN [1000], NS_VALID [200], NS_SHAPE [etc-prepare nextsent's defaults], ARMS
-# [etc etc512 local bert512], WH_TRAIN [1000], WH_VALID [200], WH_SUPPORTS [16], JOBS [1] (fine-tuning runs
-# at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
+# PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
+# VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], ARMS
+# [etc etc512 local bert512], CL_ARMS [continued lifted continued_mean lifted_mean], WH_TRAIN [1000], WH_VALID
+# [200], WH_SUPPORTS [16], JOBS [1] (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x
+# threads <= cores).
 set -euo pipefail
 
+source "$(dirname "$0")/../common.sh" fairseq-train fairseq-validate etc-prepare etc-lift
 QUICK=0
 for a in "$@"; do
   case "$a" in
@@ -49,7 +53,6 @@ for a in "$@"; do
     *) echo "usage: [STAGES=\"pretrain mlm nextsent wikihop classify\"] $0 [--quick]" >&2; exit 2 ;;
   esac
 done
-VENV_BIN=${ETC_VENV:-.venv}/bin
 RUN_DIR=${RUN_DIR:-runs/lifted_minilm}
 ALL="pretrain mlm nextsent wikihop classify"
 STAGES=${STAGES:-$ALL}
@@ -63,8 +66,8 @@ if [ "$QUICK" = 1 ]; then
   CL_BATCH=${CL_BATCH:-4}; CL_VALID_EVERY=${CL_VALID_EVERY:-2}
 else
   PRE_UPDATES=${PRE_UPDATES:-300}; PRE_BATCH=${PRE_BATCH:-4}; PRE_LONG=${PRE_LONG:-2048}; SEEDS=${SEEDS:-"1 2 3"}
-  LONG=${LONG:-2048}; UPDATES=${UPDATES:-100}; BATCH=${BATCH:-8}; VALID_EVERY=${VALID_EVERY:-50}
-  NS_TRAIN=${NS_TRAIN:-1000}; NS_VALID=${NS_VALID:-200}; WH_TRAIN=${WH_TRAIN:-1000}; WH_VALID=${WH_VALID:-200}
+  LONG=${LONG:-2048}; UPDATES=${UPDATES:-60}; BATCH=${BATCH:-8}; VALID_EVERY=${VALID_EVERY:-30}
+  NS_TRAIN=${NS_TRAIN:-1000}; NS_VALID=${NS_VALID:-150}; WH_TRAIN=${WH_TRAIN:-1000}; WH_VALID=${WH_VALID:-200}
   WH_SUPPORTS=${WH_SUPPORTS:-16}; CL_TRAIN=${CL_TRAIN:-2000}; CL_VALID=${CL_VALID:-1000}; CL_UPDATES=${CL_UPDATES:-400}
   CL_BATCH=${CL_BATCH:-16}; CL_VALID_EVERY=${CL_VALID_EVERY:-100}
 fi
@@ -72,24 +75,24 @@ PRE_LR=${PRE_LR:-2e-4}
 LR=${LR:-1e-4}
 NS_SHAPE=${NS_SHAPE:-}
 ARMS=${ARMS:-"etc etc512 local bert512"}
+CL_ARMS=${CL_ARMS:-"continued lifted continued_mean lifted_mean"}
 JOBS=${JOBS:-1}
-export ETC_FAIRSEQ_CACHE=${ETC_FAIRSEQ_CACHE:-$PWD/.cache}
 for s in $STAGES; do
   case " $ALL " in *" $s "*) ;; *) echo "error: unknown stage '$s' (known: $ALL)" >&2; exit 2 ;; esac
 done
 for a in $ARMS; do
   case " etc etc512 local bert512 " in *" $a "*) ;; *) echo "error: unknown arm '$a' (known: etc etc512 local bert512)" >&2; exit 2 ;; esac
 done
-for tool in fairseq-train fairseq-validate etc-prepare etc-lift python; do
-  [ -x "$VENV_BIN/$tool" ] || { echo "error: $VENV_BIN/$tool not found; run scripts/setup.sh first (or set ETC_VENV)" >&2; exit 1; }
+for a in $CL_ARMS; do
+  case " continued lifted continued_mean lifted_mean " in *" $a "*) ;;
+    *) echo "error: unknown classify arm '$a' (known: continued lifted continued_mean lifted_mean)" >&2; exit 2 ;;
+  esac
 done
-[ -d user_dir ] || { echo "error: run this script from the repository root" >&2; exit 1; }
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 arm() { case " $ARMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+cl_arm() { case " $CL_ARMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 mkdir -p "$RUN_DIR"
-start=$(date +%s)
-stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $* ==="; }
 done_log() { [ -f "$1" ] && grep -q "done training" "$1"; }
 has_valid() { [ -f "$1" ] && grep -q "valid on 'valid'" "$1"; }
 spawn() {
@@ -149,7 +152,10 @@ pretrain() {  # continued pretraining of the lifted model, and etc_tiny from scr
   fi
   if ! done_log "$PRE/etc_tiny.log"; then
     stage "etc_tiny from scratch on the same data: $PRE_UPDATES updates of $PRE_BATCH x $PRE_LONG tokens, lr 2e-3 -> $PRE/etc_tiny"
-    "$VENV_BIN/fairseq-train" "$PRE/data/bin" "${PRE_ARGS[@]}" "${OPTIM[@]}" --arch etc_tiny --hard-g2l --lr 2e-3 \
+    # the lifted model's attention settings (radius 84, relative positions clipped at 12: the data records
+    # them), etc_tiny's sizes (2 layers, 64 wide)
+    "$VENV_BIN/fairseq-train" "$PRE/data/bin" "${PRE_ARGS[@]}" "${OPTIM[@]}" --arch etc_tiny --local-radius 84 \
+      --relative-pos-max-distance 12 --hard-g2l --lr 2e-3 \
       --save-dir "$PRE/etc_tiny" >> "$PRE/etc_tiny.log" 2>&1 || { echo "error: see $PRE/etc_tiny.log" >&2; exit 1; }
   fi
 }
@@ -225,7 +231,7 @@ wh_data() {  # LEN -> prints the directory (construct.py's default query, WH_SUP
   if [ ! -f "$raw/dev.json" ]; then
     stage "CONSTRUCTED WikiHop-format records (default query, $WH_SUPPORTS supports) -> $raw" >&2
     local dump
-    dump=$("$VENV_BIN/python" -c "from etc_fairseq.prepare.sample_data import fetch_wikipedia_sample as f; print(f(None))")
+    dump=$(wikipedia_dump)
     "$VENV_BIN/python" examples/wikihop/construct.py --dump "$dump" --out "$raw" --train "$WH_TRAIN" \
       --valid "$WH_VALID" --supports "$WH_SUPPORTS" --seed 1 >&2
   fi
@@ -257,7 +263,7 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
   if [ ! -f "$D/prepare.json" ]; then
     stage "etc-prepare structured (record level, CLS global token) -> $D"
     "$VENV_BIN/etc-prepare" structured --train "$R/train.jsonl" --valid "$R/valid.jsonl" --label-level record \
-      --from-model "$LIFTED" --max-long-len 128 --out "$D" --overwrite --no-progress-bar
+      --from-model "$LIFTED" --max-long-len 128 --max-global-len 8 --out "$D" --overwrite --no-progress-bar
   fi
   for m in "$CUT" "$SRC"; do
     local out=$RUN_DIR/classify/floor-$(basename "$m").json
@@ -267,9 +273,13 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
     fi
   done
   local UPDATES=$CL_UPDATES BATCH=$CL_BATCH VALID_EVERY=$CL_VALID_EVERY  # short records: more, larger updates
-  for seed in $SEEDS; do
-    spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base --max-global-len 8
-    spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base --max-global-len 8
+  for seed in $SEEDS; do  # the record head on the CLS global token (the paper's), or on the mean of the long tokens
+    if cl_arm continued; then spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base; fi
+    if cl_arm lifted; then spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base; fi
+    if cl_arm continued_mean; then spawn finetune classify structured continued_mean "$seed" "$D" 128 "$CONTINUED" \
+      --arch etc_base --record-head-input long_mean; fi
+    if cl_arm lifted_mean; then spawn finetune classify structured lifted_mean "$seed" "$D" 128 "$LIFTED/model.pt" \
+      --arch etc_base --record-head-input long_mean; fi
   done
   wait
 }
@@ -277,9 +287,28 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
 if has pretrain || has mlm || has nextsent || has wikihop || has classify; then fetch_and_lift; fi
 if has pretrain || has mlm || has nextsent || has wikihop; then pretrain_data; fi
 if has pretrain; then pretrain; fi
+as_trained() {  # LIFTED_CKPT OUT_DIR: the same weights as a fairseq-train checkpoint (fairseq-validate reads
+  # the task and criterion a checkpoint was trained with, and an etc-lift checkpoint holds none): one update at
+  # learning rate 0, then a check that no weight changed
+  if [ -f "$2/checkpoint_last.pt" ]; then return; fi
+  "$VENV_BIN/fairseq-train" "$PRE/data/bin" --user-dir user_dir --task etc_pretraining --criterion cpc_mlm \
+    --arch etc_base --finetune-from-model "$1" --max-long-len 512 --max-global-len 32 --batch-size 1 \
+    --optimizer adam --lr 0 --lr-scheduler fixed --max-update 1 --disable-validation --no-epoch-checkpoints \
+    --cpu --num-workers 0 --seed 1 --save-dir "$2" > "$2.log" 2>&1 || { echo "error: see $2.log" >&2; exit 1; }
+  "$VENV_BIN/python" - "$1" "$2/checkpoint_last.pt" <<'PY'
+import sys, torch
+from etc_fairseq.checkpoint_io import load_checkpoint
+a, b = (load_checkpoint(p)["model"] for p in sys.argv[1:])
+changed = [k for k in a if not torch.equal(a[k], b[k])]
+assert a.keys() == b.keys() and not changed, f"the learning-rate-0 update changed {changed[:3]}"
+print(f"{sys.argv[2]}: the {len(a)} tensors of {sys.argv[1]}, unchanged")
+PY
+}
+
 if has mlm; then
   held_out_mlm continued "$CONTINUED"
-  held_out_mlm lifted "$LIFTED/model.pt"
+  as_trained "$LIFTED/model.pt" "$PRE/lifted_not_continued"
+  held_out_mlm lifted "$PRE/lifted_not_continued/checkpoint_last.pt"
   held_out_mlm etc_tiny "$PRE/etc_tiny/checkpoint_last.pt"
 fi
 if has nextsent; then nextsent; fi

@@ -79,7 +79,9 @@ class EtcStructuredCriterion(FairseqCriterion):
         level = self.task.label_level
         log = {"ntokens": sample["ntokens"], "nsentences": sample["nsentences"]}
         if level == "record":
-            logits = record_logits(model, extra, sample["net_input"]["global_types"])  # [B, C]
+            padding = sample["net_input"]["src_tokens"].eq(self.task.dictionary.pad())  # [B, L]
+            logits = record_logits(model, extra, sample["net_input"]["global_types"], features, padding,
+                                   self.task.cfg.record_head_input)  # [B, C]
             loss, correct, n = class_loss_and_counts(logits, target["record_label"][:, 0])
             log.update(ncorrect=logged(correct), nlabelled=logged(n))
         elif level == "global":

@@ -2,7 +2,8 @@
 ``etc_structured`` criterion and ``etc-predict structured``), and ``etc-predict structured``.
 
 - record level: ``task_heads.structured_record``, a :class:`~etc_fairseq.encoder.heads.PooledClassifier` on
-  the output of the first CLS global token (:func:`record_logits`);
+  the output of the first CLS global token, or (the task's ``--record-head-input long_mean``) on the mean of
+  the long tokens' outputs (:func:`record_logits`);
 - global level: ``task_heads.structured_global``, one dense layer from every global token's output to the
   class logits (:func:`global_logits`);
 - span level: ``task_heads.structured_span``, start and end logits on every long token
@@ -12,7 +13,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -35,9 +36,21 @@ def first_of_type(global_types: torch.Tensor, token_type: GlobalTokenType) -> to
     return hit.to(torch.int8).argmax(dim=1)  # argmax returns the first maximum
 
 
-def record_logits(model, extra, global_types: torch.Tensor) -> torch.Tensor:
+#: what the record head reads: the first CLS global token, or the mean of the long tokens' outputs
+RECORD_HEAD_INPUTS = ("global_cls", "long_mean")
+
+
+def record_logits(model, extra, global_types: torch.Tensor, features: Optional[torch.Tensor] = None,
+                  long_padding: Optional[torch.Tensor] = None, head_input: str = "global_cls") -> torch.Tensor:
     """float [B, C]: the record head on the first CLS global token's output (``extra["global_features"]``
-    float [B, G, D]; ``global_types`` int64 [B, G])."""
+    float [B, G, D]; ``global_types`` int64 [B, G]), or with ``head_input="long_mean"`` on the mean of the
+    long outputs ``features`` float [B, L, D] over the tokens that are not ``long_padding`` (bool [B, L])."""
+    if head_input == "long_mean":
+        real = (~long_padding).unsqueeze(-1).to(features.dtype)  # [B, L, 1]
+        pooled = (features * real).sum(1) / real.sum(1).clamp(min=1)  # [B, D]
+        return model.task_heads[HEADS["record"]](pooled)
+    if head_input != "global_cls":
+        raise ValueError(f"record head input {head_input!r}: expected one of {RECORD_HEAD_INPUTS}")
     feats = extra["global_features"]  # [B, G, D]
     idx = first_of_type(global_types, GlobalTokenType.CLS)  # [B]
     cls = feats[torch.arange(feats.size(0), device=feats.device), idx]  # [B, D]
@@ -100,7 +113,9 @@ def predict_split(model, task, split: str, side: List[dict], batch_size: int, de
     for sample, features, extra in iterate_outputs(model, task, split, batch_size, device):
         rows = sample["id"].tolist()
         if level == "record":
-            pred = record_logits(model, extra, sample["net_input"]["global_types"]).argmax(-1).tolist()
+            pred = record_logits(model, extra, sample["net_input"]["global_types"], features,
+                                 sample["net_input"]["src_tokens"].eq(task.dictionary.pad()),
+                                 task.cfg.record_head_input).argmax(-1).tolist()
             for row, k in zip(rows, pred):
                 out[side[row]["id"]] = task.classes[k]
         elif level == "global":

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairseq import utils
+from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 
 from etc_fairseq.data import prepared
@@ -21,7 +22,7 @@ from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
 from etc_fairseq.errors import InputFormatError, MissingFileError
 from etc_fairseq.finetune.common.convert import SUMMARY_FILE
 from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
-from etc_fairseq.finetune.structured.decode import HEADS
+from etc_fairseq.finetune.structured.decode import HEADS, RECORD_HEAD_INPUTS
 from etc_fairseq.finetune.structured.schema import LABEL_LEVELS, target_fields
 
 logger = logging.getLogger(__name__)
@@ -31,6 +32,13 @@ logger = logging.getLogger(__name__)
 class EtcStructuredDataConfig(EtcStructuredTaskConfig):
     max_span_len: int = field(
         default=30, metadata={"help": "span level: the longest answer predicted, in long tokens"}
+    )
+    record_head_input: ChoiceEnum(RECORD_HEAD_INPUTS) = field(
+        default="global_cls",
+        metadata={"help": "record level: the record head reads the first CLS global token (global_cls, the "
+                  "paper's) or the mean of the long tokens' outputs (long_mean: the pooling of "
+                  "sentence-embedding models such as all-MiniLM-L6-v2, whose lifted CLS global token carries "
+                  "almost nothing of the text until its global side is trained; examples/lifted_minilm)"},
     )
     prepared_label_level: str = field(
         default="", metadata={"help": "the label level of DATA/prepare.json, set by the task and recorded in "
@@ -122,7 +130,9 @@ class EtcStructuredDataTask(EtcStructuredTask):
         return task
 
     def encoder_outputs(self):
-        return ("long",) if self.label_level == "span" else ("global",)
+        if self.label_level == "span" or (self.label_level == "record" and self.cfg.record_head_input == "long_mean"):
+            return ("long",)
+        return ("global",)
 
     def value_ranges(self, data_path: str):
         ranges = super().value_ranges(data_path)
