@@ -42,37 +42,27 @@ def test_quick_cpu_run_writes_one_consistent_json(tmp_path):
     assert parts["capacity"]["longest_trained"] == 512
 
 
-def test_flex_skipped_everywhere_when_no_kernel_options_work(tmp_path):
+def test_isolated_parts_and_flex_skipped_when_no_kernel_options_work(tmp_path):
     """Every smoke try out of time (a limit of 10 ms): the attention part's flex row and the compile part say
-    they were skipped, the other rows are measured, and etc_base trains with the blocked kernel."""
-    out = tmp_path / "suite.json"
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_suite", "--device", "cpu", "--quick", "--out", str(out),
-                           "--parts", "smoke", "attention", "compile", "--smoke-try-s", "0.01"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    parts = json.loads(out.read_text())["parts"]
+    they were skipped, the other rows are measured. ``--isolate`` (the default on CUDA): a part in its own
+    process returns its result to the JSON; one that outlives ``--part-limit-s`` is stopped and recorded."""
+    def suite(name, *args):
+        out = tmp_path / f"{name}.json"
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_suite", "--device", "cpu", "--quick", "--out",
+                               str(out), "--isolate", *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(out.read_text())
+    done = suite("skipped", "--parts", "smoke", "attention", "compile", "--smoke-try-s", "0.01",
+                 "--part-limit-s", "200")
+    parts = done["parts"]
     assert list(parts) == ["smoke", "attention", "compile"]  # in the order given
     smoke = parts["smoke"]
     assert smoke["chosen"] is None and len(smoke["rows"]) == 4
     assert all(row["status"].startswith("failed: not done in") for row in smoke["rows"])
     rows = {row["impl"]: row for row in parts["attention"]["rows"]}
+    assert parts["attention"]["status"] == "ok" and done["fairseq_imported"] is False
     assert rows["flex"]["status"].startswith("skipped: no kernel options")
     assert all(rows[impl]["status"] == "ok" for impl in ("blocked", "sdpa", "longformer", "bigbird"))
     assert parts["compile"]["skipped"].startswith("skipped: no kernel options")
-
-
-def test_isolated_parts_report_their_result_or_their_time_limit(tmp_path):
-    """``--isolate`` (the default on CUDA): a part in its own process returns its result to the JSON; one
-    that outlives ``--part-limit-s`` is stopped and recorded as such."""
-    def suite(limit):
-        out = tmp_path / f"suite_{limit}.json"
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_suite", "--device", "cpu", "--quick", "--out",
-                               str(out), "--parts", "attention", "--isolate", "--part-limit-s", str(limit)],
-                              cwd=REPO, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads(out.read_text())
-    done = suite(200)
-    assert done["parts"]["attention"]["status"] == "ok" and done["fairseq_imported"] is False
-    assert {row["status"] for row in done["parts"]["attention"]["rows"]} == {"ok"}
-    stopped = suite(1)
+    stopped = suite("stopped", "--parts", "attention", "--part-limit-s", "1")
     assert stopped["parts"]["attention"]["status"] == "failed: not done in 1 s (stopped)"
