@@ -730,7 +730,8 @@ def smoke_child(run: Run, length: int) -> Dict:
         t0 = time.perf_counter()
         step()
         run.sync()
-        out.update(model_first_step_s=time.perf_counter() - t0, model_step_ms=run.time(step, 0, 3)["time_ms"])
+        out.update(model_first_step_s=time.perf_counter() - t0,
+                   model_step_ms=run.time(step, 0, 1 if run.quick else 3)["time_ms"])
     except Exception as e:  # noqa: BLE001 -- the result of the try
         out.update(status=_failed(e), model=_failed(e))
     try:
@@ -740,7 +741,7 @@ def smoke_child(run: Run, length: int) -> Dict:
         etc["flex"]()
         run.sync()
         out.update(attention_first_call_s=time.perf_counter() - t0,
-                   attention_ms=run.time(etc["flex"], 0, 3)["time_ms"])
+                   attention_ms=run.time(etc["flex"], 0, 1 if run.quick else 3)["time_ms"])
     except Exception as e:  # noqa: BLE001
         out["attention"] = _failed(e)
     return out
