@@ -42,8 +42,10 @@ EXTRAS = {
     # transformers 5.24: the version etc_fairseq.hf is tested with; accelerate: transformers.Trainer
     "hf": ["transformers>=5.24", "accelerate>=1.1"],
     "bench": ["transformers"],
-    # transformers: random HF models, and etc_fairseq.hf's tests (with accelerate, for the Trainer)
-    "test": ["pytest>=7", "hypothesis>=6", "transformers>=5.24", "accelerate>=1.1", "import-linter>=2.1"],
+    # transformers: random HF models, and etc_fairseq.hf's tests (with accelerate, for the Trainer);
+    # pytest-xdist: scripts/test.sh runs the suite in two worker processes
+    "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6", "transformers>=5.24", "accelerate>=1.1",
+             "import-linter>=2.1"],
 }
 EXTRAS["all"] = sorted({dep for deps in EXTRAS.values() for dep in deps})
 
