@@ -6,6 +6,7 @@ input (the configuration in which ETC's attention is the source's full attention
 model's features and MLM logits."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -318,3 +319,77 @@ def test_fill_mask_warns_when_the_lm_head_was_not_lifted(tmp_path, caplog):
         with caplog.at_level("WARNING", logger="etc_fairseq.hub"):
             hub.fill_mask("w1 <mask> w3", topk=2)
         assert ("LM head is freshly initialised" in caplog.text) is warned
+
+
+def test_g2g_bias_table_shifts_every_g2g_score_by_the_logit():
+    """``--g2g-bias``'s table: ``logit * sqrt(head_dim)`` on the g2g rows, 0 on the others, so that through the
+    attention kernels (which scale a label bias like ``q . e``) every global key's odds against every long key
+    change by exactly ``exp(logit)``. The values are one-hot, so the outputs are the attention probabilities."""
+    from etc_fairseq.attention import global_query_attention
+    from etc_fairseq.lift.global_side import g2g_bias_table
+    from etc_fairseq.structure import RelativeLabelVocab
+
+    vocab = RelativeLabelVocab(1)  # ids 0-2 positions, 3 belongs, 4 not_belongs, 5-7 g2g structure labels
+    assert torch.equal(g2g_bias_table(vocab.g2g_ids(), vocab.size, 2, 4, -1.5),
+                       torch.tensor([[-3.0] * 2] * 3 + [[0.0] * 2] * 2 + [[-3.0] * 2] * 3))
+    G, L, H = 2, 3, 2
+    D = G + L
+    gen = torch.Generator().manual_seed(0)
+    q, kg, kl = (torch.randn(1, H, n, D, generator=gen) for n in (G, G, L))
+    eye = torch.eye(D).expand(1, H, D, D)
+    args = dict(g2g_mask=torch.ones(1, G, G, dtype=torch.bool), g2l_mask=torch.ones(1, G, L, dtype=torch.bool),
+                g2g_rel=torch.tensor([[[0, 1], [2, 0]]]), g2l_rel=torch.tensor([[[3, 4, 4], [4, 3, 4]]]),
+                rel_emb=torch.zeros(vocab.size, H, D))
+    for impl in ("blocked", "dense"):
+        plain = global_query_attention(q, kg, eye[:, :, :G], kl, eye[:, :, G:], impl=impl, **args)
+        biased = global_query_attention(q, kg, eye[:, :, :G], kl, eye[:, :, G:], impl=impl, **args,
+                                        rel_bias=g2g_bias_table(vocab.g2g_ids(), vocab.size, H, D, -1.5))
+        assert torch.allclose(plain.sum(-1), torch.ones(1, H, G)) and torch.allclose(biased.sum(-1), torch.ones(1, H, G))
+        odds = (biased[..., :G] / biased[..., G:].sum(-1, keepdim=True)) / (plain[..., :G] / plain[..., G:].sum(-1, keepdim=True))
+        assert torch.allclose(odds, torch.full_like(odds, math.exp(-1.5)), rtol=1e-4), impl
+
+
+def test_etc_lift_global_side_start(tmp_path, capsys):
+    """``etc-lift --g2g-bias -2 --global-token-piece [SEP]``: the model turns on ``relative_bias`` and holds the
+    table in every layer's global side only (the long side's starts at 0), the summary tokens start from
+    ``[SEP]`` (``etc_tokenizer.json``, so ``etc-prepare --from-model`` gives them ``</s>``'s id, CLS keeps
+    ``<s>``), the checkpoint says so; apart from the bias tables, the weights are those of the plain lift.
+    Bad values are one line and nothing is written."""
+    from etc_fairseq.checkpoint_io import load_checkpoint
+    from etc_fairseq.lift.global_side import g2g_bias_table
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+    from etc_fairseq.structure import RelativeLabelVocab
+
+    src = tmp_path / "bert"
+    src.mkdir()
+    _bert_dir(src, "BertModel")
+    plain, fixed = tmp_path / "plain" / "model.pt", tmp_path / "fixed" / "model.pt"
+    assert _lift([src, "--out", plain, "--arch", "etc_tiny", "--relative-positions-only"], capsys)[0] == 0
+    rc, stdout, _ = _lift([src, "--out", fixed, "--arch", "etc_tiny", "--relative-positions-only", "--g2g-bias", "-2",
+                           "--global-token-piece", "[SEP]", "--global-token-piece", "cls=[CLS]"], capsys)
+    assert rc == 0 and "g2g bias -2" in stdout and "sentence: [SEP]" in stdout
+    a, b = load_checkpoint(plain), load_checkpoint(fixed)
+    cfg = b["cfg"]["model"]
+    assert cfg["relative_bias"] is True and not a["cfg"]["model"]["relative_bias"]
+    assert b["extra_state"]["lifted_from"]["g2g_bias"] == -2.0
+    assert b["extra_state"]["lifted_from"]["global_token_pieces"]["sentence"] == "[SEP]"
+    vocab = RelativeLabelVocab(cfg["relative_pos_max_distance"], cfg["relative_structure_labels"].split(","))
+    heads = cfg["encoder_attention_heads"]
+    expected = g2g_bias_table(vocab.g2g_ids(), vocab.size, heads, cfg["encoder_embed_dim"] // heads, -2.0)
+    biases = sorted(k for k in b["model"] if ".rel_bias." in k)
+    assert len(biases) == 2 * cfg["encoder_layers"]
+    for k in biases:
+        assert torch.equal(b["model"][k], expected if k.endswith(".global") else torch.zeros_like(expected)), k
+    assert sorted(set(b["model"]) - set(biases)) == sorted(a["model"])
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    pieces = json.loads((fixed.parent / "etc_tokenizer.json").read_text())["global_token_pieces"]
+    assert pieces == {"candidate": "[SEP]", "cls": "[CLS]", "cpc_mask": "[SEP]", "paragraph": "[SEP]", "sentence": "[SEP]"}
+    tok = WordPieceTokenizer.from_model(fixed.parent)
+    assert tok.global_ids["sentence"] == tok.dictionary.index("</s>") and tok.global_ids["cls"] == tok.dictionary.bos()
+    for flags, message in ((["--global-token-piece", "[nope]"], "=[nope]: not in the vocabulary"),
+                           (["--global-token-piece", "title=[SEP]"], "unknown role 'title'"),
+                           (["--g2g-bias", "-2", "--shared-relative-embeddings"], "--g2g-bias needs a relative bias table per query side")):
+        out = tmp_path / "bad" / "model.pt"
+        rc, _, err = _lift([src, "--out", out, "--arch", "etc_tiny", *flags], capsys)
+        assert rc == 1 and err.count("\n") == 1 and message in err, err
+        assert not out.parent.exists()

@@ -208,6 +208,42 @@ def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):
     assert res == {"records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}
 
 
+def test_source_token_check_reads_cls_sep_and_the_mean(tmp_path):
+    """The check that found MiniLM's own [CLS] reading nothing of its sentence: at the embeddings, [CLS] is the
+    same vector in every text (same token, position 0) and [SEP] differs only where the texts' lengths do
+    (its position), so the [SEP] picked is the last real piece of each text, not padding."""
+    similarity = _load("similarity")
+    _tiny_bert(tmp_path / "bert", layers=2)
+    (tmp_path / "bert" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    same_length = similarity.source_token_check(tmp_path / "bert", ["w1 w2 w3", "w4 w5 w6"])
+    other_length = similarity.source_token_check(tmp_path / "bert", ["w1 w2 w3", "w4"])
+    for res in (same_length, other_length):
+        assert res["texts"] == 2 and len(res["layers"]) == 3
+        assert res["layers"][0]["cls_spread"] == 0.0 < res["layers"][0]["mean_pooled_spread"]
+        assert all(x["cls_spread"] > 0.0 for x in res["layers"][1:])  # a random tiny model's [CLS] reads its text
+    assert same_length["layers"][0]["sep_spread"] == 0.0 < other_length["layers"][0]["sep_spread"]
+
+
+def test_summary_token_check_sees_the_global_side_start(tmp_path):
+    """``etc-lift --g2g-bias``: at the first layer, where both lifts see the same inputs, the SENTENCE tokens put
+    less of their attention on global keys; ``--global-token-piece`` changes what they start from (still one
+    vector for all of them at the embeddings)."""
+    from etc_fairseq.cli.lift import main as lift_main
+
+    similarity = _load("similarity")
+    _tiny_bert(tmp_path / "bert", layers=2)
+    texts = ["w1 w2 w3", "w4 w5", "w6 w7 w8 w9", "w10"]
+    res = {}
+    for name, flags in (("plain", []), ("bias", ["--g2g-bias", "-4"]), ("piece", ["--global-token-piece", "[SEP]"])):
+        out = tmp_path / name / "model.pt"
+        assert lift_main([str(tmp_path / "bert"), "--out", str(out), "--arch", "etc_tiny", "--relative-positions-only",
+                          "--hard-g2l", "-q", *flags]) == 0
+        res[name] = similarity.summary_token_check(out, out.parent, texts, 2)["layers"]
+    assert res["bias"][1]["attention_on_globals"] < res["plain"][1]["attention_on_globals"]
+    assert res["piece"][0]["sentence_token_spread"] == 0.0
+    assert res["piece"][1]["sentence_token_spread"] != res["plain"][1]["sentence_token_spread"]
+
+
 def test_cost_runs_a_lifted_directory_at_other_depths(tmp_path):
     from etc_fairseq.cli.lift import main as lift_main
 

@@ -203,6 +203,18 @@ def test_hierarchical_contexts_sentences_tokens():
     ]]))
 
 
+def test_g2g_ids_are_the_labels_global_keys_get():
+    """``RelativeLabelVocab.g2g_ids`` (what ``etc-lift --g2g-bias`` shifts): every position label and the three
+    g2g structure labels, none of the long <-> global ones; a built structure's g2g labels all lie among them and
+    its g2l labels none."""
+    assert V1.g2g_ids() == [0, 1, 2, OTH, PAR, CHI]
+    assert RelativeLabelVocab(2, ("belongs", "not_belongs", "parent")).g2g_ids() == [0, 1, 2, 3, 4, 7]
+    s = build(8, 6, **HIER)
+    ids = set(V1.g2g_ids())
+    assert set(s.g2g_rel[s.g2g_mask].tolist()) == ids  # HIER uses every one of them
+    assert not set(s.g2l_rel[s.g2l_mask].tolist()) & ids
+
+
 def test_three_levels_grandparent():
     # 0 document <- 1 paragraph <- 2 sentence ; 3 another root ; one long token in sentence 2
     s = build(1, 4, long_segment=t([[2]]), global_parent=t([[-1, 0, 1, -1]]))

@@ -134,6 +134,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "start fresh (like the global token-type embeddings and the CPC head), so continue pretraining "
                    "(MLM + CPC) before fine-tuning. Without it a BERT keeps its table (and its length limit, e.g. "
                    "512); a fairseq RoBERTa is lifted this way unless --use-absolute-positions")
+    p.add_argument("--g2g-bias", type=float, default=None, metavar="LOGIT",
+                   help="start every global -> global attention score shifted by LOGIT (e.g. -2): a learnable "
+                   "relative bias (--relative-bias) on the global queries' global -> global labels, so that a "
+                   "global token of a model pretrained without any starts by reading its long tokens rather than "
+                   "the other global tokens (BERT/RoBERTa sources; examples/lifted_minilm/README.md)")
+    p.add_argument("--global-token-piece", action="append", default=[], metavar="[ROLE=]PIECE",
+                   help="the source piece the global tokens start from instead of <s> ([CLS]), e.g. [SEP]: PIECE "
+                   "sets every summary role (sentence, paragraph, candidate, cpc_mask), ROLE=PIECE one role "
+                   "(also cls); recorded in etc_tokenizer.json, so prepare the data with etc-prepare --from-model "
+                   "on the output (repeatable; BERT/RoBERTa sources)")
     p.add_argument("--seed", type=int, default=1, help="seed for the freshly initialised tensors (default 1)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--drop-unknown", action="store_true",
@@ -238,11 +248,17 @@ def read_source(args: argparse.Namespace, overrides: Dict[str, object], gpt2) ->
 
     kind, line = detect_source(args.source)
     if kind not in ETC_KINDS:
+        from etc_fairseq.lift.global_side import parse_global_token_pieces
+
         return lift_source(args.source, arch=args.arch, overrides=overrides, seed=args.seed, dict_path=args.dict,
                            drop_unknown=args.drop_unknown, split_punctuation=args.split_punctuation, gpt2_files=gpt2,
-                           relative_positions_only=args.relative_positions_only)
+                           relative_positions_only=args.relative_positions_only, g2g_bias=args.g2g_bias,
+                           global_token_pieces=parse_global_token_pieces(args.global_token_piece))
     if gpt2 is not None or args.split_punctuation:
         raise LiftError(f"{args.source}: --gpt2-*/--split-punctuation are for lifting; an ETC model brings its tokenizer")
+    if args.g2g_bias is not None or args.global_token_piece:
+        raise LiftError(f"{args.source}: --g2g-bias/--global-token-piece are for lifting; an ETC model has its global "
+                        "side already")
     from etc_fairseq.hf import convert
 
     if kind == "huggingface-etc":

@@ -355,6 +355,41 @@ def _relative_positions_only(lifted: LiftedModel, source: Path) -> None:
     lifted.provenance["relative_positions_only"] = True
 
 
+def _g2g_bias(lifted: LiftedModel, logit: float, source: Path) -> None:
+    """Start every g2g score of ``lifted`` shifted by ``logit`` (:func:`etc_fairseq.lift.global_side.set_g2g_bias`)
+    and say so in its summary and provenance."""
+    from etc_fairseq.encoder.model import label_vocab_from_config
+    from etc_fairseq.lift.global_side import set_g2g_bias
+
+    cfg = lifted.etc_cfg
+    heads = cfg.encoder_attention_heads
+    keys = set_g2g_bias(lifted.state, label_vocab_from_config(cfg).g2g_ids(), heads,
+                        cfg.encoder_embed_dim // heads, logit, str(source))
+    lifted.report_lines.append(
+        f"note: g2g bias {logit:g}: every global -> global label of the global queries' relative bias table "
+        f"(relative_bias, learnable; {len(keys)} layers) starts at {logit:g} in the softmax's units, so a global "
+        "query starts by reading its long tokens rather than the other global tokens")
+    lifted.provenance["g2g_bias"] = logit
+
+
+def _global_token_pieces(lifted: LiftedModel, pieces: Dict[str, str], source: Path) -> None:
+    """Record the pieces the summary global tokens start from in ``lifted``'s ``etc_tokenizer.json``
+    (:mod:`etc_fairseq.lift.global_side`), checked against its vocabulary."""
+    from etc_fairseq.lift.global_side import check_pieces
+    from etc_fairseq.tokenization import BERT_SPECIALS_IN_FAIRSEQ
+
+    if not lifted.tokenizer or lifted.symbols is None:
+        raise LiftError(f"{source}: --global-token-piece needs the source's tokenizer and vocabulary, and this "
+                        "source brings none (a fairseq RoBERTa checkpoint)")
+    specials = BERT_SPECIALS_IN_FAIRSEQ if lifted.tokenizer.get("type") == "wordpiece" else {}
+    check_pieces(pieces, lifted.symbols, specials, str(source))
+    lifted.tokenizer["global_token_pieces"] = dict(lifted.tokenizer.get("global_token_pieces") or {}, **pieces)
+    lifted.report_lines.append(
+        "note: global tokens start from " + ", ".join(f"{r}: {p}" for r, p in sorted(pieces.items()))
+        + " (etc_tokenizer.json global_token_pieces: etc-prepare --from-model and EtcModel.from_pretrained use them)")
+    lifted.provenance["global_token_pieces"] = dict(sorted(pieces.items()))
+
+
 #: the released official checkpoint whose text must be pre-split by BERT's BasicTokenizer (its directory
 #: name says so; its etc_config.json is etc_large's)
 SPLIT_PUNCTUATION_NAME = "split_punctuation"
@@ -364,13 +399,19 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
                 seed: Optional[int] = 1, dict_path: Optional[PathLike] = None, drop_unknown: bool = False,
                 split_punctuation: Optional[bool] = None,
                 gpt2_files: Optional[Tuple[PathLike, PathLike]] = None,
-                relative_positions_only: bool = False) -> Tuple[str, LiftedModel]:
+                relative_positions_only: bool = False, g2g_bias: Optional[float] = None,
+                global_token_pieces: Optional[Dict[str, str]] = None) -> Tuple[str, LiftedModel]:
     """Detect and convert ``source`` (nothing written). Returns (one-line description, :class:`LiftedModel`).
 
     ``relative_positions_only``: discard the source's absolute position embeddings (paper appendix D), so the
     lifted model takes inputs of any length (:data:`RELATIVE_ONLY_NOTE` says what then starts fresh); the
     flags asking for an absolute table are refused with it. A fairseq RoBERTa is lifted so by default; an
     official ETC checkpoint has no absolute table unless its config sets one (then it is refused).
+
+    ``g2g_bias``: start every global -> global score shifted by this many logits (a learnable relative bias,
+    ``relative_bias`` turned on); ``global_token_pieces``: role -> the source piece those global tokens start
+    from (:mod:`etc_fairseq.lift.global_side`; refused for an official ETC checkpoint, which was pretrained
+    with its own global tokens and biases).
 
     ``gpt2_files``: GPT-2's ``(encoder.json, vocab.bpe)``, the tokenizer of a fairseq RoBERTa source
     (refused for the other kinds, which bring their own).
@@ -388,6 +429,11 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
         relative_positions_only = True  # a BERT's index table of 0 rows: the same request, spelled as a field
     if relative_positions_only:
         _refuse_absolute_position_flags(overrides)
+    if kind == "official-etc" and (g2g_bias is not None or global_token_pieces):
+        raise LiftError(f"{source}: an official ETC checkpoint was pretrained with its own global tokens and "
+                        "relative biases; --g2g-bias and --global-token-piece are for lifting BERT/RoBERTa")
+    if g2g_bias is not None:
+        overrides["relative_bias"] = True
     if kind == "official-etc":
         lifted = lift_official(source, arch, overrides, seed, drop_unknown)
         if split_punctuation is None:
@@ -402,6 +448,10 @@ def lift_source(source: PathLike, *, arch: Optional[str] = None, overrides: Opti
                               gpt2_files)
     if relative_positions_only:
         _relative_positions_only(lifted, source)
+    if g2g_bias is not None:
+        _g2g_bias(lifted, g2g_bias, source)
+    if global_token_pieces:
+        _global_token_pieces(lifted, global_token_pieces, source)
     if split_punctuation:
         if not lifted.tokenizer:
             raise LiftError(f"{source}: --split-punctuation needs the source's tokenizer, and this source has none "

@@ -55,7 +55,8 @@ from typing import List, Sequence, Tuple
 import torch
 from etc_fairseq.errors import ConfigError
 
-__all__ = ["DEFAULT_STRUCTURE_LABELS", "OFFICIAL_STRUCTURE_LABELS", "STRUCTURE_LABEL_MEANINGS", "RelativeLabelVocab"]
+__all__ = ["DEFAULT_STRUCTURE_LABELS", "G2G_STRUCTURE_LABELS", "OFFICIAL_STRUCTURE_LABELS", "STRUCTURE_LABEL_MEANINGS",
+           "RelativeLabelVocab"]
 
 DEFAULT_STRUCTURE_LABELS: Tuple[str, ...] = (
     "belongs",
@@ -64,6 +65,10 @@ DEFAULT_STRUCTURE_LABELS: Tuple[str, ...] = (
     "parent",
     "child",
 )
+
+#: The structure labels only global -> global edges carry (g2g also carries the position labels:
+#: :meth:`RelativeLabelVocab.g2g_ids`).
+G2G_STRUCTURE_LABELS: Tuple[str, ...] = ("other_context", "parent", "child")
 
 #: The same labels in official ETC's id order (``not_belongs`` = 2k+1, ``belongs`` = 2k+2,
 #: ``other_context`` = 2k+3, then the labels official ETC does not have).
@@ -173,6 +178,14 @@ class RelativeLabelVocab:
             f"unknown relative label {name!r}; known structure labels: "
             f"{list(self.structure_labels)}; position labels: {positions}"
         )
+
+    def g2g_ids(self) -> List[int]:
+        """Every id a global query can give a global key (:func:`~etc_fairseq.structure.builders.g2g_label`):
+        the ``2k+1`` position labels, then ``other_context``, ``parent``, ``child`` (those of them this
+        vocabulary has). No long <-> global label is among them."""
+        return list(range(self.num_position_labels)) + [
+            self.label(n) for n in G2G_STRUCTURE_LABELS if self.has_label(n)
+        ]
 
     def has_label(self, name: str) -> bool:
         """Whether ``name`` is a structure label of this vocabulary."""

@@ -166,7 +166,7 @@ def markdown(res: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
-def plot(res: dict, png: Path) -> None:
+def plot(res: dict, png: Path, title: str = "lifted all-MiniLM-L6-v2 in ETC") -> None:
     """One panel per section: bars (mean, error bar min..max over seeds, dots = seeds) with the baselines;
     the fine-tuning sections also get their held-out learning curves."""
     import matplotlib
@@ -223,7 +223,7 @@ def plot(res: dict, png: Path) -> None:
         ax.set_ylabel("held-out MLM accuracy %" if name == "mlm" else "held-out accuracy %")
         ax.set_title(f"{name} ({kind})", fontsize=9)
         ax.legend(fontsize=6)
-    fig.suptitle(f"lifted all-MiniLM-L6-v2 in ETC, seeds {' '.join(res['seeds'])}", fontsize=10)
+    fig.suptitle(f"{title}, seeds {' '.join(res['seeds'])}", fontsize=10)
     fig.tight_layout()
     fig.savefig(png, dpi=90)
     plt.close(fig)
@@ -237,9 +237,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--png", type=Path, default=None)
     p.add_argument("--markdown", type=Path, default=None)
+    p.add_argument("--title", default="lifted all-MiniLM-L6-v2 in ETC",
+                   help="the PNG's title (which lift the run directory holds), also stored in the JSON")
     a = p.parse_args(argv)
     try:
-        res = collect(a.run_dir, a.seeds, a.long)
+        res = dict(collect(a.run_dir, a.seeds, a.long), title=a.title)
     except CollectError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -249,7 +251,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
     if a.png is not None:
-        plot(res, a.png)
+        plot(res, a.png, a.title)
     for log in res["unfinished"]:
         print(f"note: {log}: the run has not finished (still going, or stopped): left out", file=sys.stderr)
     text = markdown(res)

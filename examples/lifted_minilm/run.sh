@@ -37,7 +37,9 @@
 # lifted_abs/ (the lift that keeps BERT's positions, for bert512), pre/ (data and pretrained models),
 # mlm/ (validation logs), <task>/data-*, <task>/ft/<arm>-<seed>.log.
 #
-# Knobs (environment): STAGES, RUN_DIR [runs/lifted_minilm], ETC_VENV [.venv], LAYERS [3], PRE_UPDATES [300],
+# Knobs (environment): STAGES, RUN_DIR [runs/lifted_minilm], ETC_VENV [.venv], LAYERS [3], GLOBAL_PIECE [[SEP]: the
+# piece the summary global tokens start from, etc-lift --global-token-piece; empty: <s>, BERT's [CLS]], G2G_BIAS [-2:
+# etc-lift --g2g-bias; empty: none] (GLOBAL_PIECE= G2G_BIAS= gives the lift of the first measured run), PRE_UPDATES [300],
 # PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
 # VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], ARMS
 # [etc etc512 local bert512], CL_ARMS [continued lifted continued_mean lifted_mean], WH_TRAIN [1000], WH_VALID
@@ -72,6 +74,11 @@ else
   CL_BATCH=${CL_BATCH:-16}; CL_VALID_EVERY=${CL_VALID_EVERY:-100}
 fi
 PRE_LR=${PRE_LR:-2e-4}
+GLOBAL_PIECE=${GLOBAL_PIECE-[SEP]}
+G2G_BIAS=${G2G_BIAS--2}
+LIFT_FIX=()  # the global side's start (README: "The fix")
+if [ -n "$GLOBAL_PIECE" ]; then LIFT_FIX+=(--global-token-piece "$GLOBAL_PIECE"); fi
+if [ -n "$G2G_BIAS" ]; then LIFT_FIX+=(--g2g-bias "$G2G_BIAS"); fi
 LR=${LR:-1e-4}
 NS_SHAPE=${NS_SHAPE:-}
 ARMS=${ARMS:-"etc etc512 local bert512"}
@@ -118,8 +125,9 @@ fetch_and_lift() {
     "$VENV_BIN/python" examples/lifted_minilm/fetch_minilm.py --out "$SRC" --layers "$LAYERS"
   fi
   if [ ! -f "$LIFTED/etc_tokenizer.json" ]; then
-    stage "etc-lift $CUT --relative-positions-only --hard-g2l -> $LIFTED"
-    "$VENV_BIN/etc-lift" "$CUT" --out "$LIFTED/model.pt" --relative-positions-only --hard-g2l --overwrite
+    stage "etc-lift $CUT --relative-positions-only --hard-g2l ${LIFT_FIX[*]} -> $LIFTED"
+    "$VENV_BIN/etc-lift" "$CUT" --out "$LIFTED/model.pt" --relative-positions-only --hard-g2l "${LIFT_FIX[@]}" \
+      --overwrite
   fi
 }
 source_window() {  # the source model as released, for bert512

@@ -8,7 +8,8 @@ each text alone through the hub (``encode_documents([[text]])``: its pieces, a C
 token), embedded as the mean of its long outputs (``--etc-pool long``, sentence-transformers' pooling) or as
 its SENTENCE token's output (``--etc-pool sentence``): does the lifted model still embed sentences as the
 source did? ``--summary-check N``: whether the SENTENCE token summarises its sentence at all
-(:func:`summary_token_check`).
+(:func:`summary_token_check`); ``--model HF_DIR --source-check N``: whether the source model's own
+``[CLS]`` and ``[SEP]`` read their sentence (:func:`source_token_check`).
 
     python examples/lifted_minilm/similarity.py --model HF_DIR --records DATA/valid.records.json --out sim.json
     python examples/lifted_minilm/similarity.py --etc RUN/pre/continued/checkpoint_last.pt \
@@ -156,6 +157,26 @@ def summary_token_check(checkpoint: Path, data: Path, texts: Sequence[str], per_
             "chance": 100 / len(rows)}
 
 
+def source_token_check(model_dir: Path, texts: Sequence[str], max_pieces: int = 128) -> Dict[str, object]:
+    """Which of the source model's own tokens reads its sentence? Each text alone through a Hugging Face BERT
+    (``[CLS] text [SEP]``); per layer output, the spread across the texts (mean over dimensions of the standard
+    deviation) of the ``[CLS]`` output, of the ``[SEP]`` output and of the mean of all outputs (the pieces
+    sentence-transformers pools). A token whose output hardly differs from one text to the next reads almost
+    nothing of it; a global token lifted from that token's embedding starts the same way."""
+    import torch
+
+    tok, model = _classify().load_encoder(model_dir)
+    enc = tok(list(texts), padding=True, truncation=True, max_length=max_pieces, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**enc, output_hidden_states=True).hidden_states  # per layer float [N, T, D]
+    real = enc["attention_mask"].unsqueeze(-1).float()  # [N, T, 1]
+    sep = enc["attention_mask"].sum(1) - 1  # int64 [N]: the [SEP] position of each text
+    rows = torch.arange(len(texts))
+    layers = [{"cls_spread": h[:, 0].std(0).mean().item(), "sep_spread": h[rows, sep].std(0).mean().item(),
+               "mean_pooled_spread": ((h * real).sum(1) / real.sum(1)).std(0).mean().item()} for h in hidden]
+    return {"model": str(model_dir), "texts": len(texts), "layers": layers}
+
+
 def similarity_baseline(embed: Callable[[Sequence[str]], "np.ndarray"], records: Sequence[dict]) -> Dict[str, float]:
     """Accuracy (%) of the most similar sentence as the answer (``record["answer"]`` = [paragraph, sentence])
     and as the sentence before the gap (the answer's predecessor in its paragraph, where there is one), over
@@ -191,16 +212,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "(summary_token_check) on the first N sentences of the records")
     p.add_argument("--per-document", type=int, default=1, metavar="K",
                    help="with --summary-check: the sentences go through the model K to a document (1: each alone)")
+    p.add_argument("--source-check", type=int, default=0, metavar="N",
+                   help="with --model: the spread of the source model's [CLS], [SEP] and mean outputs per layer "
+                   "(source_token_check) on the first N sentences of the records, each alone")
     p.add_argument("--g2g", choices=("all", "self", "none"), default="all",
                    help="with --summary-check: the global keys the global queries read (a what-if; all: as trained)")
     a = p.parse_args(argv)
     if a.etc is not None and a.etc_data is None:
         p.error("--etc needs --etc-data")
+    records = json.loads(a.records.read_text(encoding="utf-8"))
+    sentences = [t for r in records for para in r["paragraphs"] for t in para["sentences"]]
+    if a.source_check:
+        if a.model is None:
+            p.error("--source-check needs --model")
+        res = source_token_check(a.model, sentences[: a.source_check])
+        a.out.write_text(json.dumps(res, indent=1) + "\n")
+        print(f"{a.model}: {res['texts']} sentences, each alone; per layer output, spread across the sentences of "
+              "[CLS] / [SEP] / the mean of all outputs")
+        for i, x in enumerate(res["layers"]):
+            print(f"  {i}: {x['cls_spread']:.4f} / {x['sep_spread']:.4f} / {x['mean_pooled_spread']:.4f}")
+        return 0
     if a.summary_check:
         if a.etc is None:
             p.error("--summary-check needs --etc")
-        records = json.loads(a.records.read_text(encoding="utf-8"))
-        texts = [t for r in records for para in r["paragraphs"] for t in para["sentences"]][: a.summary_check]
+        texts = sentences[: a.summary_check]
         res = summary_token_check(a.etc, a.etc_data, texts, a.per_document, a.g2g)
         a.out.write_text(json.dumps(res, indent=1) + "\n")
         print(f"{a.etc}: {len(texts)} sentences, {a.per_document} per document, global side reads {a.g2g} global "
@@ -213,7 +248,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f"{x['own_mean_retrieval']:.1f} %, {share}")
         return 0
     embed = hf_embedder(a.model) if a.model is not None else etc_embedder(a.etc, a.etc_data, a.etc_pool)
-    res = dict(similarity_baseline(embed, json.loads(a.records.read_text(encoding="utf-8"))),
+    res = dict(similarity_baseline(embed, records),
                model=str(a.model or a.etc), pool="long" if a.model is not None else a.etc_pool)
     a.out.write_text(json.dumps(res, indent=1) + "\n")
     print(f"{res['model']} ({res['pool']}): most similar sentence = answer {res['answer_accuracy']:.1f} %, = the "
