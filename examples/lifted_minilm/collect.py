@@ -52,6 +52,8 @@ ARMS = {
     "lifted": "ETC (lifted, not continued), CLS global token",
     "continued_mean": "ETC (lifted + continued), mean of the long tokens",
     "lifted_mean": "ETC (lifted, not continued), mean of the long tokens",
+    "keeppos": "ETC lifted keeping the source's absolute positions, not continued, CLS global token",
+    "keeppos_mean": "ETC lifted keeping the source's absolute positions, not continued, mean of the long tokens",
 }
 _WORDS = re.compile(r"[a-z0-9]+")
 
@@ -114,7 +116,8 @@ def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
     if arms:
         dev = json.loads((run_dir / "wikihop" / "raw" / "dev.json").read_text(encoding="utf-8"))
         res["sections"]["wikihop"] = {"metric": "dev accuracy (%)", "arms": arms, "baseline": wikihop_overlap(dev)}
-    arms = _finetune(run_dir, "classify", ["continued", "lifted", "continued_mean", "lifted_mean"], seeds, long_len,
+    arms = _finetune(run_dir, "classify", ["continued", "lifted", "continued_mean", "lifted_mean", "keeppos",
+                                           "keeppos_mean"], seeds, long_len,
                      res["unfinished"])
     if arms:
         floors = {p.stem[len("floor-"):]: json.loads(p.read_text()) for p in sorted((run_dir / "classify").glob("floor-*.json"))}

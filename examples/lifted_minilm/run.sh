@@ -29,12 +29,13 @@
 #               record level with a CLS global token, vs logistic regression on the source model's frozen
 #               mean-pooled features (classify.py); the arms (CL_ARMS): continued / lifted (the model continued or
 #               only lifted, record head on the CLS global token), continued_mean / lifted_mean (on the mean of
-#               the long tokens)
+#               the long tokens), keeppos / keeppos_mean (lifted keeping the source's absolute positions, as
+#               etc-lift does by default: inputs up to the source's 512 positions, the right lift for short inputs)
 #
 # Every step whose output is complete is skipped (a fairseq-train log that ends with "done training", a
 # directory with its prepare.json, a validation log with its validation line), so an interrupted run resumes;
 # delete an output to redo its step. Outputs (git-ignored) under RUN_DIR: cache/ (the model), lifted/,
-# lifted_abs/ (the lift that keeps BERT's positions, for bert512), pre/ (data and pretrained models),
+# lifted_abs/ (the source model itself, for bert512), lifted_keep_pos/ (ETC lifted keeping BERT's positions), pre/ (data and pretrained models),
 # mlm/ (validation logs), <task>/data-*, <task>/ft/<arm>-<seed>.log.
 #
 # Knobs (environment): STAGES, RUN_DIR [runs/lifted_minilm], ETC_VENV [.venv], LAYERS [3], GLOBAL_PIECE [[SEP]: the
@@ -42,7 +43,7 @@
 # etc-lift --g2g-bias; empty: none] (GLOBAL_PIECE= G2G_BIAS= gives the lift of the first measured run), PRE_UPDATES [300],
 # PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
 # VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], ARMS
-# [etc etc512 local bert512], CL_ARMS [continued lifted continued_mean lifted_mean], WH_TRAIN [1000], WH_VALID
+# [etc etc512 local bert512], CL_ARMS [continued lifted continued_mean lifted_mean keeppos keeppos_mean], WH_TRAIN [1000], WH_VALID
 # [200], WH_SUPPORTS [16], JOBS [1] (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x
 # threads <= cores).
 set -euo pipefail
@@ -82,7 +83,7 @@ if [ -n "$G2G_BIAS" ]; then LIFT_FIX+=(--g2g-bias "$G2G_BIAS"); fi
 LR=${LR:-1e-4}
 NS_SHAPE=${NS_SHAPE:-}
 ARMS=${ARMS:-"etc etc512 local bert512"}
-CL_ARMS=${CL_ARMS:-"continued lifted continued_mean lifted_mean"}
+CL_ARMS=${CL_ARMS:-"continued lifted continued_mean lifted_mean keeppos keeppos_mean"}
 JOBS=${JOBS:-1}
 for s in $STAGES; do
   case " $ALL " in *" $s "*) ;; *) echo "error: unknown stage '$s' (known: $ALL)" >&2; exit 2 ;; esac
@@ -91,8 +92,8 @@ for a in $ARMS; do
   case " etc etc512 local bert512 " in *" $a "*) ;; *) echo "error: unknown arm '$a' (known: etc etc512 local bert512)" >&2; exit 2 ;; esac
 done
 for a in $CL_ARMS; do
-  case " continued lifted continued_mean lifted_mean " in *" $a "*) ;;
-    *) echo "error: unknown classify arm '$a' (known: continued lifted continued_mean lifted_mean)" >&2; exit 2 ;;
+  case " continued lifted continued_mean lifted_mean keeppos keeppos_mean " in *" $a "*) ;;
+    *) echo "error: unknown classify arm '$a' (known: continued lifted continued_mean lifted_mean keeppos keeppos_mean)" >&2; exit 2 ;;
   esac
 done
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -112,6 +113,7 @@ SRC=$RUN_DIR/cache/all-MiniLM-L6-v2
 CUT=$SRC-${LAYERS}L
 LIFTED=$RUN_DIR/lifted          # relative positions only: the model every ETC arm starts from
 LIFTED_ABS=$RUN_DIR/lifted_abs  # BERT's absolute positions kept: the source model itself (bert512)
+LIFTED_KEEP=$RUN_DIR/lifted_keep_pos  # ETC lifted with BERT's absolute positions kept (classify's keeppos arms)
 PRE=$RUN_DIR/pre
 CONTINUED=$PRE/continued/checkpoint_last.pt
 OPTIM=(--optimizer adam --adam-betas '(0.9,0.98)' --weight-decay 0.01 --clip-norm 1.0 --lr-scheduler inverse_sqrt
@@ -280,6 +282,10 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
       "$VENV_BIN/python" examples/lifted_minilm/classify.py baseline --model "$m" --data "$R" --max-pieces 128 --out "$out"
     fi
   done
+  if { cl_arm keeppos || cl_arm keeppos_mean; } && [ ! -f "$LIFTED_KEEP/etc_tokenizer.json" ]; then
+    stage "etc-lift $CUT --hard-g2l ${LIFT_FIX[*]} (BERT's absolute positions kept) -> $LIFTED_KEEP"
+    "$VENV_BIN/etc-lift" "$CUT" --out "$LIFTED_KEEP/model.pt" --hard-g2l "${LIFT_FIX[@]}" --overwrite
+  fi
   local UPDATES=$CL_UPDATES BATCH=$CL_BATCH VALID_EVERY=$CL_VALID_EVERY  # short records: more, larger updates
   for seed in $SEEDS; do  # the record head on the CLS global token (the paper's), or on the mean of the long tokens
     if cl_arm continued; then spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base; fi
@@ -287,6 +293,9 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
     if cl_arm continued_mean; then spawn finetune classify structured continued_mean "$seed" "$D" 128 "$CONTINUED" \
       --arch etc_base --record-head-input long_mean; fi
     if cl_arm lifted_mean; then spawn finetune classify structured lifted_mean "$seed" "$D" 128 "$LIFTED/model.pt" \
+      --arch etc_base --record-head-input long_mean; fi
+    if cl_arm keeppos; then spawn finetune classify structured keeppos "$seed" "$D" 128 "$LIFTED_KEEP/model.pt" --arch etc_base; fi
+    if cl_arm keeppos_mean; then spawn finetune classify structured keeppos_mean "$seed" "$D" 128 "$LIFTED_KEEP/model.pt" \
       --arch etc_base --record-head-input long_mean; fi
   done
   wait
