@@ -50,7 +50,6 @@ against the dense reference on CPU.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -59,7 +58,8 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-from etc_fairseq.errors import ConfigError
+from etc_fairseq.errors import ConfigError, InputFormatError
+from etc_fairseq.guards import parse_json
 
 from .common import GlobalLocalStructure, softmax_dtype
 
@@ -549,14 +549,13 @@ def _options_from_env() -> Tuple[Optional[Dict], Optional[str]]:
     text = os.environ.get(KERNEL_OPTIONS_ENV, "").strip()
     if not text:
         return None, None
+    expected = 'a JSON object such as {"num_stages": 1}'
     try:
-        options = json.loads(text)
-    except json.JSONDecodeError as e:
-        options, detail = None, f" ({e.msg})"
-    else:
-        detail = ""
+        options = parse_json(text, KERNEL_OPTIONS_ENV, expected)
+    except InputFormatError as e:
+        return None, str(e)
     if not isinstance(options, dict):
-        return None, f'{KERNEL_OPTIONS_ENV}={text!r}: expected a JSON object such as {{"num_stages": 1}}{detail}'
+        return None, f"{KERNEL_OPTIONS_ENV}={text!r}: {expected} expected"
     return options or None, None
 
 
