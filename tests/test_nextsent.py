@@ -437,3 +437,75 @@ def test_support_loss_adds_the_support_heads_cross_entropy(tmp_path, wiki_dump, 
         crit(model, no_field)
     with pytest.raises(ValueError, match=r"--support-loss-weight: expected a weight >= 0, got -1.0"):
         setup(-1.0)
+
+
+def test_question_mean_and_scaled_cosine_on_exact_small_matrices():
+    """question_mean averages long positions 1 .. question_len (after the CLS); scaled_cosine is scale x cos."""
+    from etc_fairseq.encoder.heads import QueryCosineScorer, scaled_cosine
+    from etc_fairseq.finetune.nextsent.decode import question_mean
+
+    features = torch.tensor([[[9.0, 9.0], [1.0, 0.0], [3.0, 2.0], [7.0, 7.0]],
+                             [[9.0, 9.0], [0.0, 4.0], [5.0, 5.0], [5.0, 5.0]]])  # [2, 4, 2]
+    q = question_mean(features, torch.tensor([2, 1]))
+    assert torch.equal(q, torch.tensor([[2.0, 1.0], [0.0, 4.0]]))
+    assert torch.equal(question_mean(features, torch.tensor([0, 0])), torch.zeros(2, 2))
+    items = torch.tensor([[[3.0, 0.0], [0.0, 2.0], [0.0, 0.0]]])  # [1, 3, 2]
+    got = scaled_cosine(items, torch.tensor([[1.0, 1.0]]), torch.tensor(10.0))
+    assert torch.allclose(got, torch.tensor([[10 / 2 ** 0.5, 10 / 2 ** 0.5, 0.0]]))
+    # the head starts as the plain scaled cosine: identity projections, the given scale
+    head = QueryCosineScorer(2, init_scale=20.0)
+    assert torch.allclose(head(items, torch.tensor([[1.0, 0.0]])), torch.tensor([[20.0, 0.0, 0.0]]))
+    with pytest.raises(ValueError, match="init_scale must be > 0"):
+        QueryCosineScorer(2, init_scale=0.0)
+
+
+def test_question_cosine_head_adds_the_scaled_cosine_to_the_answer_logits(tmp_path, wiki_dump, pretrain_data):
+    """--question-cosine: a third head whose scaled cosine between each SENTENCE token's output (or each
+    sentence's mean in --no-globals data) and the question's mean output is added to the answer head's logits
+    (not the support head's); the data carries question_len = the question's pieces; refused clearly without
+    the field."""
+    from etc_fairseq.cli.prepare import main as prepare_main
+    from etc_fairseq.encoder.heads import scaled_cosine
+    from etc_fairseq.finetune.nextsent.criterion import EtcNextSentCriterion, EtcNextSentCriterionConfig
+    from etc_fairseq.finetune.nextsent.decode import QUESTION_HEAD, SENTENCE_HEAD, sentence_scores
+    from etc_fairseq.finetune.nextsent.task import EtcNextSentConfig, EtcNextSentTask
+    from etc_fairseq.models import config_for_arch
+
+    for layout in ([], ["--no-globals"]):
+        data = tmp_path / f"data{len(layout)}"
+        assert prepare_main(["nextsent", "--dump", str(wiki_dump), "--train", "4", "--valid", "4", "--seed", "2",
+                             "--out", str(data), "--pretrain-dir", str(pretrain_data), "--max-long-len", "1024",
+                             "--max-global-len", "128", "--distractors", "2", "--distractor-paragraphs", "1",
+                             "--same-article", "1", "--no-progress-bar", *layout]) == 0
+        task = EtcNextSentTask.setup_task(EtcNextSentConfig(data=str(data), max_long_len=1024, max_global_len=128,
+                                                            seed=1, question_cosine=True))
+        ds = task.load_dataset("valid")
+        torch.manual_seed(1)
+        model = task.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0))
+        model.eval()
+        assert set(model.task_heads) == {SENTENCE_HEAD, QUESTION_HEAD}
+        sample = ds.collater([ds[i] for i in range(len(ds))])
+        types = sample["net_input"]["global_types"]
+        qlen = sample["target"]["question_len"][:, 0]
+        if not layout:  # one QUESTION global token per question piece in the long input
+            assert torch.equal(qlen, types.eq(int(T.QUESTION)).sum(dim=1))
+        assert bool(qlen.gt(0).all())
+        with torch.no_grad():
+            features, extra = task.forward_features(model, sample)
+            logits, mask = sentence_scores(model, sample, features, extra)
+            for b in range(len(qlen)):
+                query = features[b, 1:1 + int(qlen[b])].mean(dim=0)  # [D]
+                if layout:
+                    ls = sample["target"]["long_sentence"][b]
+                    vectors = torch.stack([features[b][ls.eq(k)].mean(dim=0)
+                                           for k in range(int(sample["target"]["num_sentences"][b, 0]))])
+                else:
+                    vectors = extra["global_features"][b][types[b].eq(int(T.SENTENCE))]  # [S, D]
+                qh = model.task_heads[QUESTION_HEAD]
+                expected = (model.task_heads[SENTENCE_HEAD](vectors).squeeze(-1)
+                            + scaled_cosine(qh.item_proj(vectors)[None], qh.query_proj(query)[None],
+                                            qh.log_scale.exp())[0])
+                assert torch.allclose(logits[b][mask[b]], expected.float(), atol=1e-4)
+        no_field = dict(sample, target={k: v for k, v in sample["target"].items() if k != "question_len"})
+        with pytest.raises(ValueError, match=r"--question-cosine needs the question_len field"):
+            EtcNextSentCriterion(EtcNextSentCriterionConfig(), task)(model, no_field)

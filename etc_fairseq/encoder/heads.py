@@ -5,12 +5,15 @@
 - :class:`PooledClassifier`: RoBERTa-style classifier on one token's features.
 - :class:`ClassificationHead`: the same on the first token of a sequence (``classification_heads``).
 - :class:`TokenLogits`: one linear map per token (span starts/ends, one logit per global token).
+- :class:`QueryCosineScorer`: one logit per item from its scaled cosine with a query vector
+  (:func:`scaled_cosine`; a sentence against the question).
 
 Task-specific heads (OpenKP's n-gram convolutions, visual features) live with their task's code.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -55,6 +58,48 @@ class TokenLogits(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.proj(features)
+
+
+def scaled_cosine(items: torch.Tensor, query: torch.Tensor, scale: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Scaled cosine of every item with its example's query.
+
+    Args:
+        items: float [B, T, D], e.g. one vector per sentence.
+        query: float [B, D], one vector per example.
+        scale: float scalar tensor, the multiplier (the softmax's inverse temperature).
+        eps: lower bound of each norm (a zero vector scores 0).
+    Returns:
+        float [B, T], ``scale * cos(items[b, t], query[b])``.
+    """
+    items = items / items.norm(dim=-1, keepdim=True).clamp(min=eps)
+    query = query / query.norm(dim=-1, keepdim=True).clamp(min=eps)
+    return scale * torch.einsum("btd,bd->bt", items, query)
+
+
+class QueryCosineScorer(nn.Module):
+    """One logit per item from its similarity to a query: items float [B, T, D], query float [B, D] ->
+    logits float [B, T] = ``scale * cos(item_proj(item), query_proj(query))`` (:func:`scaled_cosine`).
+
+    Both projections start at the identity and the scale at ``init_scale``, so before any training the
+    head ranks items by the cosine of the encoder's own vectors: the zero-shot comparison a sentence
+    encoder is trained for (sentence-transformers trains all-MiniLM-L6-v2 on cosines times 20). The two
+    projections are separate because the relation need not be symmetric (the question -> the sentence
+    that followed it). The scale is learnt in log space, so it stays positive.
+    """
+
+    def __init__(self, dim: int, init_scale: float = 20.0):
+        super().__init__()
+        if init_scale <= 0:
+            raise ValueError(f"init_scale must be > 0, got {init_scale}")
+        self.item_proj = nn.Linear(dim, dim)
+        self.query_proj = nn.Linear(dim, dim)
+        for proj in (self.item_proj, self.query_proj):
+            nn.init.eye_(proj.weight)
+            nn.init.zeros_(proj.bias)
+        self.log_scale = nn.Parameter(torch.tensor(math.log(init_scale)))
+
+    def forward(self, items: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+        return scaled_cosine(self.item_proj(items), self.query_proj(query), self.log_scale.exp())
 
 
 class PooledClassifier(nn.Module):

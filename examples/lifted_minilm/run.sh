@@ -42,7 +42,8 @@
 # piece the summary global tokens start from, etc-lift --global-token-piece; empty: <s>, BERT's [CLS]], G2G_BIAS [-2:
 # etc-lift --g2g-bias; empty: none] (GLOBAL_PIECE= G2G_BIAS= gives the lift of the first measured run), PRE_UPDATES [300],
 # PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
-# VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], ARMS
+# VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], NS_HEAD [linear: one
+# logit per sentence vector; cosine: plus its scaled cosine with the question, --question-cosine], ARMS
 # [etc etc512 local bert512], CL_ARMS [continued lifted continued_mean lifted_mean keeppos keeppos_mean], WH_TRAIN [1000], WH_VALID
 # [200], WH_SUPPORTS [16], JOBS [1] (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x
 # threads <= cores).
@@ -83,6 +84,12 @@ if [ -n "$G2G_BIAS" ]; then LIFT_FIX+=(--g2g-bias "$G2G_BIAS"); fi
 LR=${LR:-1e-4}
 NS_SHAPE=${NS_SHAPE:-}
 ARMS=${ARMS:-"etc etc512 local bert512"}
+NS_HEAD=${NS_HEAD:-linear}
+case "$NS_HEAD" in
+  linear) NS_HEAD_FLAGS=() ;;
+  cosine) NS_HEAD_FLAGS=(--question-cosine) ;;
+  *) echo "error: NS_HEAD='$NS_HEAD': expected linear or cosine" >&2; exit 2 ;;
+esac
 CL_ARMS=${CL_ARMS:-"continued lifted continued_mean lifted_mean keeppos keeppos_mean"}
 JOBS=${JOBS:-1}
 for s in $STAGES; do
@@ -226,12 +233,12 @@ nextsent() {
     fi
   done
   for seed in $SEEDS; do  # seed by seed, so that a run cut short has every arm of the first seeds
-    if arm etc; then spawn finetune nextsent nextsent etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 8 )); fi
-    if arm etc512; then spawn finetune nextsent nextsent etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 64; fi
-    if arm local; then spawn finetune nextsent nextsent local "$seed" "$DN" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 8 )); fi
+    if arm etc; then spawn finetune nextsent nextsent etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 8 )) "${NS_HEAD_FLAGS[@]}"; fi
+    if arm etc512; then spawn finetune nextsent nextsent etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 64 "${NS_HEAD_FLAGS[@]}"; fi
+    if arm local; then spawn finetune nextsent nextsent local "$seed" "$DN" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 8 )) "${NS_HEAD_FLAGS[@]}"; fi
     # the same records as etc (its global tokens ignored), cropped to the first 512 long tokens
     if arm bert512; then spawn finetune nextsent nextsent bert512 "$seed" "$D" "$LONG" "$LIFTED_ABS/roberta_window.pt" \
-      --arch roberta_window "${MINILM[@]}" --max-positions 512 --max-global-len $(( LONG / 8 )); fi
+      --arch roberta_window "${MINILM[@]}" --max-positions 512 --max-global-len $(( LONG / 8 )) "${NS_HEAD_FLAGS[@]}"; fi
   done
   wait
 }

@@ -15,7 +15,8 @@ criterion).
 Label: ``answer_index`` int16 [1], the answer's index among the example's kept sentences (in input order),
 -1 when truncation dropped it (counted; such an example scores 0). ``num_sentences`` int16 [1] kept
 sentences. ``support_index`` int16 [1]: the index of :attr:`.schema.NextSentRecord.support` (the sentence
-before the answer in its paragraph) among the kept sentences, -1 if none or dropped. Side data: ``id``,
+before the answer in its paragraph) among the kept sentences, -1 if none or dropped. ``question_len`` int16
+[1]: the question's pieces in the long input (long positions 1 .. question_len). Side data: ``id``,
 ``sentences`` (the kept sentences' ``[paragraph, sentence]``) and ``paragraph_sizes`` (sentences per
 paragraph of the record).
 The records themselves are written to ``DIR/{split}.records.json`` (for baselines and ``etc-evaluate``).
@@ -109,6 +110,7 @@ def convert_record(rec, tokenizer, max_long_len: int, max_global_len: int, flat:
     arrays["num_sentences"] = np.asarray([len(kept)], dtype=np.int64)
     arrays["long_sentence"] = long_sentence
     arrays["support_index"] = np.asarray([support], dtype=np.int64)
+    arrays["question_len"] = np.asarray([len(q_ids) - lay.question_pieces_cut], dtype=np.int64)
     side = {"id": rec.id, "sentences": [list(x) for x in kept], "paragraph_sizes": [len(s) for _, s in rec.paragraphs]}
     return arrays, side
 

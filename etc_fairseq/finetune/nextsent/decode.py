@@ -4,6 +4,8 @@
 With sentence global tokens (the ETC layout and its flat ablation) a sentence's score is the head applied
 to its SENTENCE global token's output; without them (``--no-globals``) it is the head applied to the mean of
 its long tokens' outputs, so every variant is scored by the same dense layer from one vector per sentence.
+A model with the ``nextsent_question`` head (the task's ``--question-cosine``) adds to that logit the
+sentence vector's scaled cosine with the question's vector (:func:`question_mean`).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.errors import CheckpointLoadError
+from etc_fairseq.errors import CheckpointLoadError, ConfigError
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, write_predictions
 from etc_fairseq.finetune.common.selection import gather_by_type
 from etc_fairseq.structure.global_tokens import GlobalTokenType
@@ -24,6 +26,9 @@ from etc_fairseq.tracing import static_graph
 SENTENCE_HEAD = "nextsent_sentences"
 #: name of the support head (the same shape), present when the task's ``support_loss_weight`` > 0
 SUPPORT_HEAD = "nextsent_support"
+#: name of the question-cosine head (items [.., S, D], query [.., D] -> one logit per item), present with
+#: the task's ``question_cosine``; it adds to the answer head's logits only
+QUESTION_HEAD = "nextsent_question"
 
 
 def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_sentences: int) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -48,6 +53,21 @@ def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_se
     return means, counts[:, :num_sentences].gt(0)
 
 
+def question_mean(features: torch.Tensor, question_len: torch.Tensor) -> torch.Tensor:
+    """Mean of the question pieces' features (long positions ``1 .. question_len``, after the CLS).
+
+    Args:
+        features: float [B, W, D], the features of the first W long tokens.
+        question_len: int [B], the question's pieces in the long input.
+    Returns:
+        float [B, D]; zeros for an example whose question has no piece among the W.
+    """
+    pos = torch.arange(features.size(1), device=features.device).unsqueeze(0)  # [1, W]
+    in_question = (pos >= 1) & (pos < 1 + question_len.unsqueeze(1))  # [B, W]
+    weights = in_question.to(features.dtype)
+    return torch.einsum("bw,bwd->bd", weights, features) / weights.sum(dim=1, keepdim=True).clamp(min=1)
+
+
 def sentence_scores(model, sample, features: torch.Tensor, extra, head_name: str = SENTENCE_HEAD
                     ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Scores of every sentence by the head ``head_name`` (the answer's, or :data:`SUPPORT_HEAD`): (logits
@@ -64,18 +84,34 @@ def sentence_scores(model, sample, features: torch.Tensor, extra, head_name: str
     the last layer) take part in every step (a zero gradient where not picked), as DistributedDataParallel
     requires."""
     head = model.task_heads[head_name]
+    question_head = model.task_heads[QUESTION_HEAD] if (
+        head_name == SENTENCE_HEAD and QUESTION_HEAD in model.task_heads) else None
+    query = None
+    if question_head is not None:
+        question_len = sample["target"].get("question_len")
+        if question_len is None:
+            raise ConfigError("--question-cosine needs the question_len field, and this data was prepared without "
+                              "it: prepare it again with etc-prepare nextsent")
+        query = question_mean(features, question_len[:, 0])  # [B, D]
+
+    def score(vectors: torch.Tensor) -> torch.Tensor:  # float [B, T, D] -> float32 [B, T]
+        logits = head(vectors).squeeze(-1).float()
+        if question_head is not None:
+            logits = logits + question_head(vectors, query).float()
+        return logits
+
     num = sample["target"]["num_sentences"][:, 0]  # [B]
     # columns: the batch's most sentences; in a static graph (no host read) the long length, which bounds
     # it (every kept sentence has at least one long token)
     s_max = sample["target"]["long_sentence"].size(1) if static_graph(num) else max(int(num.max()), 1)
     pooled, present = mean_by_sentence(features, sample["target"]["long_sentence"], s_max)  # [B, S, D], [B, S]
-    p_logits = head(pooled).squeeze(-1).float()  # [B, S]
+    p_logits = score(pooled)  # [B, S]
     # a sentence without tokens in the features (beyond a windowed model's reach) is not scored
     p_mask = (torch.arange(s_max, device=num.device).unsqueeze(0) < num.unsqueeze(1)) & present  # [B, S]
     if extra.get("global_features") is None:  # a model without global tokens (roberta_window)
         return p_logits.masked_fill(~p_mask, float("-inf")), p_mask
     global_types = sample["net_input"]["global_types"]
-    g_logits, g_mask = gather_by_type(head(extra["global_features"]).squeeze(-1), global_types,
+    g_logits, g_mask = gather_by_type(score(extra["global_features"]), global_types,
                                       GlobalTokenType.SENTENCE)  # [B, N_max]
     width = max(g_logits.size(1), s_max)
     g_logits = F.pad(g_logits, (0, width - g_logits.size(1)), value=float("-inf"))  # [B, W]

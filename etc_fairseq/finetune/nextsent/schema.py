@@ -299,7 +299,9 @@ def target_fields():
     ``num_sentences`` [1], ``long_sentence`` [long_len] (each long token's sentence index, -1 for the
     CLS, question and titles: what the no-globals ablation pools) and ``support_index`` [1]
     (:attr:`NextSentRecord.support` among the kept sentences, -1 if there is none or truncation dropped it;
-    not required: data prepared before it existed loads, and only the support loss needs it)."""
+    not required: data prepared before it existed loads, and only the support loss needs it) and
+    ``question_len`` [1] (how many of the question's pieces the long input holds, at long positions
+    ``1 .. question_len``; not required either: only the question-cosine head needs it)."""
     from etc_fairseq.data.structured import FieldSpec
 
     return [
@@ -307,6 +309,7 @@ def target_fields():
         FieldSpec("num_sentences", dtype="int16", pad=0, role="target", length="own", required=True),
         FieldSpec("long_sentence", dtype="int16", pad=-1, role="target", length="long", required=True),
         FieldSpec("support_index", dtype="int16", pad=-1, role="target", length="own", required=False),
+        FieldSpec("question_len", dtype="int16", pad=0, role="target", length="own", required=False),
     ]
 
 
