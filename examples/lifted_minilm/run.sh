@@ -43,7 +43,8 @@
 # etc-lift --g2g-bias; empty: none] (GLOBAL_PIECE= G2G_BIAS= gives the lift of the first measured run), PRE_UPDATES [300],
 # PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
 # VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], NS_HEAD [linear: one
-# logit per sentence vector; cosine: plus its scaled cosine with the question, --question-cosine], ARMS
+# logit per sentence vector; cosine: plus its scaled cosine with the question, --question-cosine], NS_START [0; 1: also
+# validate every nextsent arm before fine-tuning, one update at learning rate 0 -> <arm>-start.log], ARMS
 # [etc etc512 local bert512], CL_ARMS [continued lifted continued_mean lifted_mean keeppos keeppos_mean], WH_TRAIN [1000], WH_VALID
 # [200], WH_SUPPORTS [16], JOBS [1] (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x
 # threads <= cores).
@@ -85,6 +86,7 @@ LR=${LR:-1e-4}
 NS_SHAPE=${NS_SHAPE:-}
 ARMS=${ARMS:-"etc etc512 local bert512"}
 NS_HEAD=${NS_HEAD:-linear}
+NS_START=${NS_START:-0}
 case "$NS_HEAD" in
   linear) NS_HEAD_FLAGS=() ;;
   cosine) NS_HEAD_FLAGS=(--question-cosine) ;;
@@ -193,9 +195,10 @@ held_out_mlm() {  # NAME CHECKPOINT: held-out MLM and CPC of one model, 3 maskin
 
 # ------------------------------------------------------------------------------------------ fine-tuning
 finetune() {  # DIR TASK ARM SEED DATA LEN INIT [extra fairseq-train flags...] -> RUN_DIR/DIR/ft/ARM-SEED.log;
-  # UPDATES, BATCH, VALID_EVERY as set when it is called
+  # UPDATES, BATCH, VALID_EVERY, LR as set when it is called
   local dir=$1 task=$2 arm=$3 seed=$4 data=$5 len=$6 init=$7; shift 7
-  local log=$RUN_DIR/$dir/ft/$arm-$seed.log save=$RUN_DIR/$dir/ft/$arm-$seed
+  local tag=${LOG_TAG:-$seed}  # LOG_TAG: the run's name in place of its seed
+  local log=$RUN_DIR/$dir/ft/$arm-$tag.log save=$RUN_DIR/$dir/ft/$arm-$tag
   if done_log "$log"; then return; fi
   mkdir -p "$RUN_DIR/$dir/ft"
   rm -rf "$save"  # fairseq would resume a killed run's checkpoint_last.pt instead of starting from INIT
@@ -232,15 +235,21 @@ nextsent() {
       "$VENV_BIN/python" examples/lifted_minilm/similarity.py --model "$m" --records "$D/valid.records.json" --out "$out"
     fi
   done
+  # each arm's starting point: one update at learning rate 0 (Adam then moves no weight, its decay included)
+  if [ "$NS_START" = 1 ]; then UPDATES=1 VALID_EVERY=1 LR=0 LOG_TAG=start ns_arms 1; fi
   for seed in $SEEDS; do  # seed by seed, so that a run cut short has every arm of the first seeds
+    ns_arms "$seed"
+  done
+  wait
+}
+ns_arms() {  # SEED: the nextsent arms (ARMS) of one seed
+  local seed=$1
     if arm etc; then spawn finetune nextsent nextsent etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 8 )) "${NS_HEAD_FLAGS[@]}"; fi
     if arm etc512; then spawn finetune nextsent nextsent etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 64 "${NS_HEAD_FLAGS[@]}"; fi
     if arm local; then spawn finetune nextsent nextsent local "$seed" "$DN" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 8 )) "${NS_HEAD_FLAGS[@]}"; fi
     # the same records as etc (its global tokens ignored), cropped to the first 512 long tokens
     if arm bert512; then spawn finetune nextsent nextsent bert512 "$seed" "$D" "$LONG" "$LIFTED_ABS/roberta_window.pt" \
       --arch roberta_window "${MINILM[@]}" --max-positions 512 --max-global-len $(( LONG / 8 )) "${NS_HEAD_FLAGS[@]}"; fi
-  done
-  wait
 }
 
 wh_data() {  # LEN -> prints the directory (construct.py's default query, WH_SUPPORTS paragraphs per record)
