@@ -287,3 +287,40 @@ def test_summary_token_check_on_a_lifted_model(tmp_path):
         hub.extract_features(hub.encode_documents([texts[:2]]))
     assert [m.backend for m in hub.modules() if isinstance(getattr(m, "backend", None), str)] == before
     assert len(probs) == 2 * 2 and all(torch.allclose(p.sum(-1)[p.sum(-1) > 0], torch.tensor(1.0)) for p in probs)
+
+
+def test_reachable_scores_every_file_on_the_records_the_window_answered(tmp_path):
+    """reachable.py: the subset is the records whose answer the window file scored (not null); each file is
+    scored there as etc-evaluate scores it (ties in expectation, a null answer counts 0)."""
+    from etc_fairseq.errors import InputFormatError
+    from etc_fairseq.finetune.nextsent.schema import NextSentRecord, record_to_json
+
+    reachable = _load("reachable")
+    recs = [NextSentRecord(f"CONSTRUCTED_valid_{k}", "q.", [("T", ["a.", "b.", "c."])], (0, k), "T") for k in range(3)]
+    gold = tmp_path / "gold.json"
+    gold.write_text(json.dumps([record_to_json(r) for r in recs]))
+    # the window read sentences 0-1 only: records 0 and 1 are reachable, record 2 (answer 2) is not
+    window = {r.id: [0.0, 1.0, None] for r in recs}
+    full = {recs[0].id: [5.0, 1.0, 0.0], recs[1].id: [5.0, 1.0, 0.0], recs[2].id: [0.0, 0.0, 9.0]}
+    tied = {recs[0].id: [1.0, 1.0, 0.0], recs[1].id: [None, 2.0, 0.0], recs[2].id: [0.0, 0.0, 0.0]}
+    files = {}
+    for name, preds in (("window", window), ("full", full), ("tied", tied)):
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps(preds))
+    out = tmp_path / "out.json"
+    assert reachable.main(["--gold", str(gold), "--window", str(files["window"]), "--predictions",
+                           str(files["full"]), str(files["tied"]), str(files["window"]), "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["records"] == 3 and res["reachable"] == 2
+    s = res["scores"]
+    # full: record 0 right (rank 1), record 1 wrong (rank 2); record 2, which it gets right, is outside
+    assert s[str(files["full"])] == {"accuracy": 50.0, "mrr": 75.0, "total": 2}
+    # tied: record 0 ties two ways (acc 1/2, rr (1 + 1/2)/2); record 1 is first (None ranks last)
+    assert s[str(files["tied"])]["accuracy"] == pytest.approx(75.0)
+    assert s[str(files["tied"])]["mrr"] == pytest.approx(100 * (0.75 + 1.0) / 2)
+    # the window itself: record 0 wrong (answer 0 scored 0 < 1), record 1 right
+    assert s[str(files["window"])]["accuracy"] == 50.0
+    files["full"].write_text(json.dumps({recs[0].id: [5.0, 1.0, 0.0]}))
+    with pytest.raises(InputFormatError, match=r"full.json: no prediction for 1 of the 2 reachable records"):
+        reachable.main(["--gold", str(gold), "--window", str(files["window"]), "--predictions", str(files["full"]),
+                        "--out", str(out)])
