@@ -375,31 +375,43 @@ def test_end_to_end(tmp_path, wiki_dump, pretrain_data, capsys):
     assert scores["accuracy"] == pytest.approx(v_acc, abs=1e-3) and scores["mrr"] == pytest.approx(v_mrr, abs=1e-3)
 
 
+def _prepare_small(data, wiki_dump, pretrain_data, valid, *extra):
+    """A small nextsent split (4 training records, ``valid`` held-out) with the test data's tokenizer."""
+    from etc_fairseq.cli.prepare import main as prepare_main
+
+    assert prepare_main(["nextsent", "--dump", str(wiki_dump), "--train", "4", "--valid", str(valid), "--seed", "2",
+                         "--out", str(data), "--pretrain-dir", str(pretrain_data), "--max-long-len", "1024",
+                         "--max-global-len", "128", "--distractors", "2", "--distractor-paragraphs", "1",
+                         "--same-article", "1", "--no-progress-bar", *extra]) == 0
+
+
+def _tiny_task_model_sample(data, **task_cfg):
+    """(task, etc_tiny model in eval mode with the task's heads, the whole valid split as one batch)."""
+    from etc_fairseq.finetune.nextsent.task import EtcNextSentConfig, EtcNextSentTask
+    from etc_fairseq.models import config_for_arch
+
+    task = EtcNextSentTask.setup_task(EtcNextSentConfig(data=str(data), max_long_len=1024, max_global_len=128,
+                                                        seed=1, **task_cfg))
+    ds = task.load_dataset("valid")
+    torch.manual_seed(1)
+    model = task.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0))
+    model.eval()
+    return task, model, ds.collater([ds[i] for i in range(len(ds))])
+
+
 def test_support_loss_adds_the_support_heads_cross_entropy(tmp_path, wiki_dump, pretrain_data):
     """--support-loss-weight W: a second head, and loss = answer cross-entropy + W x support cross-entropy
     (summed over examples), with support_accuracy logged; refused clearly without the field or with W < 0."""
     import torch.nn.functional as F
 
-    from etc_fairseq.cli.prepare import main as prepare_main
     from etc_fairseq.finetune.nextsent.criterion import EtcNextSentCriterion, EtcNextSentCriterionConfig
     from etc_fairseq.finetune.nextsent.decode import SENTENCE_HEAD, SUPPORT_HEAD
-    from etc_fairseq.finetune.nextsent.task import EtcNextSentConfig, EtcNextSentTask
-    from etc_fairseq.models import config_for_arch
 
     data = tmp_path / "data"
-    assert prepare_main(["nextsent", "--dump", str(wiki_dump), "--train", "4", "--valid", "8", "--seed", "2",
-                         "--out", str(data), "--pretrain-dir", str(pretrain_data), "--max-long-len", "1024",
-                         "--max-global-len", "128", "--distractors", "2", "--distractor-paragraphs", "1",
-                         "--same-article", "1", "--probe", "next-of-copy", "--no-progress-bar"]) == 0
+    _prepare_small(data, wiki_dump, pretrain_data, 8, "--probe", "next-of-copy")
 
     def setup(weight):
-        task = EtcNextSentTask.setup_task(EtcNextSentConfig(data=str(data), max_long_len=1024, max_global_len=128,
-                                                            seed=1, support_loss_weight=weight))
-        ds = task.load_dataset("valid")
-        torch.manual_seed(1)
-        model = task.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0))
-        model.eval()
-        return task, model, ds.collater([ds[i] for i in range(len(ds))])
+        return _tiny_task_model_sample(data, support_loss_weight=weight)
 
     task, model, sample = setup(0.5)
     assert set(model.task_heads) == {SENTENCE_HEAD, SUPPORT_HEAD}
@@ -461,30 +473,18 @@ def test_question_mean_and_scaled_cosine_on_exact_small_matrices():
 
 def test_question_cosine_head_adds_the_scaled_cosine_to_the_answer_logits(tmp_path, wiki_dump, pretrain_data):
     """--question-cosine: a third head whose scaled cosine between each SENTENCE token's output (or each
-    sentence's mean in --no-globals data) and the question's mean output is added to the answer head's logits
-    (not the support head's); the data carries question_len = the question's pieces; refused clearly without
+    sentence's mean in --no-globals data) and the question's mean output is added to the answer head's logits;
+    the data carries question_len = the question's pieces; refused clearly without
     the field."""
-    from etc_fairseq.cli.prepare import main as prepare_main
     from etc_fairseq.encoder.heads import scaled_cosine
     from etc_fairseq.finetune.nextsent.criterion import EtcNextSentCriterion, EtcNextSentCriterionConfig
     from etc_fairseq.finetune.nextsent.decode import QUESTION_HEAD, SENTENCE_HEAD, sentence_scores
-    from etc_fairseq.finetune.nextsent.task import EtcNextSentConfig, EtcNextSentTask
-    from etc_fairseq.models import config_for_arch
 
     for layout in ([], ["--no-globals"]):
         data = tmp_path / f"data{len(layout)}"
-        assert prepare_main(["nextsent", "--dump", str(wiki_dump), "--train", "4", "--valid", "4", "--seed", "2",
-                             "--out", str(data), "--pretrain-dir", str(pretrain_data), "--max-long-len", "1024",
-                             "--max-global-len", "128", "--distractors", "2", "--distractor-paragraphs", "1",
-                             "--same-article", "1", "--no-progress-bar", *layout]) == 0
-        task = EtcNextSentTask.setup_task(EtcNextSentConfig(data=str(data), max_long_len=1024, max_global_len=128,
-                                                            seed=1, question_cosine=True))
-        ds = task.load_dataset("valid")
-        torch.manual_seed(1)
-        model = task.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0))
-        model.eval()
+        _prepare_small(data, wiki_dump, pretrain_data, 4, *layout)
+        task, model, sample = _tiny_task_model_sample(data, question_cosine=True)
         assert set(model.task_heads) == {SENTENCE_HEAD, QUESTION_HEAD}
-        sample = ds.collater([ds[i] for i in range(len(ds))])
         types = sample["net_input"]["global_types"]
         qlen = sample["target"]["question_len"][:, 0]
         if not layout:  # one QUESTION global token per question piece in the long input
