@@ -326,6 +326,28 @@ def test_metric_hand_checked(tmp_path):
     assert s.accuracy == pytest.approx(100 / 3)
 
 
+def test_baselines_on_hand_checked_records():
+    """Word overlap scores a candidate by the best support that mentions it; ties are split evenly; random
+    is the mean share of correct candidates."""
+    from etc_fairseq.finetune.wikihop.metrics import baselines, expected_accuracy, word_overlap_scores
+
+    rec = WikiHopRecord(
+        id="a", query="country_of_citizenship marie curie", answer="poland",
+        candidates=["poland", "france", "Sweden"],
+        supports=["Marie Curie was born in Warsaw, Poland.", "She worked in France and in Poland.",
+                  "Nobel lived in sweden."])
+    # query content words {country, citizenship, marie, curie}; support 0 shares marie+curie, 1 and 2 none
+    assert word_overlap_scores(rec) == [2.0, 0.0, 0.0]
+    assert expected_accuracy([1.0, 1.0, 0.0, 1.0], [False, True, True, False]) == pytest.approx(1 / 3)
+    tie = WikiHopRecord(id="b", query="located_in nowhere", answer="france", candidates=["poland", "france"],
+                        supports=["Poland and France."])
+    assert word_overlap_scores(tie) == [0.0, 0.0]
+    unanswered = WikiHopRecord(id="c", query="x y", answer=None, candidates=["p"], supports=["p"])
+    assert baselines([rec, tie, unanswered]) == {"random_accuracy": pytest.approx(100 * (1 / 3 + 1 / 2) / 2, abs=0.01),
+                                                 "overlap_accuracy": pytest.approx(100 * (1 + 1 / 2) / 2)}
+    assert baselines([unanswered]) == {}
+
+
 def test_predict_file_evaluate_round_trip(tmp_path, capsys):
     from etc_fairseq.cli.evaluate import main
 
@@ -432,6 +454,10 @@ def test_end_to_end(tmp_path, wiki_dump, pretrain_data, etc_tiny_checkpoint, cap
     ]) == 0
     meta = json.loads((data / "valid.meta.json").read_text())
     assert meta["num_examples"] == 6 and meta["counts"]["records"] == 6 and meta["counts"]["candidates"] == 18
+    assert meta["counts"]["random_accuracy"] == pytest.approx(100 / 3, abs=0.01)  # 3 candidates, 1 correct
+    from etc_fairseq.finetune.wikihop.metrics import baselines
+    assert meta["counts"]["overlap_accuracy"] == baselines(read_wikihop(raw / "dev.json"))["overlap_accuracy"]
+    assert "overlap_accuracy" not in json.loads((data / "test.meta.json").read_text())["counts"]  # no answers
     capsys.readouterr()
 
     common = ["--user-dir", str(REPO / "user_dir"), "--task", "etc_wikihop", "--criterion", "etc_wikihop",

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 from etc_fairseq.errors import ConfigError, InputFormatError
+from etc_fairseq.text import content_words
 
 __all__ = [
     "Article",
@@ -257,22 +257,6 @@ def swap_questions(records: Sequence[NextSentRecord]) -> List[NextSentRecord]:
         raise InputFormatError(f"swapping questions needs at least 2 records, got {len(records)}")
     n = len(records)
     return [dataclasses.replace(r, question=records[(i + 1) % n].question) for i, r in enumerate(records)]
-
-
-_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
-
-#: frequent English function words ignored by the word-overlap baseline
-STOPWORDS = frozenset(
-    "the and for are was were with that this from which his her its their they them has have had not but "
-    "also been one two who whom into than then there these those such when where while would could should "
-    "about after before other more most some over only being all any may can will both each between during "
-    "under what him she our out".split()
-)
-
-
-def content_words(text: str) -> set:
-    """Lower-cased words of at least 3 letters, minus :data:`STOPWORDS`."""
-    return {w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in STOPWORDS}
 
 
 def word_overlap_ranking(rec: NextSentRecord) -> List[float]:

@@ -79,7 +79,15 @@ from etc_fairseq.finetune.common.convert import (
     write_summary,
 )
 from etc_fairseq.errors import ConfigError, InputFormatError
-from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, field_specs, is_correct, read_wikihop
+from etc_fairseq.finetune.wikihop.metrics import baselines
+from etc_fairseq.finetune.wikihop.schema import (
+    WikiHopRecord,
+    candidate_pattern,
+    field_specs,
+    is_correct,
+    query_words,
+    read_wikihop,
+)
 from etc_fairseq.guards import positive_int
 
 logger = logging.getLogger(__name__)
@@ -92,23 +100,6 @@ DEFAULT_MAX_LINKS_PER_TOKEN = 4
 # ---------------------------------------------------------------------------------------------------------
 # pure pieces: query words, mentions, truncation
 # ---------------------------------------------------------------------------------------------------------
-def query_words(query: str) -> List[str]:
-    """Words of a WikiHop query ``"relation subject"``: the relation's underscores become spaces.
-
-    ``"country_of_citizenship john smith"`` -> ``["country", "of", "citizenship", "john", "smith"]``.
-    """
-    words = query.split()
-    if not words:
-        return []
-    return words[0].replace("_", " ").split() + words[1:]
-
-
-def candidate_pattern(candidate: str) -> "re.Pattern[str]":
-    """Case-insensitive regex of one candidate on word boundaries (its words separated by any whitespace)."""
-    body = r"\s+".join(re.escape(w) for w in candidate.split())
-    return re.compile(r"(?<!\w)" + body + r"(?!\w)", re.IGNORECASE)
-
-
 def find_mentions(words: Sequence[str], pattern: "re.Pattern[str]") -> List[Tuple[int, int]]:
     """Word spans of the non-overlapping matches of ``pattern`` in the text ``" ".join(words)``.
 
@@ -391,17 +382,19 @@ def prepare_wikihop(
     opts: LayoutOptions,
     overwrite: bool = False,
     log_every: int = 1000,
-) -> Dict[str, Dict[str, int]]:
+) -> Dict[str, Dict[str, float]]:
     """Prepare every split (``{split name: WikiHop JSON}``) into ``out_dir`` atomically.
 
     Returns:
-        ``{split: counts}`` (also in each ``{split}.meta.json`` and the summary, and logged).
+        ``{split: counts}`` (also in each ``{split}.meta.json`` and the summary, and logged), with the
+        split's baselines where it has answers (:func:`~etc_fairseq.finetune.wikihop.metrics.baselines`).
     """
+
     check_split_names(list(splits))
     if opts.max_links_per_token < 1:
         raise ConfigError(f"--max-links-per-token must be >= 1, got {opts.max_links_per_token}")
     records = {name: read_wikihop(path) for name, path in splits.items()}  # validate everything first
-    summary: Dict[str, Dict[str, int]] = {}
+    summary: Dict[str, Dict[str, float]] = {}
     layout = {**dataclasses.asdict(opts), "tokenizer": tokenizer.kind}
     with prepared_directory(out_dir, tokenizer, overwrite) as tmp:
         for name, recs in records.items():
@@ -416,6 +409,7 @@ def prepare_wikihop(
             writer = write_split(tmp, name, field_specs(opts.flat_structure, opts.candidate_attention == "mentions"), examples(), log_every,
                                  total=len(recs))
             result = {k: int(counts[k]) for k in COUNT_KEYS}
+            result.update(baselines(recs))
             writer.finalize(source=str(splits[name]), counts=result, layout=layout)
             logger.info(f"{name}: {format_counts(result)}")
             summary[name] = result

@@ -9,18 +9,22 @@ Used by both the ``etc_wikihop`` criterion (through the per-candidate ``candidat
 answer}``).
 
 Accuracy is reported in percent (fairseq's convention for accuracies; the paper's tables use it too).
+
+The floors any model must beat (:func:`baselines`, written by ``etc-prepare wikihop`` into each answered
+split's ``meta.json``): a random pick among the candidates, and word overlap (:func:`word_overlap_scores`).
 """
 from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.finetune.wikihop.schema import is_correct, read_wikihop
+from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, candidate_pattern, is_correct, query_words, read_wikihop
 from etc_fairseq.progress import progress
 from etc_fairseq.prepare.documents import InputFormatError
+from etc_fairseq.text import content_words
 
 
 #: accuracy is reported in percent
@@ -58,6 +62,43 @@ def evaluate(predictions: Mapping[str, str], gold: Sequence[Tuple[str, str]]) ->
     missing = sum(gid not in predictions for gid, _ in gold)
     unknown = sum(pid not in gold_ids for pid in predictions)
     return WikiHopScores(accuracy_from_counts(correct, len(gold)), correct, len(gold), missing, unknown)
+
+
+def word_overlap_scores(rec: WikiHopRecord) -> List[float]:
+    """The lexical baseline's score of each candidate (candidate order): the largest number of the query's
+    content words that one support mentioning the candidate contains (mentions as ``etc-prepare wikihop``
+    links them: case-insensitive, on word boundaries); 0 for a candidate no support mentions."""
+    query = content_words(" ".join(query_words(rec.query)))
+    shared = [len(query & content_words(s)) for s in rec.supports]
+    scores = []
+    for cand in rec.candidates:
+        pattern = candidate_pattern(cand)
+        scores.append(float(max((n for s, n in zip(rec.supports, shared) if pattern.search(s)), default=0)))
+    return scores
+
+
+def expected_accuracy(scores: Sequence[float], correct: Sequence[bool]) -> float:
+    """The chance that a scorer picking uniformly among its top-scored candidates picks a correct one
+    (scores and correct flags in candidate order, at least one candidate)."""
+    top = max(scores)
+    tied = [ok for s, ok in zip(scores, correct) if s == top]
+    return sum(tied) / len(tied)
+
+
+def baselines(records: Sequence[WikiHopRecord]) -> Dict[str, float]:
+    """Accuracy (percent, over the answered ``records``, on their full text) of a random pick
+    (``random_accuracy``) and of the word-overlap scorer (``overlap_accuracy``, ties split evenly)."""
+    answered = [r for r in records if r.answer is not None]
+    if not answered:
+        return {}
+    rand = overlap = 0.0
+    for r in answered:
+        correct = [is_correct(c, r.answer) for c in r.candidates]
+        rand += sum(correct) / len(correct)
+        overlap += expected_accuracy(word_overlap_scores(r), correct)
+    n = len(answered)
+    return {"random_accuracy": round(accuracy_from_counts(rand, n), 2),
+            "overlap_accuracy": round(accuracy_from_counts(overlap, n), 2)}
 
 
 def load_predictions(path: Path) -> Dict[str, str]:

@@ -3,6 +3,8 @@ the task and the metric.
 
 - :class:`WikiHopRecord` / :func:`read_wikihop`: the official JSON (``{"id", "query", "candidates",
   "supports", "answer"}``), validated with errors that name file, record and field.
+- :func:`query_words`, :func:`candidate_pattern`: the query's words and a candidate's mention pattern, read
+  by the converter (links) and by the word-overlap baseline alike.
 - :func:`is_correct`: the official answer match (lower-cased, stripped), used to validate records, to flag
   correct candidates at preparation and by the official metric.
 - :func:`field_specs`: every stored field; :func:`target_fields`: the task's own (targets), as the task loads
@@ -12,6 +14,7 @@ the task and the metric.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Union
@@ -32,6 +35,23 @@ def is_correct(prediction: Optional[str], answer: str) -> bool:
     if prediction is None:
         return False
     return normalize_answer(prediction) == normalize_answer(answer)
+
+
+def query_words(query: str) -> List[str]:
+    """Words of a WikiHop query ``"relation subject"``: the relation's underscores become spaces.
+
+    ``"country_of_citizenship john smith"`` -> ``["country", "of", "citizenship", "john", "smith"]``.
+    """
+    words = query.split()
+    if not words:
+        return []
+    return words[0].replace("_", " ").split() + words[1:]
+
+
+def candidate_pattern(candidate: str) -> "re.Pattern[str]":
+    """Case-insensitive regex of one candidate on word boundaries (its words separated by any whitespace)."""
+    body = r"\s+".join(re.escape(w) for w in candidate.split())
+    return re.compile(r"(?<!\w)" + body + r"(?!\w)", re.IGNORECASE)
 
 
 def target_fields():
