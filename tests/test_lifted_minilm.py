@@ -133,24 +133,6 @@ def test_mean_pooling_excludes_padding(tmp_path):
 collect = _load("collect")
 
 
-def test_wikihop_overlap_baseline_exact():
-    dev = [
-        # the query word "sailing" is in support 0 only, which mentions "alpha": alpha 1, beta 0, gamma 0
-        {"query": "paragraph_mentions sailing", "supports": ["Alpha went sailing.", "Beta stayed home.", "Gamma."],
-         "candidates": ["alpha", "beta", "gamma"], "answer": "alpha"},
-        # no support shares a query word: a three-way tie, 1/3 in expectation
-        {"query": "paragraph_mentions rowing", "supports": ["Alpha.", "Beta.", "Gamma."],
-         "candidates": ["alpha", "beta", "gamma"], "answer": "gamma"},
-        # the support with the word mentions two candidates: a tie of two, the answer one of them
-        {"query": "paragraph_mentions flying", "supports": ["Alpha and beta were flying.", "Gamma."],
-         "candidates": ["alpha", "beta", "gamma"], "answer": "beta"},
-    ]
-    b = collect.wikihop_overlap(dev)
-    assert b["records"] == 3
-    assert b["overlap_accuracy"] == pytest.approx(100 * (1 + 1 / 3 + 1 / 2) / 3)
-    assert b["random_accuracy"] == pytest.approx(100 / 3)
-
-
 def _valid_log(path: Path, points, extra=""):
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"2026-01-01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {1 + i} | accuracy {acc} | "
@@ -191,6 +173,21 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     (run / "classify" / "ft" / "continued-2.log").write_text("no validation\ndone training in 1.0 seconds\n")
     with pytest.raises(collect.CollectError, match="continued-2.log: no"):
         collect.collect(run, ["1", "2"], 2048)
+    # the wikihop section reads its floors from the prepared held-out split's meta
+    _valid_log(run / "wikihop" / "ft" / "etc-1.log", [(50, 8.0), (100, 9.5)])
+    with pytest.raises(collect.CollectError, match="data-2048/valid.meta.json: missing"):
+        collect.collect(run, ["1"], 2048)
+    meta = run / "wikihop" / "data-2048" / "valid.meta.json"
+    meta.parent.mkdir(parents=True)
+    counts = {"records": 200, "candidates": 3200, "answers_unmentioned": 95, "truncated_examples": 1}
+    meta.write_text(json.dumps({"counts": counts}))
+    with pytest.raises(collect.CollectError, match="no 'overlap_accuracy'"):
+        collect.collect(run, ["1"], 2048)
+    meta.write_text(json.dumps({"counts": dict(counts, overlap_accuracy=50.44, random_accuracy=6.25)}))
+    res = collect.collect(run, ["1"], 2048)
+    assert res["sections"]["wikihop"]["baseline"] == dict(counts, overlap_accuracy=50.44, random_accuracy=6.25)
+    assert res["sections"]["wikihop"]["arms"]["etc"]["accuracy"]["mean"] == 9.5
+    assert "| wikihop | baselines: word overlap / random | accuracy % | 50.4 ; 6.2 | | |" in collect.markdown(res)
 
 
 def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):

@@ -336,15 +336,22 @@ def test_baselines_on_hand_checked_records():
         candidates=["poland", "france", "Sweden"],
         supports=["Marie Curie was born in Warsaw, Poland.", "She worked in France and in Poland.",
                   "Nobel lived in sweden."])
-    # query content words {country, citizenship, marie, curie}; support 0 shares marie+curie, 1 and 2 none
+    # the subject's content words {marie, curie}: support 0 shares both; poland's best support is 0
     assert word_overlap_scores(rec) == [2.0, 0.0, 0.0]
     assert expected_accuracy([1.0, 1.0, 0.0, 1.0], [False, True, True, False]) == pytest.approx(1 / 3)
-    tie = WikiHopRecord(id="b", query="located_in nowhere", answer="france", candidates=["poland", "france"],
-                        supports=["Poland and France."])
-    assert word_overlap_scores(tie) == [0.0, 0.0]
     unanswered = WikiHopRecord(id="c", query="x y", answer=None, candidates=["p"], supports=["p"])
-    assert baselines([rec, tie, unanswered]) == {"random_accuracy": pytest.approx(100 * (1 / 3 + 1 / 2) / 2, abs=0.01),
-                                                 "overlap_accuracy": pytest.approx(100 * (1 + 1 / 2) / 2)}
+    recs = [  # subject word in support 0 only, which mentions alpha; no shared word (a 3-way tie); 2 tied
+        WikiHopRecord("d", "paragraph_mentions sailing", ["alpha", "beta", "gamma"],
+                      ["Alpha went sailing.", "Beta stayed home.", "Gamma."], "alpha"),
+        WikiHopRecord("e", "paragraph_mentions rowing", ["alpha", "beta", "gamma"], ["Alpha.", "Beta.", "Gamma."],
+                      "gamma"),
+        WikiHopRecord("f", "paragraph_mentions flying", ["alpha", "beta", "gamma"],
+                      ["Alpha and beta were flying.", "Gamma."], "beta"),
+    ]
+    assert [word_overlap_scores(r) for r in recs] == [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 0.0]]
+    assert baselines([rec, *recs, unanswered]) == {
+        "random_accuracy": pytest.approx(100 / 3, abs=0.01),
+        "overlap_accuracy": pytest.approx(100 * (1 + 1 + 1 / 3 + 1 / 2) / 4, abs=0.01)}
     assert baselines([unanswered]) == {}
 
 

@@ -6,8 +6,8 @@ mean, sample standard deviation and learning curve; of a held-out MLM/CPC valida
   mlm/<model>-<seed>.log          fairseq-validate --task etc_pretraining (seeds: the masking)
   nextsent/ft/<arm>-<seed>.log    fairseq-train --task etc_nextsent (nextsent/data-structure-<LONG>/valid.meta.json:
                                   the word-overlap and random baselines of the same held-out records)
-  wikihop/ft/<arm>-<seed>.log     fairseq-train --task etc_wikihop (wikihop/raw/dev.json: chance and the
-                                  word-overlap baseline, computed here)
+  wikihop/ft/<arm>-<seed>.log     fairseq-train --task etc_wikihop (wikihop/data-<LONG>/valid.meta.json: the
+                                  word-overlap and random baselines of the same held-out records)
   classify/ft/<arm>-<seed>.log    fairseq-train --task etc_structured (classify/floor-*.json: the floors)
 
 A section whose logs are all missing is left out (a partial run collects what it has); a fine-tuning arm
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -55,27 +54,20 @@ ARMS = {
     "keeppos": "ETC lifted keeping the source's absolute positions, not continued, CLS global token",
     "keeppos_mean": "ETC lifted keeping the source's absolute positions, not continued, mean of the long tokens",
 }
-_WORDS = re.compile(r"[a-z0-9]+")
 
 
-def wikihop_overlap(dev: Sequence[dict]) -> Dict[str, float]:
-    """Chance and a word-overlap baseline on WikiHop-format records (accuracy %, ties broken uniformly at
-    random in expectation): a candidate scores the largest number of query words (the relation left out)
-    that one support mentioning it (the candidate's string, as whole words) shares with the query."""
-    correct = chance = 0.0
-    for r in dev:
-        query = set(_WORDS.findall(r["query"].split(" ", 1)[-1].lower()))
-        supports = [" " + " ".join(_WORDS.findall(s.lower())) + " " for s in r["supports"]]
-        scores = []
-        for c in r["candidates"]:
-            needle = " " + " ".join(_WORDS.findall(c.lower())) + " "
-            scores.append(max([len(query & set(s.split())) for s in supports if needle.strip() and needle in s],
-                              default=0))
-        best = [c for c, s in zip(r["candidates"], scores) if s == max(scores)]
-        correct += (r["answer"] in best) / len(best)
-        chance += 1 / len(r["candidates"])
-    n = max(len(dev), 1)
-    return {"records": len(dev), "overlap_accuracy": 100 * correct / n, "random_accuracy": 100 * chance / n}
+def wikihop_meta(task_dir: Path, long_len: int) -> dict:
+    """The held-out split's floors and counts that ``etc-prepare wikihop`` wrote for long length ``long_len``
+    (``valid.meta.json``: random and word-overlap accuracy over the full records, in percent)."""
+    path = task_dir / f"data-{long_len}" / "valid.meta.json"
+    if not path.is_file():
+        raise CollectError(f"{path}: missing (etc-prepare wikihop has not run for long length {long_len})")
+    c = json.loads(path.read_text(encoding="utf-8"))["counts"]
+    if "overlap_accuracy" not in c:
+        raise CollectError(f"{path}: no 'overlap_accuracy' (prepared before etc-prepare wikihop wrote its "
+                           f"baselines: prepare it again)")
+    return {k: c[k] for k in ("records", "candidates", "answers_unmentioned", "truncated_examples",
+                              "overlap_accuracy", "random_accuracy")}
 
 
 def _finished(log: Path) -> bool:
@@ -114,8 +106,8 @@ def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
                            for p in sorted((run_dir / "nextsent").glob("similarity-*.json"))}}
     arms = _finetune(run_dir, "wikihop", ["etc", "etc512"], seeds, long_len, res["unfinished"])
     if arms:
-        dev = json.loads((run_dir / "wikihop" / "raw" / "dev.json").read_text(encoding="utf-8"))
-        res["sections"]["wikihop"] = {"metric": "dev accuracy (%)", "arms": arms, "baseline": wikihop_overlap(dev)}
+        res["sections"]["wikihop"] = {"metric": "dev accuracy (%)", "arms": arms,
+                                      "baseline": wikihop_meta(run_dir / "wikihop", long_len)}
     arms = _finetune(run_dir, "classify", ["continued", "lifted", "continued_mean", "lifted_mean", "keeppos",
                                            "keeppos_mean"], seeds, long_len,
                      res["unfinished"])

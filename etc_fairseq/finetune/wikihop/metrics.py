@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 from etc_fairseq.commands import Subcommand
-from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, candidate_pattern, is_correct, query_words, read_wikihop
+from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, candidate_pattern, is_correct, read_wikihop
 from etc_fairseq.progress import progress
 from etc_fairseq.prepare.documents import InputFormatError
 from etc_fairseq.text import content_words
@@ -65,10 +65,11 @@ def evaluate(predictions: Mapping[str, str], gold: Sequence[Tuple[str, str]]) ->
 
 
 def word_overlap_scores(rec: WikiHopRecord) -> List[float]:
-    """The lexical baseline's score of each candidate (candidate order): the largest number of the query's
-    content words that one support mentioning the candidate contains (mentions as ``etc-prepare wikihop``
-    links them: case-insensitive, on word boundaries); 0 for a candidate no support mentions."""
-    query = content_words(" ".join(query_words(rec.query)))
+    """The lexical baseline's score of each candidate (candidate order): the largest number of the query
+    subject's content words (the relation left out) that one support mentioning the candidate contains
+    (mentions as ``etc-prepare wikihop`` links them: case-insensitive, on word boundaries); 0 for a candidate
+    no support mentions."""
+    query = content_words(" ".join(rec.query.split()[1:]))
     shared = [len(query & content_words(s)) for s in rec.supports]
     scores = []
     for cand in rec.candidates:

@@ -3,8 +3,8 @@ the task and the metric.
 
 - :class:`WikiHopRecord` / :func:`read_wikihop`: the official JSON (``{"id", "query", "candidates",
   "supports", "answer"}``), validated with errors that name file, record and field.
-- :func:`query_words`, :func:`candidate_pattern`: the query's words and a candidate's mention pattern, read
-  by the converter (links) and by the word-overlap baseline alike.
+- :func:`query_words`, :func:`candidate_pattern`: the query's words and a candidate's mention pattern (the
+  pattern is read by the converter's links and by the word-overlap baseline alike).
 - :func:`is_correct`: the official answer match (lower-cased, stripped), used to validate records, to flag
   correct candidates at preparation and by the official metric.
 - :func:`field_specs`: every stored field; :func:`target_fields`: the task's own (targets), as the task loads
