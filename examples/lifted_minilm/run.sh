@@ -24,7 +24,9 @@
 #                 local      the same model, local attention only (one CLS global token), long length LONG
 #                 bert512    the source model itself (MiniLM's first LAYERS layers as released, absolute
 #                            positions, full attention) on the first 512 long tokens (roberta_window)
-#   wikihop     the WikiHop-format task of examples/wikihop/construct.py (default query) with the same arms
+#   wikihop     the WikiHop-format task of examples/wikihop/construct.py (its default query; WH_QUERY=mentioned_as:
+#               the probe of the candidate-mention links alone), arms etc and etc512 (the candidates are global
+#               tokens: local and bert512 have no candidate head)
 #   classify    REAL labels: sentence polarity (fresh vs rotten movie-review snippets) through etc_structured's
 #               record level with a CLS global token, vs logistic regression on the source model's frozen
 #               mean-pooled features (classify.py); the arms (CL_ARMS): continued / lifted (the model continued or
@@ -46,8 +48,8 @@
 # logit per sentence vector; cosine: plus its scaled cosine with the question, --question-cosine], NS_START [0; 1: also
 # validate every nextsent arm before fine-tuning, one update at learning rate 0 -> <arm>-start.log], ARMS
 # [etc etc512 local bert512], CL_ARMS [continued lifted continued_mean lifted_mean keeppos keeppos_mean], WH_TRAIN [1000], WH_VALID
-# [200], WH_SUPPORTS [16], JOBS [1] (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x
-# threads <= cores).
+# [200], WH_SUPPORTS [16], WH_QUERY [paragraph_mentions: construct.py --query; one query per RUN_DIR], JOBS [1]
+# (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
 source "$(dirname "$0")/../common.sh" fairseq-train fairseq-validate etc-prepare etc-lift
@@ -86,6 +88,7 @@ LR=${LR:-1e-4}
 NS_SHAPE=${NS_SHAPE:-}
 ARMS=${ARMS:-"etc etc512 local bert512"}
 NS_HEAD=${NS_HEAD:-linear}
+WH_QUERY=${WH_QUERY:-paragraph_mentions}
 NS_START=${NS_START:-0}
 case "$NS_HEAD" in
   linear) NS_HEAD_FLAGS=() ;;
@@ -252,14 +255,19 @@ ns_arms() {  # SEED: the nextsent arms (ARMS) of one seed
       --arch roberta_window "${MINILM[@]}" --max-positions 512 --max-global-len $(( LONG / 8 )) "${NS_HEAD_FLAGS[@]}"; fi
 }
 
-wh_data() {  # LEN -> prints the directory (construct.py's default query, WH_SUPPORTS paragraphs per record)
-  local len=$1 raw=$RUN_DIR/wikihop/raw out=$RUN_DIR/wikihop/data-$1
+wh_data() {  # LEN -> prints the directory (construct.py's query WH_QUERY, WH_SUPPORTS paragraphs per record)
+  local len=$1 raw=$RUN_DIR/wikihop/raw out=$RUN_DIR/wikihop/data-$1 made=paragraph_mentions
+  if [ -f "$raw/query" ]; then made=$(cat "$raw/query"); fi
+  if [ -f "$raw/dev.json" ] && [ "$made" != "$WH_QUERY" ]; then
+    echo "error: $raw holds $made records, not WH_QUERY=$WH_QUERY: give this query its own RUN_DIR" >&2; exit 2
+  fi
   if [ ! -f "$raw/dev.json" ]; then
-    stage "CONSTRUCTED WikiHop-format records (default query, $WH_SUPPORTS supports) -> $raw" >&2
+    stage "CONSTRUCTED WikiHop-format records (query $WH_QUERY, $WH_SUPPORTS supports) -> $raw" >&2
     local dump
     dump=$(wikipedia_dump)
     "$VENV_BIN/python" examples/wikihop/construct.py --dump "$dump" --out "$raw" --train "$WH_TRAIN" \
-      --valid "$WH_VALID" --supports "$WH_SUPPORTS" --seed 1 >&2
+      --valid "$WH_VALID" --supports "$WH_SUPPORTS" --query "$WH_QUERY" --seed 1 >&2
+    echo "$WH_QUERY" > "$raw/query"
   fi
   if [ ! -f "$out/prepare.json" ]; then
     stage "etc-prepare wikihop (long $len) -> $out" >&2
