@@ -22,9 +22,11 @@ from etc_fairseq.finetune.wikihop.convert import (
     candidate_pattern,
     find_mentions,
     max_heap_truncation,
+    prepare_wikihop,
     query_words,
 )
 from etc_fairseq.finetune.wikihop.schema import WikiHopRecord, read_wikihop
+from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 from etc_fairseq.structure.global_tokens import GlobalTokenType as T
 from forkserver import run_python
 
@@ -396,6 +398,63 @@ def test_candidate_logits_and_loss():
     want = -math.log(math.exp(5) / (math.exp(1) + math.exp(5) + math.exp(2))) + math.log(1 + math.exp(7))
     assert float(loss) == pytest.approx(want, rel=1e-5)
     assert (n_correct, n_labelled) == (1, 2)
+
+
+def test_mean_by_type_on_exact_small_matrices():
+    from etc_fairseq.finetune.common.selection import mean_by_type
+
+    features = torch.arange(24, dtype=torch.float32).reshape(2, 4, 3)  # [B=2, G=4, D=3]
+    types = torch.tensor([[T.CANDIDATE, T.QUESTION, T.QUESTION, T.CONTEXT],
+                          [T.CANDIDATE, T.CONTEXT, T.SENTENCE, T.CANDIDATE]])
+    mean = mean_by_type(features, types, T.QUESTION)
+    assert mean.tolist() == [[4.5, 5.5, 6.5], [0.0, 0.0, 0.0]]  # rows 1 and 2 of example 0; none in example 1
+    assert mean_by_type(features, types, T.CANDIDATE)[1].tolist() == [16.5, 17.5, 18.5]  # rows 0 and 3
+
+
+def test_question_cosine_head_adds_the_scaled_cosine_to_the_candidate_logits(tmp_path, wiki_dump, pretrain_data):
+    """--question-cosine: a second head whose scaled cosine between each CANDIDATE token's output and the mean
+    of the QUESTION tokens' outputs is added to the candidate head's logit; a scale <= 0 is refused."""
+    from etc_fairseq.encoder.heads import scaled_cosine
+    from etc_fairseq.errors import ConfigError
+    from etc_fairseq.finetune.wikihop.decode import CANDIDATE_HEAD, QUESTION_HEAD, candidate_scores
+    from etc_fairseq.finetune.wikihop.task import EtcWikiHopConfig, EtcWikiHopTask
+    from etc_fairseq.models import config_for_arch
+
+    raw, data = tmp_path / "raw", tmp_path / "data"
+    assert _construct_module().main(
+        ["--dump", str(wiki_dump), "--out", str(raw), "--train", "4", "--valid", "3", "--supports", "3", "--seed", "3",
+         "--max-articles", "30", "--train-articles", "20"]) == 0
+    prepare_wikihop({"valid": raw / "dev.json"}, data, WordPieceTokenizer.from_pretrain_dir(pretrain_data),
+                    LayoutOptions(max_long_len=512, max_global_len=64))
+
+    def build(**cfg):
+        task = EtcWikiHopTask.setup_task(EtcWikiHopConfig(data=str(data), max_long_len=512, max_global_len=64,
+                                                          seed=1, **cfg))
+        torch.manual_seed(1)
+        return task, task.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0)).eval()
+
+    assert set(build()[1].task_heads) == {CANDIDATE_HEAD}
+    with pytest.raises(ConfigError, match=r"--question-cosine-scale: expected a scale > 0, got 0"):
+        build(question_cosine=True, question_cosine_scale=0.0)
+    task, model = build(question_cosine=True)
+    assert set(model.task_heads) == {CANDIDATE_HEAD, QUESTION_HEAD}
+    ds = task.load_dataset("valid")
+    sample = ds.collater([ds[i] for i in range(len(ds))])
+    types = sample["net_input"]["global_types"]
+    with torch.no_grad():
+        _, extra = task.forward_features(model, sample)
+        logits, mask = candidate_scores(model, extra, types)
+        qh = model.task_heads[QUESTION_HEAD]
+        for b in range(types.size(0)):
+            g = extra["global_features"][b]  # [G, D]
+            cands, query = g[types[b].eq(int(T.CANDIDATE))], g[types[b].eq(int(T.QUESTION))].mean(dim=0)
+            assert len(cands) == 3 and types[b].eq(int(T.QUESTION)).sum() > 0
+            expected = (model.task_heads[CANDIDATE_HEAD](cands).squeeze(-1)
+                        + scaled_cosine(qh.item_proj(cands)[None], qh.query_proj(query)[None], qh.log_scale.exp())[0])
+            assert torch.allclose(logits[b][mask[b]], expected, atol=1e-5)
+        # the cosine reaches the logits: they change when the scale does
+        qh.log_scale.add_(1.0)
+        assert not torch.allclose(candidate_scores(model, extra, types)[0][mask], logits[mask])
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -48,7 +48,9 @@
 # logit per sentence vector; cosine: plus its scaled cosine with the question, --question-cosine], NS_START [0; 1: also
 # validate every nextsent arm before fine-tuning, one update at learning rate 0 -> <arm>-start.log], ARMS
 # [etc etc512 local bert512], CL_ARMS [continued lifted continued_mean lifted_mean keeppos keeppos_mean], WH_TRAIN [1000], WH_VALID
-# [200], WH_SUPPORTS [16], WH_QUERY [paragraph_mentions: construct.py --query; one query per RUN_DIR], JOBS [1]
+# [200], WH_SUPPORTS [16], WH_QUERY [paragraph_mentions: construct.py --query; one query per RUN_DIR], WH_HEAD
+# [linear: one logit per CANDIDATE token; cosine: plus its scaled cosine with the question, --question-cosine],
+# WH_START [0; 1: also validate every wikihop arm before fine-tuning, as NS_START], JOBS [1]
 # (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
@@ -89,11 +91,18 @@ NS_SHAPE=${NS_SHAPE:-}
 ARMS=${ARMS:-"etc etc512 local bert512"}
 NS_HEAD=${NS_HEAD:-linear}
 WH_QUERY=${WH_QUERY:-paragraph_mentions}
+WH_HEAD=${WH_HEAD:-linear}
+WH_START=${WH_START:-0}
 NS_START=${NS_START:-0}
 case "$NS_HEAD" in
   linear) NS_HEAD_FLAGS=() ;;
   cosine) NS_HEAD_FLAGS=(--question-cosine) ;;
   *) echo "error: NS_HEAD='$NS_HEAD': expected linear or cosine" >&2; exit 2 ;;
+esac
+case "$WH_HEAD" in
+  linear) WH_HEAD_FLAGS=() ;;
+  cosine) WH_HEAD_FLAGS=(--question-cosine) ;;
+  *) echo "error: WH_HEAD='$WH_HEAD': expected linear or cosine" >&2; exit 2 ;;
 esac
 CL_ARMS=${CL_ARMS:-"continued lifted continued_mean lifted_mean keeppos keeppos_mean"}
 JOBS=${JOBS:-1}
@@ -280,11 +289,17 @@ wikihop() {  # candidates are global tokens: the arms without global tokens (loc
   local D D512 seed
   D=$(wh_data "$LONG")
   if arm etc512; then D512=$(wh_data 512); fi
+  # each arm's starting point: one update at learning rate 0, as nextsent's
+  if [ "$WH_START" = 1 ]; then UPDATES=1 VALID_EVERY=1 LR=0 LOG_TAG=start wh_arms 1; fi
   for seed in $SEEDS; do
-    if arm etc; then spawn finetune wikihop wikihop etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )); fi
-    if arm etc512; then spawn finetune wikihop wikihop etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 128; fi
+    wh_arms "$seed"
   done
   wait
+}
+wh_arms() {  # SEED: the wikihop arms (etc, etc512 of ARMS) of one seed
+  local seed=$1
+  if arm etc; then spawn finetune wikihop wikihop etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )) "${WH_HEAD_FLAGS[@]}"; fi
+  if arm etc512; then spawn finetune wikihop wikihop etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 128 "${WH_HEAD_FLAGS[@]}"; fi
 }
 
 classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured's record level vs the floor

@@ -1,5 +1,6 @@
 """Reading a per-global-token head at the global tokens of one type (WikiHop's candidates, the next-sentence
-task's sentences): :func:`gather_by_type`."""
+task's sentences): :func:`gather_by_type`; one vector from the global tokens of one type (WikiHop's question):
+:func:`mean_by_type`."""
 from __future__ import annotations
 
 from typing import Tuple
@@ -33,3 +34,17 @@ def gather_by_type(head_logits: torch.Tensor, global_types: torch.Tensor, token_
     mask = torch.arange(n_max, device=global_types.device).unsqueeze(0) < n.unsqueeze(1)  # [B, N_max]
     logits = torch.gather(head_logits.float(), 1, order)  # [B, N_max]
     return logits.masked_fill(~mask, float("-inf")), mask
+
+
+def mean_by_type(features: torch.Tensor, global_types: torch.Tensor, token_type: GlobalTokenType) -> torch.Tensor:
+    """The mean of the global tokens of ``token_type``.
+
+    Args:
+        features: float [B, G, D], the global tokens' outputs.
+        global_types: int64 [B, G] (:class:`GlobalTokenType`; padding must not hold ``token_type``).
+        token_type: the type to average.
+    Returns:
+        float [B, D]; zeros for an example without a token of the type.
+    """
+    weights = global_types.eq(int(token_type)).to(features.dtype)  # [B, G]
+    return torch.einsum("bg,bgd->bd", weights, features) / weights.sum(dim=1, keepdim=True).clamp(min=1)

@@ -5,7 +5,8 @@ attaching the task's heads to the model in :meth:`build_model`.
 
 A task subclasses :class:`EtcStructuredTask`, sets :attr:`TARGET_FIELDS` (its label/feature fields) and
 implements :meth:`build_heads` (``model.register_task_head(name, module)``). Its config dataclass
-subclasses :class:`EtcStructuredTaskConfig`.
+subclasses :class:`EtcStructuredTaskConfig`, or :class:`QuestionCosineConfig` for a task that offers the
+question-cosine head (:func:`register_question_head`).
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 import logging
@@ -21,6 +22,8 @@ from etc_fairseq.data import prepared
 from etc_fairseq.data.structured import FieldSpec, StructuredDataset
 from etc_fairseq.data.task_base import EtcDataTask
 from etc_fairseq.encoder.config import absolute_position_limit
+from etc_fairseq.encoder.heads import QueryCosineScorer
+from etc_fairseq.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +37,36 @@ class EtcStructuredTaskConfig(FairseqDataclass):
         default=False, metadata={"help": "pad every batch to --max-long-len / --max-global-len (static shapes)"}
     )
     seed: int = II("common.seed")
+
+
+@dataclass
+class QuestionCosineConfig(EtcStructuredTaskConfig):
+    """The config of a task whose answer head scores items (sentences, candidates) against a question."""
+
+    question_cosine: bool = field(
+        default=False,
+        metadata={"help": "add to each scored item's logit (a sentence, a candidate) its scaled cosine with the "
+                  "question's vector, both through dense layers started at the identity, scale started at "
+                  "--question-cosine-scale: the head starts where a sentence encoder's zero-shot ranking is "
+                  "(etc_nextsent: each sentence's vector against the mean of the question pieces' long outputs, "
+                  "data with question_len; etc_wikihop: each CANDIDATE token's output against the mean of the "
+                  "QUESTION tokens' outputs)"},
+    )
+    question_cosine_scale: float = field(
+        default=20.0,
+        metadata={"help": "the starting scale of --question-cosine's cosine (learnt; all-MiniLM-L6-v2 was trained "
+                  "with 20)"},
+    )
+
+
+def register_question_head(model, cfg: QuestionCosineConfig, name: str) -> None:
+    """Register the :class:`~etc_fairseq.encoder.heads.QueryCosineScorer` head ``name`` when
+    ``cfg.question_cosine`` is set (a scale <= 0 is a :class:`~etc_fairseq.errors.ConfigError`)."""
+    if not cfg.question_cosine:
+        return
+    if cfg.question_cosine_scale <= 0:
+        raise ConfigError(f"--question-cosine-scale: expected a scale > 0, got {cfg.question_cosine_scale}")
+    model.register_task_head(name, QueryCosineScorer(model.cfg.encoder_embed_dim, cfg.question_cosine_scale))
 
 
 class EtcStructuredTask(EtcDataTask):

@@ -12,7 +12,7 @@ sentences, -1 if truncation dropped it), ``num_sentences`` int64 [B, 1], ``long_
 sentences for the support and the criterion adds W times its cross-entropy. With ``--question-cosine`` a
 third head, ``task_heads.nextsent_question`` (:class:`~etc_fairseq.encoder.heads.QueryCosineScorer`), adds to
 each sentence's logit its scaled cosine with the question (the mean of the question pieces' long outputs,
-``question_len`` [B, 1] in the data), so that the comparison a sentence encoder already makes is there from
+``question_len`` [B, 1] in the data: etc-prepare nextsent writes it), so that the comparison a sentence encoder already makes is there from
 the first update instead of learnt through attention by a one-logit head.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
@@ -20,33 +20,21 @@ from dataclasses import dataclass, field
 
 from fairseq.tasks import register_task
 
-from etc_fairseq.encoder.heads import QueryCosineScorer, TokenLogits
+from etc_fairseq.encoder.heads import TokenLogits
 from etc_fairseq.errors import ConfigError
-from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
+from etc_fairseq.finetune.common.task import EtcStructuredTask, QuestionCosineConfig, register_question_head
 from etc_fairseq.finetune.nextsent.decode import QUESTION_HEAD, SENTENCE_HEAD, SUPPORT_HEAD
 from etc_fairseq.finetune.nextsent.roberta import RobertaWindowModel
 from etc_fairseq.finetune.nextsent.schema import target_fields
 
 
 @dataclass
-class EtcNextSentConfig(EtcStructuredTaskConfig):
+class EtcNextSentConfig(QuestionCosineConfig):
     support_loss_weight: float = field(
         default=0.0,
         metadata={"help": "weight of a second head's loss on the support sentence (the one just before the answer "
                   "in its paragraph: where the question was removed; the copy in the next-of-copy probe), "
                   "partial credit for the first hop as HotpotQA's supporting facts; 0 = no support head"},
-    )
-    question_cosine: bool = field(
-        default=False,
-        metadata={"help": "add to each sentence's logit its scaled cosine with the question (the mean of the "
-                  "question pieces' long outputs), both through dense layers started at the identity, scale "
-                  "started at --question-cosine-scale: the head starts where a sentence encoder's zero-shot "
-                  "ranking is; needs data with question_len (etc-prepare nextsent writes it)"},
-    )
-    question_cosine_scale: float = field(
-        default=20.0,
-        metadata={"help": "the starting scale of --question-cosine's cosine (learnt; all-MiniLM-L6-v2 was trained "
-                  "with 20)"},
     )
 
 
@@ -68,8 +56,4 @@ class EtcNextSentTask(EtcStructuredTask):
             raise ConfigError(f"--support-loss-weight: expected a weight >= 0, got {self.cfg.support_loss_weight}")
         if self.cfg.support_loss_weight > 0:
             model.register_task_head(SUPPORT_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))
-        if self.cfg.question_cosine:
-            if self.cfg.question_cosine_scale <= 0:
-                raise ConfigError(f"--question-cosine-scale: expected a scale > 0, got {self.cfg.question_cosine_scale}")
-            model.register_task_head(QUESTION_HEAD, QueryCosineScorer(model.cfg.encoder_embed_dim,
-                                                                      self.cfg.question_cosine_scale))
+        register_question_head(model, self.cfg, QUESTION_HEAD)

@@ -1,5 +1,7 @@
 """WikiHop decoding: the candidate head on the global features, its logits gathered at the CANDIDATE global
-tokens (:func:`candidate_scores`, used by the ``etc_wikihop`` criterion and by ``etc-predict wikihop``), and
+tokens (:func:`candidate_scores`, used by the ``etc_wikihop`` criterion and by ``etc-predict wikihop``; with
+the ``wikihop_question`` head, the task's ``--question-cosine``, each candidate's logit plus the scaled
+cosine of its output with the mean of the QUESTION global tokens' outputs), and
 ``etc-predict wikihop``: the official prediction file ``{id: candidate}`` from a fine-tuned ``etc_wikihop``
 checkpoint and a split prepared by ``etc-prepare wikihop`` (paper appendix C: the candidate whose global
 token has the highest logit)."""
@@ -14,13 +16,16 @@ import torch
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.errors import CheckpointLoadError, InputFormatError
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, write_predictions
-from etc_fairseq.finetune.common.selection import gather_by_type
+from etc_fairseq.finetune.common.selection import gather_by_type, mean_by_type
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 
 logger = logging.getLogger(__name__)
 
 #: name of the candidate-scoring head in ``model.task_heads`` (one logit per global token)
 CANDIDATE_HEAD = "wikihop_candidates"
+#: name of the question-cosine head (items [B, G, D], query [B, D] -> one logit per item), present with the
+#: task's ``question_cosine``
+QUESTION_HEAD = "wikihop_question"
 
 
 def candidate_logits(head_logits: torch.Tensor, global_types: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -31,9 +36,14 @@ def candidate_logits(head_logits: torch.Tensor, global_types: torch.Tensor) -> T
 
 
 def candidate_scores(model, extra, global_types: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Apply the candidate head to ``extra["global_features"]`` float [B, G, D] and gather the candidates:
-    returns what :func:`candidate_logits` returns (logits float32 [B, C_max], mask bool [B, C_max])."""
-    head_logits = model.task_heads[CANDIDATE_HEAD](extra["global_features"]).squeeze(-1)  # [B, G]
+    """Apply the candidate head to ``extra["global_features"]`` float [B, G, D] (plus the question-cosine
+    head's logits when the model has it) and gather the candidates: returns what :func:`candidate_logits`
+    returns (logits float32 [B, C_max], mask bool [B, C_max])."""
+    features = extra["global_features"]  # [B, G, D]
+    head_logits = model.task_heads[CANDIDATE_HEAD](features).squeeze(-1).float()  # [B, G]
+    if QUESTION_HEAD in model.task_heads:
+        query = mean_by_type(features, global_types, GlobalTokenType.QUESTION)  # [B, D]
+        head_logits = head_logits + model.task_heads[QUESTION_HEAD](features, query).float()
     return candidate_logits(head_logits, global_types)
 
 
