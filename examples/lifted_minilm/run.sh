@@ -43,7 +43,7 @@
 # Knobs (environment): STAGES, RUN_DIR [runs/lifted_minilm], ETC_VENV [.venv], LAYERS [3], GLOBAL_PIECE [[SEP]: the
 # piece the summary global tokens start from, etc-lift --global-token-piece; empty: <s>, BERT's [CLS]], G2G_BIAS [-2:
 # etc-lift --g2g-bias; empty: none] (GLOBAL_PIECE= G2G_BIAS= gives the lift of the first measured run), PRE_UPDATES [300],
-# PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
+# PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3; empty: no fine-tuning run, only the starts of NS_START / WH_START], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
 # VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], NS_HEAD [linear: one
 # logit per sentence vector; cosine: plus its scaled cosine with the question, --question-cosine], NS_START [0; 1: also
 # validate every nextsent arm before fine-tuning, one update at learning rate 0 -> <arm>-start.log], ARMS
@@ -68,13 +68,13 @@ STAGES=${STAGES:-$ALL}
 LAYERS=${LAYERS:-3}
 if [ "$QUICK" = 1 ]; then
   RUN_DIR=${RUN_DIR}-quick
-  PRE_UPDATES=${PRE_UPDATES:-4}; PRE_BATCH=${PRE_BATCH:-2}; PRE_LONG=${PRE_LONG:-512}; SEEDS=${SEEDS:-"1 2"}
+  PRE_UPDATES=${PRE_UPDATES:-4}; PRE_BATCH=${PRE_BATCH:-2}; PRE_LONG=${PRE_LONG:-512}; SEEDS=${SEEDS-"1 2"}
   LONG=${LONG:-1024}; UPDATES=${UPDATES:-4}; BATCH=${BATCH:-2}; VALID_EVERY=${VALID_EVERY:-2}
   NS_TRAIN=${NS_TRAIN:-16}; NS_VALID=${NS_VALID:-8}; WH_TRAIN=${WH_TRAIN:-16}; WH_VALID=${WH_VALID:-8}
   WH_SUPPORTS=${WH_SUPPORTS:-4}; CL_TRAIN=${CL_TRAIN:-32}; CL_VALID=${CL_VALID:-32}; CL_UPDATES=${CL_UPDATES:-4}
   CL_BATCH=${CL_BATCH:-4}; CL_VALID_EVERY=${CL_VALID_EVERY:-2}
 else
-  PRE_UPDATES=${PRE_UPDATES:-300}; PRE_BATCH=${PRE_BATCH:-4}; PRE_LONG=${PRE_LONG:-2048}; SEEDS=${SEEDS:-"1 2 3"}
+  PRE_UPDATES=${PRE_UPDATES:-300}; PRE_BATCH=${PRE_BATCH:-4}; PRE_LONG=${PRE_LONG:-2048}; SEEDS=${SEEDS-"1 2 3"}
   LONG=${LONG:-2048}; UPDATES=${UPDATES:-60}; BATCH=${BATCH:-8}; VALID_EVERY=${VALID_EVERY:-30}
   NS_TRAIN=${NS_TRAIN:-1000}; NS_VALID=${NS_VALID:-150}; WH_TRAIN=${WH_TRAIN:-1000}; WH_VALID=${WH_VALID:-200}
   WH_SUPPORTS=${WH_SUPPORTS:-16}; CL_TRAIN=${CL_TRAIN:-2000}; CL_VALID=${CL_VALID:-1000}; CL_UPDATES=${CL_UPDATES:-400}
