@@ -54,6 +54,12 @@ ARMS = {
     "keeppos": "ETC lifted keeping the source's absolute positions, not continued, CLS global token",
     "keeppos_mean": "ETC lifted keeping the source's absolute positions, not continued, mean of the long tokens",
 }
+#: the WikiHop arms' own descriptions (its layout and its crop differ from nextsent's)
+WIKIHOP_ARMS = {
+    "etc": "ETC (lifted + continued), candidate / question / context / sentence global tokens, long {long}",
+    "etc512": "the same, cropped to 512 long tokens by the paper's rule (the longest supports lose their last "
+              "sentences first)",
+}
 
 
 def wikihop_meta(task_dir: Path, long_len: int) -> dict:
@@ -76,7 +82,7 @@ def _finished(log: Path) -> bool:
 
 
 def _finetune(run_dir: Path, task: str, arms: Sequence[str], seeds: Sequence[str], long_len: int,
-              unfinished: List[str]) -> Dict[str, dict]:
+              unfinished: List[str], labels: Optional[Dict[str, str]] = None) -> Dict[str, dict]:
     """The arms of one task over the seeds whose run finished (an arm may have fewer seeds than asked: its
     ``seeds`` say which); a log of a run still going or stopped is left out and its path added to
     ``unfinished``."""
@@ -86,7 +92,7 @@ def _finetune(run_dir: Path, task: str, arms: Sequence[str], seeds: Sequence[str
         done = [s for s, log in logs.items() if _finished(log)]
         unfinished.extend(str(log) for s, log in logs.items() if log.is_file() and s not in done)
         if done:
-            out[a] = dict(abl.finetune_arm(run_dir / task, a, done), label=ARMS[a].format(long=long_len))
+            out[a] = dict(abl.finetune_arm(run_dir / task, a, done), label=(labels or ARMS)[a].format(long=long_len))
     return out
 
 
@@ -104,7 +110,7 @@ def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
             "baseline": abl.nextsent_meta(run_dir / "nextsent", long_len),
             "similarity": {p.stem[len("similarity-"):]: json.loads(p.read_text())
                            for p in sorted((run_dir / "nextsent").glob("similarity-*.json"))}}
-    arms = _finetune(run_dir, "wikihop", ["etc", "etc512"], seeds, long_len, res["unfinished"])
+    arms = _finetune(run_dir, "wikihop", ["etc", "etc512"], seeds, long_len, res["unfinished"], WIKIHOP_ARMS)
     if arms:
         res["sections"]["wikihop"] = {"metric": "dev accuracy (%)", "arms": arms,
                                       "baseline": wikihop_meta(run_dir / "wikihop", long_len)}
