@@ -13,6 +13,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -321,3 +322,25 @@ def test_reachable_scores_every_file_on_the_records_the_window_answered(tmp_path
     with pytest.raises(InputFormatError, match=r"full.json: no prediction for 1 of the 2 reachable records"):
         reachable.main(["--gold", str(gold), "--window", str(files["window"]), "--predictions", str(files["full"]),
                         "--out", str(out)])
+
+
+def test_wikihop_reach_on_exact_arrays_and_a_cropped_record(pretrain_data):
+    """wikihop_reach.py: WORD's pieces must sit in a support (not the query) that also keeps a linked mention
+    of the answer; the max-heap crop of a short length drops WORD from the longest support's last sentence."""
+    from etc_fairseq.finetune.wikihop.schema import WikiHopRecord
+    from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
+
+    wr = _load("wikihop_reach")
+    arrays = {"long_tokens": np.array([7, 8, 1, 7, 8, 2, 3, 9]),
+              "long_context": np.array([0, 0, 1, 1, 1, 2, 2, 2]),  # query | support 0 | support 1
+              "long_links": np.array([[-1], [-1], [0], [-1], [-1], [1], [-1], [-1]])}
+    assert wr.word_and_answer_kept(arrays, [7, 8], answer=0) == (True, True)  # in support 0, with the mention
+    assert wr.word_and_answer_kept(arrays, [7, 8], answer=1) == (True, False)  # the answer's mention is elsewhere
+    assert wr.word_and_answer_kept(arrays, [8, 1], answer=0) == (False, False)  # a match from the query's pieces
+    assert wr.word_and_answer_kept(arrays, [9, 9], answer=1) == (False, False)
+    filler = " ".join(["The river runs through the valley and the town."] * 6)
+    rec = WikiHopRecord("x", "paragraph_mentions sailing", ["alpha", "beta"],
+                        [f"Alpha is a town. {filler} Alpha people like sailing.", "Beta is a village."], "alpha")
+    tok = WordPieceTokenizer.from_pretrain_dir(pretrain_data)
+    assert wr.reach([rec], tok, 512) == {"records": 1, "word_kept": 1, "reachable": 1}
+    assert wr.reach([rec], tok, 64) == {"records": 1, "word_kept": 0, "reachable": 0}
