@@ -12,8 +12,8 @@ sentences, -1 if truncation dropped it), ``num_sentences`` int64 [B, 1], ``long_
 sentences for the support and the criterion adds W times its cross-entropy. With ``--question-cosine`` a
 third head, ``task_heads.nextsent_question`` (:class:`~etc_fairseq.encoder.heads.QueryCosineScorer`), adds to
 each sentence's logit its scaled cosine with the question (the mean of the question pieces' long outputs,
-``question_len`` [B, 1] in the data: etc-prepare nextsent writes it), so that the comparison a sentence encoder already makes is there from
-the first update instead of learnt through attention by a one-logit head.
+``question_len`` [B, 1] in the data: etc-prepare nextsent writes it), so that the comparison a sentence
+encoder already makes is there from the first update instead of learnt through attention by a one-logit head.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 from dataclasses import dataclass, field

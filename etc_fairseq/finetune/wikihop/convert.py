@@ -389,7 +389,6 @@ def prepare_wikihop(
         ``{split: counts}`` (also in each ``{split}.meta.json`` and the summary, and logged), with the
         split's baselines where it has answers (:func:`~etc_fairseq.finetune.wikihop.metrics.baselines`).
     """
-
     check_split_names(list(splits))
     if opts.max_links_per_token < 1:
         raise ConfigError(f"--max-links-per-token must be >= 1, got {opts.max_links_per_token}")
