@@ -1,5 +1,5 @@
-"""The ``roberta_window`` baseline of issue 21's ablations (etc_fairseq/finetune/nextsent/roberta.py,
-etc_fairseq/finetune/nextsent/roberta_window.py): a fairseq RoBERTa encoder reading only the first ``max_positions`` long
+"""The ``roberta_window`` baseline of issue 21's ablations (etc_fairseq/finetune/common/roberta.py,
+etc_fairseq/finetune/common/roberta_window.py): a fairseq RoBERTa encoder reading only the first ``max_positions`` long
 tokens, scoring each sentence from the mean of its tokens' features with the nextsent head.
 
 - exact scoring on a tiny input: which tokens are read, the pooled means, sentences beyond the window
@@ -40,7 +40,7 @@ def tiny_model(vocab=20, window=8, seed=0):
     import etc_fairseq.register  # noqa: F401
     from etc_fairseq.finetune.nextsent.decode import SENTENCE_HEAD
     from etc_fairseq.encoder.heads import TokenLogits
-    from etc_fairseq.finetune.nextsent.roberta import RobertaWindowConfig, RobertaWindowModel
+    from etc_fairseq.finetune.common.roberta import RobertaWindowConfig, RobertaWindowModel
 
     d = Dictionary()
     for i in range(vocab):
@@ -137,7 +137,7 @@ def roberta_checkpoint(pretrain_data, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def converted(roberta_checkpoint, tmp_path_factory):
-    from etc_fairseq.finetune.nextsent.roberta_window import main
+    from etc_fairseq.finetune.common.roberta_window import main
 
     out = tmp_path_factory.mktemp("roberta_window") / "init.pt"
     assert main([str(roberta_checkpoint), "--out", str(out)]) == 0
@@ -147,9 +147,9 @@ def converted(roberta_checkpoint, tmp_path_factory):
 def test_conversion_keeps_the_encoder_exactly(roberta_checkpoint, converted, pretrain_data, capsys):
     from fairseq import checkpoint_utils
 
-    from etc_fairseq.finetune.nextsent.roberta import RobertaWindowModel, RobertaWindowConfig
+    from etc_fairseq.finetune.common.roberta import RobertaWindowModel, RobertaWindowConfig
     from etc_fairseq.lift.fairseq_roberta import masked_lm_dictionary
-    from etc_fairseq.finetune.nextsent.roberta_window import main
+    from etc_fairseq.finetune.common.roberta_window import main
 
     state = load_checkpoint(converted)  # torch's weights-only loader, no extra globals
     validate_checkpoint_config(state, converted)  # the gate fairseq-train --finetune-from-model passes through
@@ -232,9 +232,9 @@ def test_huggingface_bert_converts_to_the_same_function(tmp_path):
     examples/lifted_minilm): BERT's positions and token type 0 folded into fairseq's offset position table, so
     the model's features over the first ``max_position_embeddings`` tokens are BERT's own."""
     transformers = pytest.importorskip("transformers")
-    from etc_fairseq.finetune.nextsent.roberta import RobertaWindowConfig, RobertaWindowModel
+    from etc_fairseq.finetune.common.roberta import RobertaWindowConfig, RobertaWindowModel
     from etc_fairseq.lift.huggingface import fairseq_dictionary, read_huggingface
-    from etc_fairseq.finetune.nextsent.roberta_window import main as convert_main
+    from etc_fairseq.finetune.common.roberta_window import main as convert_main
 
     vocab, window = 40, 16
     cfg = transformers.BertConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

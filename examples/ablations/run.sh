@@ -132,7 +132,7 @@ pretrain_roberta() {  # fairseq RoBERTa of etc_tiny's sizes, masked_lm, the same
       "${PRE_OPTIM[@]}" --lr 2e-3 --max-update "$PRE_UPDATES" --seed 1 --save-dir "$PRE/roberta" > "$PRE/roberta.log" 2>&1
   fi
   if [ ! -f "$PRE/roberta_window.pt" ]; then
-    "$VENV_BIN/python" -m etc_fairseq.finetune.nextsent.roberta_window "$PRE/roberta/checkpoint_last.pt" --out "$PRE/roberta_window.pt"
+    "$VENV_BIN/python" -m etc_fairseq.finetune.common.roberta_window "$PRE/roberta/checkpoint_last.pt" --out "$PRE/roberta_window.pt"
   fi
 }
 

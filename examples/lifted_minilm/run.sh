@@ -158,7 +158,7 @@ source_window() {  # the source model as released, for bert512
   if [ ! -f "$LIFTED_ABS/roberta_window.pt" ]; then
     stage "the source model as released (absolute positions, no global tokens) -> $LIFTED_ABS/roberta_window.pt"
     mkdir -p "$LIFTED_ABS"
-    "$VENV_BIN/python" -m etc_fairseq.finetune.nextsent.roberta_window "$CUT" --out "$LIFTED_ABS/roberta_window.pt"
+    "$VENV_BIN/python" -m etc_fairseq.finetune.common.roberta_window "$CUT" --out "$LIFTED_ABS/roberta_window.pt"
   fi
 }
 

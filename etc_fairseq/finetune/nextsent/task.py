@@ -24,7 +24,6 @@ from etc_fairseq.encoder.heads import TokenLogits
 from etc_fairseq.errors import ConfigError
 from etc_fairseq.finetune.common.task import EtcStructuredTask, QuestionCosineConfig, register_question_head
 from etc_fairseq.finetune.nextsent.decode import QUESTION_HEAD, SENTENCE_HEAD, SUPPORT_HEAD
-from etc_fairseq.finetune.nextsent.roberta import RobertaWindowModel
 from etc_fairseq.finetune.nextsent.schema import target_fields
 
 
@@ -43,12 +42,6 @@ class EtcNextSentTask(EtcStructuredTask):
     """Find the sentence that followed the question (one score per sentence)."""
 
     TARGET_FIELDS = tuple(target_fields())
-
-    def keep_final_outputs(self, model) -> None:
-        """As :meth:`EtcStructuredTask.keep_final_outputs`; a ``roberta_window`` model has no ETC encoder whose
-        final outputs could be chosen."""
-        if not isinstance(model, RobertaWindowModel):
-            super().keep_final_outputs(model)
 
     def build_heads(self, model) -> None:
         model.register_task_head(SENTENCE_HEAD, TokenLogits(model.cfg.encoder_embed_dim, 1))

@@ -1,5 +1,6 @@
 """``roberta_window``: fairseq's RoBERTa encoder as a fine-tuning model that reads only the first
-``max_positions`` long tokens of an example (issue 21's "RoBERTa that sees the first 512 tokens" baseline).
+``max_positions`` long tokens of an example: the baseline of a flat encoder that sees only the first 512 tokens
+(the ``bert512`` / ``roberta512`` arms of the next-sentence and WikiHop-format tasks).
 
 The model is a thin registered wrapper: the encoder is fairseq's own ``RobertaEncoder`` (state-dict keys
 ``encoder.sentence_encoder.*``, exactly those of a ``fairseq-train --arch roberta_*`` checkpoint), built from
@@ -11,10 +12,11 @@ stops DistributedDataParallel) and with ``task_heads`` like :class:`etc_fairseq.
 columns and returns (features float [B, min(L, max_positions), D], ``{"global_features": None}``); other
 ``net_input`` keys (global tokens, structure) are ignored. :meth:`max_positions` is None, so fairseq does not
 filter the longer examples out: they are cropped, and what lies beyond the window is unreachable (the
-``etc_nextsent`` criterion counts answers lost that way).
+``etc_nextsent`` criterion counts answers lost that way). The structured tasks' base class lets its last layer
+compute what it computes (:meth:`etc_fairseq.finetune.common.task.EtcStructuredTask.keep_final_outputs`).
 
 A pre-trained fairseq RoBERTa checkpoint is turned into this model's format (dataclass config, no LM head)
-by ``python -m etc_fairseq.finetune.nextsent.roberta_window`` before ``fairseq-train --finetune-from-model``.
+by ``python -m etc_fairseq.finetune.common.roberta_window`` before ``fairseq-train --finetune-from-model``.
 """
 # No ``from __future__ import annotations``: fairseq reads the config field types at run time.
 import argparse

@@ -11,7 +11,7 @@ position table holds ``max_positions + 2`` rows: fairseq offsets positions by th
 
 Usage::
 
-    python -m etc_fairseq.finetune.nextsent.roberta_window ROBERTA/checkpoint_last.pt --out roberta_window.pt
+    python -m etc_fairseq.finetune.common.roberta_window ROBERTA/checkpoint_last.pt --out roberta_window.pt
     fairseq-train DATA --task etc_nextsent --arch roberta_window --encoder-layers 2 --encoder-embed-dim 64 \\
         --encoder-ffn-embed-dim 256 --encoder-attention-heads 4 --max-positions 512 \\
         --finetune-from-model roberta_window.pt ...
@@ -121,7 +121,7 @@ def model_flags(cfg: Dict[str, Any]) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m etc_fairseq.finetune.nextsent.roberta_window",
+        prog="python -m etc_fairseq.finetune.common.roberta_window",
         description="Turn a fairseq RoBERTa checkpoint into a roberta_window checkpoint (same tensors, "
         "dataclass config) for fairseq-train --arch roberta_window --finetune-from-model; or (--flags) print "
         "the fairseq-train model flags of a converted checkpoint.")
