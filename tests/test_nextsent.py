@@ -454,7 +454,7 @@ def test_support_loss_adds_the_support_heads_cross_entropy(tmp_path, wiki_dump, 
 def test_question_mean_and_scaled_cosine_on_exact_small_matrices():
     """question_mean averages long positions 1 .. question_len (after the CLS); scaled_cosine is scale x cos."""
     from etc_fairseq.encoder.heads import QueryCosineScorer, scaled_cosine
-    from etc_fairseq.finetune.nextsent.decode import question_mean
+    from etc_fairseq.finetune.common.selection import question_mean
 
     features = torch.tensor([[[9.0, 9.0], [1.0, 0.0], [3.0, 2.0], [7.0, 7.0]],
                              [[9.0, 9.0], [0.0, 4.0], [5.0, 5.0], [5.0, 5.0]]])  # [2, 4, 2]

@@ -314,6 +314,55 @@ def test_truncation_in_layout(real_paragraphs, tokenizer):
         build_example(rec, tokenizer, LayoutOptions(max_global_len=3))
 
 
+def test_no_globals_layout_puts_the_candidates_into_the_long_input(real_paragraphs, tokenizer):
+    """--no-globals: long = CLS | query | each candidate's pieces | supports, one CLS global token, no
+    structure; long_candidate marks the candidate list, question_len the query; cropping counts the list."""
+    from etc_fairseq.errors import ConfigError
+
+    rec = layout_record(real_paragraphs)
+    q, sents = _expected(tokenizer)
+    cands = [tokenizer.encode_words(c.split(), first_is_start=True)[0] for c in rec.candidates]
+    bos = tokenizer.dictionary.bos()
+    counts = Counter()
+    a = build_example(rec, tokenizer, LayoutOptions(no_globals=True), counts)
+    head = [bos] + q + sum(cands, [])
+    assert a["long_tokens"].tolist() == head + sum((ids for ids, _ in sents), [])
+    assert a["global_tokens"].tolist() == [bos] and a["global_types"].tolist() == [T.CLS]
+    L = len(a["long_tokens"])
+    assert a["long_segment"].tolist() == [0] * L and a["long_context"].tolist() == [0] * L
+    assert a["long_candidate"].tolist() == [-1] * (1 + len(q)) + [k for k, c in enumerate(cands) for _ in c] + \
+        [-1] * (L - len(head))
+    assert a["question_len"].tolist() == [len(q)]
+    assert a["answer_index"].tolist() == [1] and a["candidate_correct"].tolist() == [0, 1, 0, 0]
+    assert set(a) == {"long_tokens", "global_tokens", "global_types", "long_segment", "long_context", "answer_index",
+                      "candidate_correct", "long_candidate", "question_len"}
+    assert counts["candidates_unmentioned"] == 1 and counts["truncated_examples"] == 0
+    # the candidate list takes long budget: one piece less than everything drops P's last sentence
+    counts = Counter()
+    lens = [len(ids) for ids, _ in sents]
+    cut = build_example(rec, tokenizer, LayoutOptions(max_long_len=len(head) + sum(lens) - 1, no_globals=True), counts)
+    assert cut["long_tokens"].tolist() == head + sents[0][0] + sents[1][0] + sents[2][0]
+    assert counts["dropped_sentences"] == 1
+    # no global budget for the candidates: 4 candidates fit with --max-global-len 1
+    assert build_example(rec, tokenizer, LayoutOptions(max_global_len=1, no_globals=True))["global_tokens"].size == 1
+    with pytest.raises(InputFormatError, match=r"CONSTRUCTED_layout.*candidates' \d+ pieces do not fit into --max-long-len 4"):
+        build_example(rec, tokenizer, LayoutOptions(max_long_len=4, no_globals=True))
+    with pytest.raises(ConfigError, match="--no-globals and --flat-structure"):
+        LayoutOptions(no_globals=True, flat_structure=True)
+
+
+def test_mean_by_index_on_exact_small_matrices():
+    """mean_by_index: the mean of each item's long tokens among the first W, present where it has one."""
+    from etc_fairseq.finetune.common.selection import mean_by_index
+
+    features = torch.tensor([[[1.0, 0.0], [3.0, 2.0], [5.0, 4.0], [7.0, 6.0]]])  # [1, W=4, 2]
+    index = torch.tensor([[-1, 1, 1, 0, 0]])  # [1, L=5]: the last token lies beyond the W features
+    means, present = mean_by_index(features, index, 3)
+    assert means.tolist() == [[[7.0, 6.0], [4.0, 3.0], [0.0, 0.0]]] and present.tolist() == [[True, True, False]]
+    means, present = mean_by_index(features[:, :2], index, 2)  # a window of 2: item 0 is not read
+    assert means.tolist() == [[[0.0, 0.0], [3.0, 2.0]]] and present.tolist() == [[False, True]]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # metric and criterion pieces
 # ---------------------------------------------------------------------------------------------------------
@@ -442,8 +491,8 @@ def test_question_cosine_head_adds_the_scaled_cosine_to_the_candidate_logits(tmp
     sample = ds.collater([ds[i] for i in range(len(ds))])
     types = sample["net_input"]["global_types"]
     with torch.no_grad():
-        _, extra = task.forward_features(model, sample)
-        logits, mask = candidate_scores(model, extra, types)
+        features, extra = task.forward_features(model, sample)
+        logits, mask = candidate_scores(model, sample, features, extra)
         qh = model.task_heads[QUESTION_HEAD]
         for b in range(types.size(0)):
             g = extra["global_features"][b]  # [G, D]
@@ -454,7 +503,7 @@ def test_question_cosine_head_adds_the_scaled_cosine_to_the_candidate_logits(tmp
             assert torch.allclose(logits[b][mask[b]], expected, atol=1e-5)
         # the cosine reaches the logits: they change when the scale does
         qh.log_scale.add_(1.0)
-        assert not torch.allclose(candidate_scores(model, extra, types)[0][mask], logits[mask])
+        assert not torch.allclose(candidate_scores(model, sample, features, extra)[0][mask], logits[mask])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -572,3 +621,64 @@ def test_end_to_end(tmp_path, wiki_dump, pretrain_data, etc_tiny_checkpoint, cap
     assert predict_main(["wikihop", "--path", str(ckpt), "--data", str(data), "--split", "test",
                          "--output", str(pred_test), "--batch-size", "2", "--device", "cpu"]) == 0
     assert json.loads(pred_test.read_text()) == predictions
+
+
+def test_no_globals_end_to_end_scores_candidates_from_their_pieces(tmp_path, wiki_dump, pretrain_data,
+                                                                    etc_tiny_checkpoint, capsys):
+    """The local-only arm: etc-prepare wikihop --no-globals -> fairseq-train --question-cosine (2 updates) ->
+    fairseq-validate == etc-evaluate on etc-predict's file; the loaded model's candidate scores are the heads
+    applied to the mean of each candidate's pieces and of the query's, and the last layer computes only the
+    long side."""
+    from etc_fairseq.cli.evaluate import main as evaluate_main
+    from etc_fairseq.cli.predict import main as predict_main
+    from etc_fairseq.cli.prepare import main as prepare_main
+    from etc_fairseq.encoder.heads import scaled_cosine
+    from etc_fairseq.finetune.wikihop.decode import CANDIDATE_HEAD, QUESTION_HEAD, candidate_scores
+    from etc_fairseq.finetune.common.runner import load_checkpoint
+
+    raw, data = tmp_path / "raw", tmp_path / "data"
+    assert _construct_module().main(
+        ["--dump", str(wiki_dump), "--out", str(raw), "--train", "6", "--valid", "4", "--supports", "3", "--seed", "3",
+         "--max-articles", "30", "--train-articles", "20"]) == 0
+    assert prepare_main(["wikihop", "--train", str(raw / "train.json"), "--valid", str(raw / "dev.json"), "--out",
+                         str(data), "--pretrain-dir", str(pretrain_data), "--max-long-len", "384",
+                         "--max-global-len", "8", "--no-globals"]) == 0
+    assert json.loads((data / "prepare.json").read_text())["no_globals"] is True
+    capsys.readouterr()
+    common = ["--user-dir", str(REPO / "user_dir"), "--task", "etc_wikihop", "--criterion", "etc_wikihop",
+              "--max-long-len", "384", "--max-global-len", "8", "--cpu", "--num-workers", "0",
+              "--required-batch-size-multiple", "1", "--question-cosine"]
+    save = tmp_path / "ckpt"
+    train = run_python(
+        ["-m", "fairseq_cli.train", str(data), *common, "--arch", "etc_tiny", "--finetune-from-model",
+         str(etc_tiny_checkpoint), "--batch-size", "3", "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler",
+         "fixed", "--max-update", "2", "--seed", "1", "--no-epoch-checkpoints", "--disable-validation",
+         "--log-format", "simple", "--log-interval", "1", "--save-dir", str(save)], cwd=REPO, timeout=600)
+    assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
+    ckpt = save / "checkpoint_last.pt"
+    valid = run_python(["-m", "fairseq_cli.validate", str(data), *common, "--path", str(ckpt), "--valid-subset",
+                        "valid", "--batch-size", "2"], cwd=REPO, timeout=600)
+    m = re.search(r"valid on 'valid' subset .*\| accuracy ([\d.]+)", valid.stdout + valid.stderr)
+    assert valid.returncode == 0 and m, (valid.stdout + valid.stderr)[-3000:]
+    pred = tmp_path / "pred.json"
+    assert predict_main(["wikihop", "--path", str(ckpt), "--data", str(data), "--output", str(pred),
+                         "--batch-size", "3", "--device", "cpu"]) == 0
+    capsys.readouterr()
+    assert evaluate_main(["wikihop", "--predictions", str(pred), "--gold", str(raw / "dev.json")]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy"] == pytest.approx(float(m.group(1)), abs=1e-3)
+
+    model, task, _ = load_checkpoint(ckpt, data)
+    assert task.encoder_outputs() == ("long",)
+    ds = task.load_dataset("valid")
+    sample = ds.collater([ds[i] for i in range(len(ds))])
+    with torch.no_grad():
+        features, extra = task.forward_features(model, sample)
+        logits, mask = candidate_scores(model, sample, features, extra)
+        qh = model.task_heads[QUESTION_HEAD]
+        for b in range(features.size(0)):
+            idx, q_len = sample["target"]["long_candidate"][b], int(sample["target"]["question_len"][b, 0])
+            cands = torch.stack([features[b][idx.eq(k)].mean(dim=0) for k in range(3)])  # [3, D]
+            query = features[b, 1:1 + q_len].mean(dim=0)
+            expected = (model.task_heads[CANDIDATE_HEAD](cands).squeeze(-1)
+                        + scaled_cosine(qh.item_proj(cands)[None], qh.query_proj(query)[None], qh.log_scale.exp())[0])
+            assert mask[b].tolist() == [True] * 3 and torch.allclose(logits[b], expected, atol=1e-5)

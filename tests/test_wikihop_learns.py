@@ -77,8 +77,8 @@ def _task_model_batch(data, seed=1):
 def _candidate_logits(task, model, batch):
     from etc_fairseq.finetune.wikihop.decode import candidate_scores
 
-    _, extra = task.forward_features(model, batch)
-    logits, mask = candidate_scores(model, extra, batch["net_input"]["global_types"])  # [B, C]
+    features, extra = task.forward_features(model, batch)
+    logits, mask = candidate_scores(model, batch, features, extra)  # [B, C]
     assert bool(mask.all())
     return logits
 

@@ -25,8 +25,9 @@
 #                 bert512    the source model itself (MiniLM's first LAYERS layers as released, absolute
 #                            positions, full attention) on the first 512 long tokens (roberta_window)
 #   wikihop     the WikiHop-format task of examples/wikihop/construct.py (its default query; WH_QUERY=mentioned_as:
-#               the probe of the candidate-mention links alone), arms etc and etc512 (the candidates are global
-#               tokens: local and bert512 have no candidate head)
+#               the probe of the candidate-mention links alone), the same four arms: etc and etc512 score each
+#               candidate's global token; local and bert512 read the candidates written into the long input after
+#               the query (etc-prepare wikihop --no-globals) and score the mean of each candidate's pieces
 #   classify    REAL labels: sentence polarity (fresh vs rotten movie-review snippets) through etc_structured's
 #               record level with a CLS global token, vs logistic regression on the source model's frozen
 #               mean-pooled features (classify.py); the arms (CL_ARMS): continued / lifted (the model continued or
@@ -265,8 +266,9 @@ ns_arms() {  # SEED: the nextsent arms (ARMS) of one seed
       --arch roberta_window "${MINILM[@]}" --max-positions 512 --max-global-len $(( LONG / 8 )) "${NS_HEAD_FLAGS[@]}"; fi
 }
 
-wh_data() {  # LEN -> prints the directory (construct.py's query WH_QUERY, WH_SUPPORTS paragraphs per record)
-  local len=$1 raw=$RUN_DIR/wikihop/raw out=$RUN_DIR/wikihop/data-$1 made=paragraph_mentions
+wh_data() {  # LEN [noglobals] -> prints the directory (construct.py's query WH_QUERY, WH_SUPPORTS paragraphs per record)
+  local len=$1 raw=$RUN_DIR/wikihop/raw out=$RUN_DIR/wikihop/data-$1 made=paragraph_mentions flag=""
+  if [ "${2:-}" = noglobals ]; then out=$RUN_DIR/wikihop/data-noglobals-$1 flag=--no-globals; fi
   if [ -f "$raw/query" ]; then made=$(cat "$raw/query"); fi
   if [ -f "$raw/dev.json" ] && [ "$made" != "$WH_QUERY" ]; then
     echo "error: $raw holds $made records, not WH_QUERY=$WH_QUERY: give this query its own RUN_DIR" >&2; exit 2
@@ -280,16 +282,18 @@ wh_data() {  # LEN -> prints the directory (construct.py's query WH_QUERY, WH_SU
     echo "$WH_QUERY" > "$raw/query"
   fi
   if [ ! -f "$out/prepare.json" ]; then
-    stage "etc-prepare wikihop (long $len) -> $out" >&2
+    stage "etc-prepare wikihop (long $len $flag) -> $out" >&2
     "$VENV_BIN/etc-prepare" wikihop --train "$raw/train.json" --valid "$raw/dev.json" --out "$out" --overwrite \
-      --pretrain-dir "$PRE/data/bin" --max-long-len "$len" --max-global-len $(( len / 4 )) --no-progress-bar >&2
+      --pretrain-dir "$PRE/data/bin" --max-long-len "$len" --max-global-len $(( len / 4 )) $flag --no-progress-bar >&2
   fi
   echo "$out"
 }
-wikihop() {  # candidates are global tokens: the arms without global tokens (local, bert512) have no head here
-  local D D512 seed
+wikihop() {
+  local D D512 DN seed
   D=$(wh_data "$LONG")
   if arm etc512; then D512=$(wh_data 512); fi
+  if arm local || arm bert512; then DN=$(wh_data "$LONG" noglobals); fi
+  if arm bert512; then source_window; fi
   # each arm's starting point: one update at learning rate 0, as nextsent's
   if [ "$WH_START" = 1 ]; then UPDATES=1 VALID_EVERY=1 LR=0 LOG_TAG=start wh_arms 1; fi
   for seed in $SEEDS; do
@@ -297,10 +301,14 @@ wikihop() {  # candidates are global tokens: the arms without global tokens (loc
   done
   wait
 }
-wh_arms() {  # SEED: the wikihop arms (etc, etc512 of ARMS) of one seed
+wh_arms() {  # SEED: the wikihop arms (ARMS) of one seed
   local seed=$1
   if arm etc; then spawn finetune wikihop wikihop etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )) "${WH_HEAD_FLAGS[@]}"; fi
   if arm etc512; then spawn finetune wikihop wikihop etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 128 "${WH_HEAD_FLAGS[@]}"; fi
+  if arm local; then spawn finetune wikihop wikihop local "$seed" "$DN" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )) "${WH_HEAD_FLAGS[@]}"; fi
+  # the same long input as local (query, candidates, supports), cropped to its first 512 tokens
+  if arm bert512; then spawn finetune wikihop wikihop bert512 "$seed" "$DN" "$LONG" "$LIFTED_ABS/roberta_window.pt" \
+    --arch roberta_window "${MINILM[@]}" --max-positions 512 --max-global-len $(( LONG / 4 )) "${WH_HEAD_FLAGS[@]}"; fi
 }
 
 classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured's record level vs the floor

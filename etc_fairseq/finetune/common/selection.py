@@ -1,6 +1,7 @@
 """Reading a per-global-token head at the global tokens of one type (WikiHop's candidates, the next-sentence
 task's sentences): :func:`gather_by_type`; one vector from the global tokens of one type (WikiHop's question):
-:func:`mean_by_type`."""
+:func:`mean_by_type`; the same from the long side, for layouts without those global tokens: one vector per
+item from its long tokens, :func:`mean_by_index`, and the question's vector, :func:`question_mean`."""
 from __future__ import annotations
 
 from typing import Tuple
@@ -48,3 +49,41 @@ def mean_by_type(features: torch.Tensor, global_types: torch.Tensor, token_type:
     """
     weights = global_types.eq(int(token_type)).to(features.dtype)  # [B, G]
     return torch.einsum("bg,bgd->bd", weights, features) / weights.sum(dim=1, keepdim=True).clamp(min=1)
+
+
+def mean_by_index(features: torch.Tensor, index: torch.Tensor, num_items: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Mean of the long tokens' features per item (the next-sentence task's sentences, the WikiHop-format
+    candidates written into the long input).
+
+    Args:
+        features: float [B, W, D], the features of the first W long tokens (W = L for ETC; a windowed
+            model such as ``roberta_window`` reads only a prefix).
+        index: int64 [B, L] with L >= W, the item index of each long token (-1 = none); only its first W
+            columns are used.
+        num_items: N, the number of columns to return.
+    Returns:
+        (means float [B, N, D], zeros for an item without tokens among the W;
+        present bool [B, N], whether the item has at least one token among the W).
+    """
+    B, W, D = features.shape
+    index = index[:, :W]  # [B, W]
+    idx = torch.where(index >= 0, index, num_items)  # [B, W]; N absorbs "none"
+    sums = features.new_zeros(B, num_items + 1, D).scatter_add_(1, idx.unsqueeze(-1).expand(B, W, D), features)
+    counts = features.new_zeros(B, num_items + 1).scatter_add_(1, idx, torch.ones_like(idx, dtype=features.dtype))
+    means = (sums / counts.clamp(min=1).unsqueeze(-1))[:, :num_items]  # [B, N, D]
+    return means, counts[:, :num_items].gt(0)
+
+
+def question_mean(features: torch.Tensor, question_len: torch.Tensor) -> torch.Tensor:
+    """Mean of the question pieces' features (long positions ``1 .. question_len``, after the CLS).
+
+    Args:
+        features: float [B, W, D], the features of the first W long tokens.
+        question_len: int [B], the question's pieces in the long input.
+    Returns:
+        float [B, D]; zeros for an example whose question has no piece among the W.
+    """
+    pos = torch.arange(features.size(1), device=features.device).unsqueeze(0)  # [1, W]
+    in_question = (pos >= 1) & (pos < 1 + question_len.unsqueeze(1))  # [B, W]
+    weights = in_question.to(features.dtype)
+    return torch.einsum("bw,bwd->bd", weights, features) / weights.sum(dim=1, keepdim=True).clamp(min=1)

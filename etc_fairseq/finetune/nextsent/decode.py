@@ -5,7 +5,8 @@ With sentence global tokens (the ETC layout and its flat ablation) a sentence's 
 to its SENTENCE global token's output; without them (``--no-globals``) it is the head applied to the mean of
 its long tokens' outputs, so every variant is scored by the same dense layer from one vector per sentence.
 A model with the ``nextsent_question`` head (the task's ``--question-cosine``) adds to that logit the
-sentence vector's scaled cosine with the question's vector (:func:`question_mean`).
+sentence vector's scaled cosine with the question's vector
+(:func:`~etc_fairseq.finetune.common.selection.question_mean`).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.errors import CheckpointLoadError, ConfigError
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, write_predictions
-from etc_fairseq.finetune.common.selection import gather_by_type
+from etc_fairseq.finetune.common.selection import gather_by_type, mean_by_index, question_mean
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 from etc_fairseq.tracing import static_graph
 
@@ -29,43 +30,6 @@ SUPPORT_HEAD = "nextsent_support"
 #: name of the question-cosine head (items [.., S, D], query [.., D] -> one logit per item), present with
 #: the task's ``question_cosine``; it adds to the answer head's logits only
 QUESTION_HEAD = "nextsent_question"
-
-
-def mean_by_sentence(features: torch.Tensor, long_sentence: torch.Tensor, num_sentences: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Mean of the long tokens' features per sentence.
-
-    Args:
-        features: float [B, W, D], the features of the first W long tokens (W = L for ETC; a windowed
-            model such as ``roberta_window`` reads only a prefix).
-        long_sentence: int64 [B, L] with L >= W, the sentence index of each long token (-1 = none); only
-            its first W columns are used.
-        num_sentences: S, the number of columns to return.
-    Returns:
-        (means float [B, S, D], zeros for a sentence without tokens among the W;
-        present bool [B, S], whether the sentence has at least one token among the W).
-    """
-    B, W, D = features.shape
-    long_sentence = long_sentence[:, :W]  # [B, W]
-    idx = torch.where(long_sentence >= 0, long_sentence, num_sentences)  # [B, W]; S absorbs "none"
-    sums = features.new_zeros(B, num_sentences + 1, D).scatter_add_(1, idx.unsqueeze(-1).expand(B, W, D), features)
-    counts = features.new_zeros(B, num_sentences + 1).scatter_add_(1, idx, torch.ones_like(idx, dtype=features.dtype))
-    means = (sums / counts.clamp(min=1).unsqueeze(-1))[:, :num_sentences]  # [B, S, D]
-    return means, counts[:, :num_sentences].gt(0)
-
-
-def question_mean(features: torch.Tensor, question_len: torch.Tensor) -> torch.Tensor:
-    """Mean of the question pieces' features (long positions ``1 .. question_len``, after the CLS).
-
-    Args:
-        features: float [B, W, D], the features of the first W long tokens.
-        question_len: int [B], the question's pieces in the long input.
-    Returns:
-        float [B, D]; zeros for an example whose question has no piece among the W.
-    """
-    pos = torch.arange(features.size(1), device=features.device).unsqueeze(0)  # [1, W]
-    in_question = (pos >= 1) & (pos < 1 + question_len.unsqueeze(1))  # [B, W]
-    weights = in_question.to(features.dtype)
-    return torch.einsum("bw,bwd->bd", weights, features) / weights.sum(dim=1, keepdim=True).clamp(min=1)
 
 
 def sentence_scores(model, sample, features: torch.Tensor, extra, head_name: str = SENTENCE_HEAD
@@ -104,7 +68,7 @@ def sentence_scores(model, sample, features: torch.Tensor, extra, head_name: str
     # columns: the batch's most sentences; in a static graph (no host read) the long length, which bounds
     # it (every kept sentence has at least one long token)
     s_max = sample["target"]["long_sentence"].size(1) if static_graph(num) else max(int(num.max()), 1)
-    pooled, present = mean_by_sentence(features, sample["target"]["long_sentence"], s_max)  # [B, S, D], [B, S]
+    pooled, present = mean_by_index(features, sample["target"]["long_sentence"], s_max)  # [B, S, D], [B, S]
     p_logits = score(pooled)  # [B, S]
     # a sentence without tokens in the features (beyond a windowed model's reach) is not scored
     p_mask = (torch.arange(s_max, device=num.device).unsqueeze(0) < num.unsqueeze(1)) & present  # [B, S]

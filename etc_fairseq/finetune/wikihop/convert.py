@@ -40,6 +40,17 @@ Structure ids (meaning as in :func:`etc_fairseq.structure.builders.build_structu
 ``global_context`` all 0), no parent links (long tokens relate to their sentence token only) and no
 candidate links.
 
+``--no-globals`` (the local-only and flat-encoder arms): the candidates are written into the long input, as a
+flat encoder reads WikiHop (query, candidate list, supports), and the global input is one CLS token::
+
+    long   = CLS | query pieces | candidate 0 pieces | ... | candidate C-1 pieces | supports' sentences
+    global = CLS
+
+with no structure (``long_segment`` and ``long_context`` all 0: local attention only) and two more fields
+for the head: ``long_candidate`` ``[L]`` (the candidate index of each piece of the candidate list, -1
+elsewhere: a candidate is scored from the mean of its pieces' outputs) and ``question_len`` ``[1]`` (the
+query pieces, at long positions ``1 .. question_len``).
+
 Too long instances (long > ``--max-long-len`` or global > ``--max-global-len``) are cropped with the
 paper's max-heap rule (:func:`max_heap_truncation`): repeatedly drop the last sentence of the support that
 currently has the most sentences (a support left without sentences loses its CONTEXT token too). All
@@ -196,10 +207,14 @@ class LayoutOptions:
     flat_structure: bool = False
     #: ``mentions``: candidates attend (g2l) only to their mentions; ``all``: to every long token
     candidate_attention: str = "mentions"
+    #: candidates in the long input, one CLS global token, no structure (see the module docstring)
+    no_globals: bool = False
 
     def __post_init__(self):
         if self.candidate_attention not in CANDIDATE_ATTENTION:
             raise ConfigError(f"candidate_attention must be one of {CANDIDATE_ATTENTION}, got {self.candidate_attention!r}")
+        if self.no_globals and self.flat_structure:
+            raise ConfigError("--no-globals and --flat-structure exclude each other: --no-globals has no structure")
 
 
 def build_example(
@@ -215,9 +230,12 @@ def build_example(
     Returns:
         arrays: ``long_tokens`` int [L]; ``global_tokens``, ``global_types``, ``global_parent``,
         ``global_context`` int [G]; ``long_segment``, ``long_context`` int [L]; ``long_links`` int [L, K]
-        (not with ``flat_structure``); ``answer_index`` int [1]; ``candidate_correct`` int [C].
+        (not with ``flat_structure``); ``answer_index`` int [1]; ``candidate_correct`` int [C]. With
+        ``no_globals``: ``long_tokens``, ``long_segment``, ``long_context`` (zeros), ``long_candidate`` int [L],
+        ``global_tokens``, ``global_types`` int [1] (the CLS), ``question_len`` int [1] and the two targets.
     Raises:
-        ValueError: the candidates alone do not fit into ``max_global_len`` (names the record).
+        InputFormatError: the candidates alone do not fit into ``max_global_len`` (into ``max_long_len``
+            with ``no_globals``, with the CLS); names the record.
     """
     from etc_fairseq.prepare.sentences import split_sentences
     from etc_fairseq.structure.global_tokens import GlobalTokenType, global_token_id
@@ -225,14 +243,23 @@ def build_example(
     counts = counts if counts is not None else Counter()
     d = tokenizer.dictionary
     C = len(rec.candidates)
-    if C > opts.max_global_len:
+    # -- without global tokens: the CLS and every candidate's pieces come before the query's in the long input
+    head_len = 0
+    if opts.no_globals:
+        c_ids = [tokenizer.encode_words(c.split(), first_is_start=True)[0] for c in rec.candidates]
+        head_len = 1 + sum(len(c) for c in c_ids)
+        if head_len > opts.max_long_len:
+            raise InputFormatError(f"record id {rec.id!r}: the CLS and the {C} candidates' {head_len - 1} pieces do "
+                                   f"not fit into --max-long-len {opts.max_long_len}")
+    elif C > opts.max_global_len:
         raise InputFormatError(
             f"record id {rec.id!r}: {C} candidates do not fit into --max-global-len {opts.max_global_len}"
         )
 
     # -- tokenize: query, then each support's sentences
     q_ids, _ = tokenizer.encode_words(query_words(rec.query), first_is_start=True)
-    q_keep = min(len(q_ids), opts.max_long_len, opts.max_global_len - C)
+    q_keep = min(len(q_ids), opts.max_long_len - head_len,
+                 opts.max_global_len - C if not opts.no_globals else len(q_ids))
     if q_keep < len(q_ids):
         counts["query_pieces_dropped"] += len(q_ids) - q_keep
         q_ids = q_ids[:q_keep]
@@ -254,8 +281,8 @@ def build_example(
     # -- crop (max-heap rule)
     trunc = max_heap_truncation(
         [[len(s[1]) for s in ctx] for ctx in contexts],
-        long_budget=opts.max_long_len - len(q_ids),
-        global_budget=opts.max_global_len - C - len(q_ids),
+        long_budget=opts.max_long_len - head_len - len(q_ids),
+        global_budget=opts.max_global_len - C - len(q_ids) if not opts.no_globals else 1 << 30,
     )
     if trunc.dropped:
         counts["truncated_examples"] += 1
@@ -277,6 +304,12 @@ def build_example(
     l_tokens = list(q_ids)
     l_segment = list(range(C, C + len(q_ids)))
     l_context = [0] * len(q_ids)
+    l_candidate = [-1] * len(q_ids)
+    if opts.no_globals:  # segments and contexts are dropped below; only the tokens' order matters here
+        cls_id = global_token_id(d, GlobalTokenType.CLS, role_ids=tokenizer.global_ids)
+        l_tokens = [cls_id] + l_tokens + [i for c in c_ids for i in c]
+        l_candidate = [-1] + l_candidate + [k for k, c in enumerate(c_ids) for _ in c]
+        l_segment, l_context = [0] * len(l_tokens), [0] * len(l_tokens)
     # per kept support, for mentions: its words and the long positions [first, last] of each word's pieces
     support_words: List[Tuple[List[str], List[Optional[Tuple[int, int]]]]] = []
     for s, ctx in enumerate(contexts, start=1):
@@ -304,7 +337,7 @@ def build_example(
             l_segment.extend([sent_index] * len(ids))
             l_context.extend([s] * len(ids))
     L, G = len(l_tokens), len(g_tokens)
-    assert L <= opts.max_long_len and G <= opts.max_global_len, (L, G)
+    assert L <= opts.max_long_len and (opts.no_globals or G <= opts.max_global_len), (L, G)
 
     # -- candidate mentions -> links (matched over each kept support's text; a quick substring test first)
     K = opts.max_links_per_token
@@ -347,6 +380,19 @@ def build_example(
         g_parent = [-1] * G
         g_context = [0] * G
         l_context = [0] * L
+    if opts.no_globals:
+        l_candidate += [-1] * (L - len(l_candidate))
+        return {
+            "long_tokens": np.asarray(l_tokens, dtype=np.int64),
+            "global_tokens": np.asarray([cls_id], dtype=np.int64),
+            "global_types": np.asarray([int(GlobalTokenType.CLS)], dtype=np.int64),
+            "long_segment": np.zeros(L, dtype=np.int64),
+            "long_context": np.zeros(L, dtype=np.int64),
+            "answer_index": np.asarray([answer_index], dtype=np.int64),
+            "candidate_correct": np.asarray(correct, dtype=np.int64),
+            "long_candidate": np.asarray(l_candidate, dtype=np.int64),
+            "question_len": np.asarray([len(q_ids)], dtype=np.int64),
+        }
     arrays = {
         "long_tokens": np.asarray(l_tokens, dtype=np.int64),
         "global_tokens": np.asarray(g_tokens, dtype=np.int64),
@@ -405,8 +451,8 @@ def prepare_wikihop(
                     counts["records"] += 1
                     yield arrays, {"id": rec.id, "candidates": rec.candidates, "answer": rec.answer}
 
-            writer = write_split(tmp, name, field_specs(opts.flat_structure, opts.candidate_attention == "mentions"), examples(), log_every,
-                                 total=len(recs))
+            specs = field_specs(opts.flat_structure, opts.candidate_attention == "mentions", opts.no_globals)
+            writer = write_split(tmp, name, specs, examples(), log_every, total=len(recs))
             result = {k: int(counts[k]) for k in COUNT_KEYS}
             result.update(baselines(recs))
             writer.finalize(source=str(splits[name]), counts=result, layout=layout)
@@ -440,6 +486,11 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "all: to every long token (the official setting; its few mentions are then drowned until attention is "
         "trained)",
     )
+    g.add_argument(
+        "--no-globals", action="store_true",
+        help="the local-only and flat-encoder arms: the candidates written into the long input after the query "
+        "(each scored from the mean of its pieces' outputs), one CLS global token, no structure",
+    )
     WordPieceTokenizer.add_arguments(p)
 
 
@@ -449,7 +500,7 @@ def _run(args: argparse.Namespace) -> int:
     splits = splits_from_args(args)
     tokenizer = WordPieceTokenizer.from_args(args)
     opts = LayoutOptions(args.max_long_len, args.max_global_len, args.max_links_per_token, args.flat_structure,
-                         args.candidate_attention)
+                         args.candidate_attention, args.no_globals)
     summary = prepare_wikihop(splits, args.out, tokenizer, opts, overwrite=args.overwrite, log_every=args.log_every)
     print_summary(args.out, summary, notes=[f"tokenizer: {tokenizer.stats}"])
     return 0

@@ -55,8 +55,8 @@ class EtcWikiHopCriterion(FairseqCriterion):
         super().__init__(task)
 
     def forward(self, model, sample, reduce=True):
-        _, extra = self.task.forward_features(model, sample)
-        logits, _ = candidate_scores(model, extra, sample["net_input"]["global_types"])  # [B, C_max]
+        features, extra = self.task.forward_features(model, sample)
+        logits, _ = candidate_scores(model, sample, features, extra)  # [B, C_max]
         target = sample["target"]
         loss, n_correct, n_labelled = loss_and_counts(
             logits, target["answer_index"][:, 0], target["candidate_correct"]

@@ -1,7 +1,8 @@
 """WikiHop decoding: the candidate head on the global features, its logits gathered at the CANDIDATE global
 tokens (:func:`candidate_scores`, used by the ``etc_wikihop`` criterion and by ``etc-predict wikihop``; with
 the ``wikihop_question`` head, the task's ``--question-cosine``, each candidate's logit plus the scaled
-cosine of its output with the mean of the QUESTION global tokens' outputs), and
+cosine of its output with the mean of the QUESTION global tokens' outputs; in ``--no-globals`` data the
+candidates' and the query's pieces in the long input instead), and
 ``etc-predict wikihop``: the official prediction file ``{id: candidate}`` from a fine-tuned ``etc_wikihop``
 checkpoint and a split prepared by ``etc-prepare wikihop`` (paper appendix C: the candidate whose global
 token has the highest logit)."""
@@ -16,7 +17,7 @@ import torch
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.errors import CheckpointLoadError, InputFormatError
 from etc_fairseq.finetune.common.runner import add_predict_arguments, iterate_outputs, write_predictions
-from etc_fairseq.finetune.common.selection import gather_by_type, mean_by_type
+from etc_fairseq.finetune.common.selection import gather_by_type, mean_by_index, mean_by_type, question_mean
 from etc_fairseq.structure.global_tokens import GlobalTokenType
 
 logger = logging.getLogger(__name__)
@@ -35,15 +36,36 @@ def candidate_logits(head_logits: torch.Tensor, global_types: torch.Tensor) -> T
     return gather_by_type(head_logits, global_types, GlobalTokenType.CANDIDATE)
 
 
-def candidate_scores(model, extra, global_types: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Apply the candidate head to ``extra["global_features"]`` float [B, G, D] (plus the question-cosine
-    head's logits when the model has it) and gather the candidates: returns what :func:`candidate_logits`
-    returns (logits float32 [B, C_max], mask bool [B, C_max])."""
-    features = extra["global_features"]  # [B, G, D]
-    head_logits = model.task_heads[CANDIDATE_HEAD](features).squeeze(-1).float()  # [B, G]
-    if QUESTION_HEAD in model.task_heads:
-        query = mean_by_type(features, global_types, GlobalTokenType.QUESTION)  # [B, D]
-        head_logits = head_logits + model.task_heads[QUESTION_HEAD](features, query).float()
+def candidate_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Apply the candidate head (plus the question-cosine head's logits when the model has it) to one vector
+    per candidate and return what :func:`candidate_logits` returns (logits float32 [B, C_max], mask bool
+    [B, C_max]).
+
+    The vectors: the CANDIDATE tokens' outputs in ``extra["global_features"]`` float [B, G, D], the question
+    the mean of the QUESTION tokens'; in data prepared with ``--no-globals`` (``sample["target"]`` holds
+    ``long_candidate``), the mean of each candidate's pieces in ``features`` float [B, W, D] (the long
+    outputs; W < L for a windowed model, whose unread candidates are masked), the question the mean of the
+    query pieces'."""
+    target = sample["target"]
+    candidate_head = model.task_heads[CANDIDATE_HEAD]
+    question_head = model.task_heads[QUESTION_HEAD] if QUESTION_HEAD in model.task_heads else None
+    if "long_candidate" in target:
+        if question_head is not None and "question_len" not in target:
+            raise InputFormatError("--question-cosine needs the question_len field of --no-globals data; prepare "
+                                   "the data again with etc-prepare wikihop --no-globals")
+        c_max = target["candidate_correct"].size(1)
+        pooled, present = mean_by_index(features, target["long_candidate"], c_max)  # [B, C_max, D], [B, C_max]
+        logits = candidate_head(pooled).squeeze(-1).float()  # [B, C_max]
+        if question_head is not None:
+            query = question_mean(features, target["question_len"][:, 0])  # [B, D]
+            logits = logits + question_head(pooled, query).float()
+        return logits.masked_fill(~present, float("-inf")), present
+    global_features = extra["global_features"]  # [B, G, D]
+    global_types = sample["net_input"]["global_types"]  # [B, G]
+    head_logits = candidate_head(global_features).squeeze(-1).float()  # [B, G]
+    if question_head is not None:
+        query = mean_by_type(global_features, global_types, GlobalTokenType.QUESTION)  # [B, D]
+        head_logits = head_logits + question_head(global_features, query).float()
     return candidate_logits(head_logits, global_types)
 
 
@@ -52,8 +74,8 @@ def predict_candidates(model, task, split: str, side: List[dict], batch_size: in
     if CANDIDATE_HEAD not in model.task_heads:
         raise CheckpointLoadError(f"the checkpoint has no {CANDIDATE_HEAD!r} head: not an etc_wikihop model")
     out: Dict[str, str] = {}
-    for sample, _, extra in iterate_outputs(model, task, split, batch_size, device):
-        logits, _ = candidate_scores(model, extra, sample["net_input"]["global_types"])  # [B, C_max]
+    for sample, features, extra in iterate_outputs(model, task, split, batch_size, device):
+        logits, _ = candidate_scores(model, sample, features, extra)  # [B, C_max]
         best = logits.argmax(dim=-1).tolist()  # [B]
         for row, k in zip(sample["id"].tolist(), best):
             rec = side[row]

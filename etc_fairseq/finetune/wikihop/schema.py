@@ -55,21 +55,32 @@ def candidate_pattern(candidate: str) -> "re.Pattern[str]":
 
 
 def target_fields():
-    """The targets (:class:`~etc_fairseq.data.structured.FieldSpec` list; narrow dtypes: < 2**15 candidates)."""
+    """The targets (:class:`~etc_fairseq.data.structured.FieldSpec` list; narrow dtypes: < 2**15 candidates):
+    ``answer_index`` [1], ``candidate_correct`` [C], and in data prepared with ``--no-globals`` (not required
+    otherwise) ``long_candidate`` [long_len] (each long token's candidate index, -1 outside the candidate list)
+    and ``question_len`` [1] (the query pieces, at long positions ``1 .. question_len``)."""
     from etc_fairseq.data.structured import FieldSpec
 
     return [
         FieldSpec("answer_index", dtype="int16", pad=-1, role="target", length="own", required=True),
         FieldSpec("candidate_correct", dtype="int8", pad=0, role="target", length="own", required=True),
+        FieldSpec("long_candidate", dtype="int16", pad=-1, role="target", length="long", required=False),
+        FieldSpec("question_len", dtype="int16", pad=0, role="target", length="own", required=False),
     ]
 
 
-def field_specs(flat: bool, hard_candidates: bool = True):
+def field_specs(flat: bool, hard_candidates: bool = True, no_globals: bool = False):
     """Every field written per example (narrow dtypes: global indices < 2**15, token ids < 2**31); no
     ``long_links`` with ``flat`` (the flat-structure ablation); ``global_hard_g2l`` (candidates attend only to
-    their mentions) unless ``flat`` or not ``hard_candidates``."""
+    their mentions) unless ``flat`` or not ``hard_candidates``. ``no_globals``: only a CLS global token and no
+    structure ids; the candidates' long pieces (``long_candidate``) and ``question_len`` instead."""
     from etc_fairseq.data.structured import CORE_FIELDS
 
+    if no_globals:
+        names = {"long_tokens": "int32", "global_tokens": "int32", "global_types": "int8", "long_segment": "int16",
+                 "long_context": "int16"}
+        return [dataclasses.replace(CORE_FIELDS[n], dtype=d) for n, d in names.items()] + target_fields()
+    targets = [f for f in target_fields() if f.required]
     names = {
         "long_tokens": "int32",
         "global_tokens": "int32",
@@ -83,7 +94,7 @@ def field_specs(flat: bool, hard_candidates: bool = True):
         names["long_links"] = "int16"
         if hard_candidates:
             names["global_hard_g2l"] = "int8"
-    return [dataclasses.replace(CORE_FIELDS[n], dtype=d) for n, d in names.items()] + target_fields()
+    return [dataclasses.replace(CORE_FIELDS[n], dtype=d) for n, d in names.items()] + targets
 
 
 @dataclass
