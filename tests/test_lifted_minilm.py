@@ -324,6 +324,79 @@ def test_reachable_scores_every_file_on_the_records_the_window_answered(tmp_path
                         "--out", str(out)])
 
 
+def test_paired_averages_seeds_per_record_and_compares_arms(tmp_path):
+    """paired.py: per record, accuracy and reciprocal rank are the mean over the arm's seed files (ties in
+    expectation, a null answer counts 0, other nulls rank last); each pair gets its mean difference."""
+    from etc_fairseq.errors import ConfigError, InputFormatError
+    from etc_fairseq.finetune.nextsent.schema import NextSentRecord, record_to_json
+
+    paired = _load("paired")
+    recs = [NextSentRecord(f"CONSTRUCTED_valid_{k}", "q.", [("T", ["a.", "b.", "c."])], (0, k), t)
+            for k, t in enumerate("AAB")]
+    gold = tmp_path / "gold.json"
+    gold.write_text(json.dumps([record_to_json(r) for r in recs]))
+    ids = [r.id for r in recs]
+    preds = {  # record k's answer is sentence k
+        "x1": dict(zip(ids, [[5, 1, 0], [0, 1, 1], [None, 3, 2]])),  # rank 1; tied first of 2; rank 2 (null last)
+        "x2": dict(zip(ids, [[0, 5, 1], [0, 2, 1], [1, 0, None]])),  # rank 3; rank 1; answer null: 0
+        "y1": dict(zip(ids, [[0, 1, 2], [1, 0, -1], [0, 0, 1]])),  # rank 3; rank 2; rank 1
+        "window": dict(zip(ids, [[0, 0, None]] * 3)),  # scored the answers of records 0 and 1
+    }
+    files = {}
+    for name, d in preds.items():
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps(d))
+    rows = paired.per_record(recs, [preds["x1"], preds["x2"]])
+    assert [v for row in rows for v in row] == pytest.approx([0.5, (1 + 1 / 3) / 2, 0.75, (0.75 + 1) / 2, 0.0, 0.25])
+    out = tmp_path / "out.json"
+    arms = ["--arm", "x", str(files["x1"]), str(files["x2"]), "--arm", "y", str(files["y1"])]
+    assert paired.main(["--gold", str(gold), *arms, "--resamples", "200", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert (res["records"], res["articles"]) == (3, 2)
+    assert res["arms"]["x"]["accuracy"] == pytest.approx(100 * 1.25 / 3)
+    assert [s["accuracy"] for s in res["arms"]["x"]["per_seed"]] == pytest.approx([50.0, 100 / 3])
+    (pair,) = res["pairs"]
+    assert (pair["a"], pair["b"]) == ("x", "y")
+    assert pair["accuracy"]["difference"] == pytest.approx(100 * (1.25 - 1) / 3)
+    assert pair["mrr"]["difference"] == pytest.approx(100 * (rows[0][1] + rows[1][1] + 0.25 - (1 / 3 + 0.5 + 1)) / 3)
+    assert paired.main(["--gold", str(gold), *arms, "--subset-window", str(files["window"]), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["records"] == 2
+    files["x2"].write_text(json.dumps(dict(zip(ids[:1], preds["x2"].values()))))
+    with pytest.raises(InputFormatError, match=r"x2.json: no prediction for 2 of the 3 records \(first: "
+                                               r"'CONSTRUCTED_valid_1'\)"):
+        paired.main(["--gold", str(gold), *arms, "--out", str(out)])
+    with pytest.raises(ConfigError, match=r"--pairs y:z: expected A:B with A and B among the --arm names x, y"):
+        paired.main(["--gold", str(gold), *arms, "--pairs", "y:z", "--out", str(out)])
+    with pytest.raises(ConfigError, match=r"--arm y: expected a new arm name"):
+        paired.main(["--gold", str(gold), *arms, "--arm", "y", str(files["y1"]), "--out", str(out)])
+
+
+def test_paired_article_bootstrap_resamples_whole_articles():
+    """All the difference in one article of two: resampling records puts the interval strictly between 0 and
+    1; resampling articles draws that article twice or not at all in a quarter of the resamples each, so its
+    interval is exactly [0, 1]. Identical differences give exactly that value."""
+    import random
+
+    paired = _load("paired")
+    values, articles = [1.0] * 5 + [0.0] * 5, ["A"] * 5 + ["B"] * 5
+    lo, hi = paired.bootstrap_interval(values, 2000, random.Random(0))
+    assert 0.0 < lo < 0.5 < hi < 1.0
+    assert paired.cluster_bootstrap_interval(values, articles, 2000, random.Random(1)) == (0.0, 1.0)
+
+
+    class Draws:  # picks the given indices in turn
+        def __init__(self, picks):
+            self.picks = iter(picks)
+
+        def choice(self, seq):
+            return seq[next(self.picks)]
+
+    # uneven articles, one resample drawing A and B: the mean over the drawn records (1/4), not over articles
+    assert paired.cluster_bootstrap_interval([1.0, 0.0, 0.0, 0.0], "ABBB", 1, Draws([0, 1])) == (0.25, 0.25)
+    assert paired.bootstrap_interval([0.5] * 3, 100, random.Random(0)) == (0.5, 0.5)
+    assert paired.cluster_bootstrap_interval([0.5] * 3, "ABB", 100, random.Random(0)) == (0.5, 0.5)
+
+
 def test_wikihop_reach_on_exact_arrays_and_a_cropped_record(pretrain_data):
     """wikihop_reach.py: WORD's pieces must sit in a support (not the query) that also keeps a linked mention
     of the answer; the max-heap crop of a short length drops WORD from the longest support's last sentence."""
