@@ -10,6 +10,7 @@ import csv
 import importlib.util
 import io
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -417,3 +418,24 @@ def test_wikihop_reach_on_exact_arrays_and_a_cropped_record(pretrain_data):
     tok = WordPieceTokenizer.from_pretrain_dir(pretrain_data)
     assert wr.reach([rec], tok, 512) == {"records": 1, "word_kept": 1, "reachable": 1}
     assert wr.reach([rec], tok, 64) == {"records": 1, "word_kept": 0, "reachable": 0}
+
+
+@pytest.mark.parametrize("made", ["mentioned_as", None])
+def test_run_refuses_a_run_dir_made_with_another_wikihop_query(tmp_path, made):
+    """run.sh: a RUN_DIR whose WikiHop records were constructed with one query (``raw/query``; none written:
+    the default) is refused for another WH_QUERY, in one line, before any step (no fetch, no training)."""
+    import subprocess
+
+    raw = tmp_path / "run" / "wikihop" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "dev.json").write_text("[]")
+    if made:
+        (raw / "query").write_text(made + "\n")
+    want = "paragraph_mentions" if made else "mentioned_as"
+    env = {**os.environ, "RUN_DIR": str(tmp_path / "run"), "STAGES": "wikihop", "WH_QUERY": want}
+    proc = subprocess.run(["bash", "examples/lifted_minilm/run.sh"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {raw} holds {made or 'paragraph_mentions'} records, not WH_QUERY={want}: give this query its own RUN_DIR"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["wikihop"]

@@ -122,6 +122,13 @@ done
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 arm() { case " $ARMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 cl_arm() { case " $CL_ARMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+WH_RAW=$RUN_DIR/wikihop/raw  # one query per RUN_DIR, refused before any step runs (no query file: the default)
+if has wikihop && [ -f "$WH_RAW/dev.json" ]; then
+  made=$(cat "$WH_RAW/query" 2>/dev/null || echo paragraph_mentions)
+  if [ "$made" != "$WH_QUERY" ]; then
+    echo "error: $WH_RAW holds $made records, not WH_QUERY=$WH_QUERY: give this query its own RUN_DIR" >&2; exit 2
+  fi
+fi
 
 mkdir -p "$RUN_DIR"
 done_log() { [ -f "$1" ] && grep -q "done training" "$1"; }
@@ -267,12 +274,8 @@ ns_arms() {  # SEED: the nextsent arms (ARMS) of one seed
 }
 
 wh_data() {  # LEN [noglobals] -> prints the directory (construct.py's query WH_QUERY, WH_SUPPORTS paragraphs per record)
-  local len=$1 raw=$RUN_DIR/wikihop/raw out=$RUN_DIR/wikihop/data-$1 made=paragraph_mentions flag=""
+  local len=$1 raw=$WH_RAW out=$RUN_DIR/wikihop/data-$1 flag=""
   if [ "${2:-}" = noglobals ]; then out=$RUN_DIR/wikihop/data-noglobals-$1 flag=--no-globals; fi
-  if [ -f "$raw/query" ]; then made=$(cat "$raw/query"); fi
-  if [ -f "$raw/dev.json" ] && [ "$made" != "$WH_QUERY" ]; then
-    echo "error: $raw holds $made records, not WH_QUERY=$WH_QUERY: give this query its own RUN_DIR" >&2; exit 2
-  fi
   if [ ! -f "$raw/dev.json" ]; then
     stage "CONSTRUCTED WikiHop-format records (query $WH_QUERY, $WH_SUPPORTS supports) -> $raw" >&2
     local dump
