@@ -59,6 +59,10 @@ WIKIHOP_ARMS = {
     "etc": "ETC (lifted + continued), candidate / question / context / sentence global tokens, long {long}",
     "etc512": "the same, cropped to 512 long tokens by the paper's rule (the longest supports lose their last "
               "sentences first)",
+    "local": "the same model, local attention only (one CLS global token), the candidates written into the long "
+             "input after the query, long {long}",
+    "bert512": "the source model as released (full attention, absolute positions), the first 512 tokens of the "
+               "same long input (query, candidates, supports)",
 }
 
 
@@ -110,7 +114,7 @@ def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
             "baseline": abl.nextsent_meta(run_dir / "nextsent", long_len),
             "similarity": {p.stem[len("similarity-"):]: json.loads(p.read_text())
                            for p in sorted((run_dir / "nextsent").glob("similarity-*.json"))}}
-    arms = _finetune(run_dir, "wikihop", ["etc", "etc512"], seeds, long_len, res["unfinished"], WIKIHOP_ARMS)
+    arms = _finetune(run_dir, "wikihop", list(WIKIHOP_ARMS), seeds, long_len, res["unfinished"], WIKIHOP_ARMS)
     if arms:
         res["sections"]["wikihop"] = {"metric": "dev accuracy (%)", "arms": arms,
                                       "baseline": wikihop_meta(run_dir / "wikihop", long_len)}
