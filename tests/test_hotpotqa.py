@@ -676,3 +676,38 @@ def test_side_records_random_access_pickling_and_bad_line(prepared, tmp_path):
     bad.write_text("\n".join(lines[:2] + ['{"id": "broken"'] + lines[3:]) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"valid.side.jsonl:3: not valid JSON"):
         SideRecords(bad)[2]
+
+
+def test_generated_records_are_next_sentence_records_in_the_official_format(wiki_dump, pretrain_data, tmp_path):
+    """construct.py --generate: every record reads as official HotpotQA; the answer is the question's article
+    title, the supporting facts the sentences around the gap, which are consecutive in the real article with
+    the question between them; held-out records use other articles; etc-prepare hotpotqa finds every answer
+    span and every supporting fact."""
+    from etc_fairseq.cli.prepare import main as prepare_main
+    from etc_fairseq.finetune.hotpotqa.schema import read_hotpotqa
+    from etc_fairseq.finetune.nextsent.convert import read_articles
+
+    construct = _construct_module()
+    assert construct.main(["--dump", str(wiki_dump), "--out", str(tmp_path), "--generate", "--train", "12",
+                           "--valid", "5", "--distractors", "3"]) == 0
+    train, dev = read_hotpotqa(tmp_path / "train.json"), read_hotpotqa(tmp_path / "dev.json")
+    assert (len(train), len(dev)) == (12, 5)
+    test = json.loads((tmp_path / "test.json").read_text())
+    assert [set(r) for r in test] == [{"_id", "question", "context"}] * 5
+    paragraphs = {t: p for a in read_articles(wiki_dump) for t, p in [(a.title, a.paragraphs)]}
+    for rec in train + dev:
+        titles = [t for t, _ in rec.context]
+        assert len(titles) == 4 == len(set(titles)) and rec.answer in titles and rec.type == "bridge"
+        assert {t for t, _ in rec.supporting_facts} == {rec.answer}
+        gapped = dict(rec.context)[rec.answer]
+        facts = [gapped[k].strip() for _, k in rec.supporting_facts]
+        # in the real article: [fact before] + question + fact after, consecutive in one paragraph
+        want = ([facts[0]] if len(facts) == 2 else []) + [rec.question, facts[-1]]
+        assert any(list(p[i:i + len(want)]) == want for p in paragraphs[rec.answer] for i in range(len(p)))
+    assert not {r.answer for r in train} & {t for r in dev for t, _ in r.context}  # held-out articles only
+    out = tmp_path / "data"
+    assert prepare_main(["hotpotqa", "--train", str(tmp_path / "train.json"), "--valid", str(tmp_path / "dev.json"),
+                         "--out", str(out), "--pretrain-dir", str(pretrain_data), "--max-long-len", "2048",
+                         "--max-global-len", "256"]) == 0
+    counts = json.loads((out / "valid.meta.json").read_text())
+    assert counts["answers_not_found"] == 0 and counts["sp_facts_not_in_context"] == 0, counts
