@@ -243,7 +243,7 @@ def build_example(
     counts = counts if counts is not None else Counter()
     d = tokenizer.dictionary
     C = len(rec.candidates)
-    # -- without global tokens: the CLS and every candidate's pieces come before the query's in the long input
+    # -- without global tokens: the long input holds a CLS before the query and every candidate's pieces after it
     head_len = 0
     if opts.no_globals:
         c_ids = [tokenizer.encode_words(c.split(), first_is_start=True)[0] for c in rec.candidates]
