@@ -207,6 +207,20 @@ def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):
     assert res == {"records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}
 
 
+def test_candidate_string_baseline_picks_the_candidate_equal_to_the_query(tmp_path):
+    """The WikiHop candidate-string baseline: the query's words against each candidate string alone (cosine 1
+    for a candidate equal to them), scored with the official definition; the supports are never read."""
+    similarity = _load("similarity")
+    _tiny_bert(tmp_path / "bert", layers=1)
+    (tmp_path / "bert" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    records = [  # query words "w3 w9 w4": candidate 1 equals them (the answer in the first record only)
+        {"query": "w3_w9 w4", "candidates": ["w5 w6", "w3 w9 w4", "w7"], "supports": ["w3 w9 w4"], "answer": "W3 w9 w4 "},
+        {"query": "w3_w9 w4", "candidates": ["w5 w6", "w3 w9 w4", "w7"], "supports": ["w3 w9 w4"], "answer": "w7"},
+    ]
+    res = similarity.candidate_string_baseline(similarity.hf_embedder(tmp_path / "bert"), records)
+    assert res == {"records": 2, "candidate_accuracy": 50.0}
+
+
 def test_source_token_check_reads_cls_sep_and_the_mean(tmp_path):
     """The check that found MiniLM's own [CLS] reading nothing of its sentence: at the embeddings, [CLS] is the
     same vector in every text (same token, position 0) and [SEP] differs only where the texts' lengths do

@@ -198,6 +198,23 @@ def similarity_baseline(embed: Callable[[Sequence[str]], "np.ndarray"], records:
     return {"records": len(records), "answer_accuracy": 100 * answer / n, "before_gap_accuracy": 100 * before / n}
 
 
+def candidate_string_baseline(embed: Callable[[Sequence[str]], "np.ndarray"], records: Sequence[dict]) -> Dict[str, float]:
+    """WikiHop: accuracy (%) of the candidate whose string is most similar to the query's words (``relation
+    subject``, the relation's underscores as spaces), no support read: what a model that sees the candidate
+    strings next to the query (the flat layouts of ``etc-prepare wikihop --no-globals``) can get without the
+    supports. ``records``: official WikiHop records with answers; ``embed``: texts -> float [N, D]."""
+    import numpy as np
+
+    from etc_fairseq.finetune.wikihop.schema import is_correct, query_words
+
+    hits = 0
+    for r in records:
+        e = embed([" ".join(query_words(r["query"]))] + list(r["candidates"]))  # [1 + C, D]
+        e = e / np.linalg.norm(e, axis=1, keepdims=True)
+        hits += is_correct(r["candidates"][int(np.argmax(e[1:] @ e[0]))], r["answer"])
+    return {"records": len(records), "candidate_accuracy": 100 * hits / max(len(records), 1)}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
@@ -205,7 +222,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     src.add_argument("--etc", type=Path, help="an ETC checkpoint (fairseq-train's)")
     p.add_argument("--etc-data", type=Path, help="with --etc: the directory of its dict.txt (and pretrain.json)")
     p.add_argument("--etc-pool", choices=("long", "sentence"), default="long")
-    p.add_argument("--records", type=Path, required=True, help="etc-prepare nextsent's valid.records.json")
+    p.add_argument("--records", type=Path, required=True, help="etc-prepare nextsent's valid.records.json (with "
+                   "--wikihop-candidates: a WikiHop JSON file)")
+    p.add_argument("--wikihop-candidates", action="store_true",
+                   help="instead, the WikiHop candidate most similar to the query, no support read "
+                   "(candidate_string_baseline)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--summary-check", type=int, default=0, metavar="N",
                    help="with --etc: instead, check whether the SENTENCE token summarises its sentence "
@@ -221,7 +242,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.etc is not None and a.etc_data is None:
         p.error("--etc needs --etc-data")
     records = json.loads(a.records.read_text(encoding="utf-8"))
-    sentences = [t for r in records for para in r["paragraphs"] for t in para["sentences"]]
+    sentences = [] if a.wikihop_candidates else [t for r in records for para in r["paragraphs"] for t in para["sentences"]]
     if a.source_check:
         if a.model is None:
             p.error("--source-check needs --model")
@@ -248,6 +269,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f"{x['own_mean_retrieval']:.1f} %, {share}")
         return 0
     embed = hf_embedder(a.model) if a.model is not None else etc_embedder(a.etc, a.etc_data, a.etc_pool)
+    if a.wikihop_candidates:
+        res = dict(candidate_string_baseline(embed, records), model=str(a.model or a.etc))
+        a.out.write_text(json.dumps(res, indent=1) + "\n")
+        print(f"{res['model']}: the candidate most similar to the query, no support read: "
+              f"{res['candidate_accuracy']:.1f} % ({res['records']} records)")
+        return 0
     res = dict(similarity_baseline(embed, records),
                model=str(a.model or a.etc), pool="long" if a.model is not None else a.etc_pool)
     a.out.write_text(json.dumps(res, indent=1) + "\n")
