@@ -227,6 +227,48 @@ def test_finetune_and_validate_through_fairseq(converted, pretrain_data, wiki_du
     assert float(m.group(1)) <= 100.0 - float(m.group(3)) + 1e-6
 
 
+def test_wikihop_candidates_in_the_window_through_fairseq(converted, pretrain_data, wiki_dump, tmp_path, capsys):
+    """The WikiHop-format flat-encoder arm: --no-globals data (query and candidates first), roberta_window with
+    the question-cosine head, 2 updates; fairseq-validate's accuracy equals etc-evaluate's on etc-predict's
+    file, every record gets one of its candidates."""
+    import json
+
+    from etc_fairseq.cli.evaluate import main as evaluate_main
+    from etc_fairseq.cli.predict import main as predict_main
+    from etc_fairseq.cli.prepare import main as prepare_main
+    from examples.wikihop import construct
+
+    raw, data = tmp_path / "raw", tmp_path / "data"
+    assert construct.main(["--dump", str(wiki_dump), "--out", str(raw), "--train", "6", "--valid", "4", "--supports",
+                           "3", "--seed", "3", "--max-articles", "30", "--train-articles", "20"]) == 0
+    assert prepare_main(["wikihop", "--train", str(raw / "train.json"), "--valid", str(raw / "dev.json"), "--out",
+                         str(data), "--pretrain-dir", str(pretrain_data), "--max-long-len", "384",
+                         "--max-global-len", "8", "--no-globals"]) == 0
+    common = ["--user-dir", str(REPO / "user_dir"), "--task", "etc_wikihop", "--criterion", "etc_wikihop",
+              "--max-long-len", "384", "--max-global-len", "8", "--cpu", "--num-workers", "0",
+              "--required-batch-size-multiple", "1", "--question-cosine"]
+    save = tmp_path / "ckpt"
+    log = run(["-m", "fairseq_cli.train", str(data), *common, "--arch", "roberta_window", *ROBERTA_SIZE,
+               "--max-positions", str(WINDOW), "--finetune-from-model", str(converted), "--batch-size", "3",
+               "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "fixed", "--max-update", "2", "--seed", "1",
+               "--no-epoch-checkpoints", "--disable-validation", "--log-format", "simple", "--log-interval", "1",
+               "--save-dir", str(save)])
+    assert re.search(r"num_updates=2\b", log), log[-3000:]
+    out = run(["-m", "fairseq_cli.validate", str(data), *common, "--path", str(save / "checkpoint_last.pt"),
+               "--valid-subset", "valid", "--batch-size", "2"])
+    m = re.search(r"valid on 'valid' subset .*\| accuracy ([\d.]+)", out)
+    assert m, out[-2000:]
+    pred = tmp_path / "pred.json"
+    assert predict_main(["wikihop", "--path", str(save / "checkpoint_last.pt"), "--data", str(data), "--output",
+                         str(pred), "--batch-size", "3", "--device", "cpu"]) == 0
+    gold = json.loads((raw / "dev.json").read_text())
+    predictions = json.loads(pred.read_text())
+    assert all(predictions[r["id"]] in r["candidates"] for r in gold)
+    capsys.readouterr()
+    assert evaluate_main(["wikihop", "--predictions", str(pred), "--gold", str(raw / "dev.json")]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy"] == pytest.approx(float(m.group(1)), abs=1e-3)
+
+
 def test_huggingface_bert_converts_to_the_same_function(tmp_path):
     """A Hugging Face BERT directory -> roberta_window (the "source model itself" arm of
     examples/lifted_minilm): BERT's positions and token type 0 folded into fairseq's offset position table, so
