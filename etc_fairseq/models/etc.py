@@ -282,6 +282,11 @@ class EtcModel(FairseqEncoderModel):
             dropout=self.cfg.pooler_dropout,
         )
 
+    def keep_final_outputs(self, sides) -> None:
+        """Let the encoder's last layer compute only ``sides`` ("long" and/or "global"): what the task's
+        heads read (:meth:`etc_fairseq.encoder.EtcEncoder.keep_final_outputs`)."""
+        self.encoder.sentence_encoder.keep_final_outputs(sides)
+
     def register_task_head(self, name: str, head: nn.Module) -> nn.Module:
         """Attach a task's head module under ``task_heads.NAME`` (so it is saved in checkpoints) and
         return it. Fine-tuning tasks call this from ``build_model``; their criterions call the module

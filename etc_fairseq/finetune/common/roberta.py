@@ -12,8 +12,7 @@ stops DistributedDataParallel) and with ``task_heads`` like :class:`etc_fairseq.
 columns and returns (features float [B, min(L, max_positions), D], ``{"global_features": None}``); other
 ``net_input`` keys (global tokens, structure) are ignored. :meth:`max_positions` is None, so fairseq does not
 filter the longer examples out: they are cropped, and what lies beyond the window is unreachable (the
-``etc_nextsent`` criterion counts answers lost that way). The structured tasks' base class lets its last layer
-compute what it computes (:meth:`etc_fairseq.finetune.common.task.EtcStructuredTask.keep_final_outputs`).
+``etc_nextsent`` criterion counts answers lost that way).
 
 A pre-trained fairseq RoBERTa checkpoint is turned into this model's format (dataclass config, no LM head)
 by ``python -m etc_fairseq.finetune.common.roberta_window`` before ``fairseq-train --finetune-from-model``.
@@ -95,6 +94,9 @@ class RobertaWindowModel(FairseqEncoderModel):
     def max_positions(self) -> Optional[int]:
         """None: any length is accepted (and cropped to the window in :meth:`forward`)."""
         return None
+
+    def keep_final_outputs(self, sides) -> None:
+        """Nothing to choose: fairseq's RoBERTa encoder computes its one (long) side whatever ``sides`` is."""
 
     def register_task_head(self, name: str, head: nn.Module) -> nn.Module:
         """Attach a task's head under ``task_heads.NAME`` (as :meth:`EtcModel.register_task_head`)."""

@@ -23,7 +23,6 @@ from etc_fairseq.data.structured import FieldSpec, StructuredDataset
 from etc_fairseq.data.task_base import EtcDataTask
 from etc_fairseq.encoder.config import absolute_position_limit
 from etc_fairseq.encoder.heads import QueryCosineScorer
-from etc_fairseq.finetune.common.roberta import RobertaWindowModel
 from etc_fairseq.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -177,10 +176,8 @@ class EtcStructuredTask(EtcDataTask):
         return model
 
     def keep_final_outputs(self, model) -> None:
-        """Let the ETC encoder's last layer compute only :meth:`encoder_outputs`; a ``roberta_window`` model
-        has no ETC encoder whose final outputs could be chosen."""
-        if not isinstance(model, RobertaWindowModel):
-            model.encoder.sentence_encoder.keep_final_outputs(self.encoder_outputs())
+        """Let the model's last layer compute only :meth:`encoder_outputs` (``model.keep_final_outputs``)."""
+        model.keep_final_outputs(self.encoder_outputs())
 
     def encoder_outputs(self) -> Sequence[str]:
         """The encoder outputs this task reads (:attr:`ENCODER_OUTPUTS`; a task whose choice depends on
