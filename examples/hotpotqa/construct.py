@@ -112,6 +112,11 @@ def generated_records(dump_path, train: int, valid: int, seed: int, distractors:
     return {"train": [hotpot_record(r) for r in records["train"]], "dev": [hotpot_record(r) for r in records["valid"]]}
 
 
+def without_answers(records):
+    """The records as a test file has them: ``_id``, ``question`` and ``context`` only."""
+    return [{k: r[k] for k in ("_id", "question", "context")} for r in records]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from etc_fairseq.guards import positive_int
     from etc_fairseq.prepare.atomic import atomic_file
@@ -128,7 +133,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     if args.generate:
         splits = generated_records(args.dump, args.train, args.valid, args.seed, args.distractors)
-        splits["test"] = [{k: r[k] for k in ("_id", "question", "context")} for r in splits["dev"]]
+        splits["test"] = without_answers(splits["dev"])
         args.out.mkdir(parents=True, exist_ok=True)
         for name, recs in splits.items():
             with atomic_file(args.out / f"{name}.json") as f:
@@ -140,7 +145,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "constructed_train.json").write_text(json.dumps(records, indent=1), encoding="utf-8")
     (args.out / "constructed_dev.json").write_text(json.dumps(records, indent=1), encoding="utf-8")
-    test = [{k: r[k] for k in ("_id", "question", "context")} for r in records]
+    test = without_answers(records)
     (args.out / "constructed_test.json").write_text(json.dumps(test, indent=1), encoding="utf-8")
     print(f"wrote {len(records)} CONSTRUCTED records (train = dev; test without answers) to {args.out}")
     return 0

@@ -49,10 +49,7 @@ def candidate_scores(model, sample, features: torch.Tensor, extra) -> Tuple[torc
     target = sample["target"]
     candidate_head = model.task_heads[CANDIDATE_HEAD]
     question_head = model.task_heads[QUESTION_HEAD] if QUESTION_HEAD in model.task_heads else None
-    if "long_candidate" in target:
-        if question_head is not None and "question_len" not in target:
-            raise InputFormatError("--question-cosine needs the question_len field of --no-globals data; prepare "
-                                   "the data again with etc-prepare wikihop --no-globals")
+    if "long_candidate" in target:  # --no-globals data: it always holds question_len too
         c_max = target["candidate_correct"].size(1)
         pooled, present = mean_by_index(features, target["long_candidate"], c_max)  # [B, C_max, D], [B, C_max]
         logits = candidate_head(pooled).squeeze(-1).float()  # [B, C_max]
