@@ -351,6 +351,58 @@ def test_no_globals_layout_puts_the_candidates_into_the_long_input(real_paragrap
         LayoutOptions(no_globals=True, flat_structure=True)
 
 
+def test_candidate_strings_layout_lets_each_candidate_token_read_its_string(real_paragraphs, tokenizer):
+    """--candidate-strings: the ETC layout with each candidate's pieces after the query, in the candidate's own
+    context, belonging to its CANDIDATE token, which reads exactly its string and its mentions."""
+    from etc_fairseq.errors import ConfigError
+
+    rec = layout_record(real_paragraphs)
+    q, sents = _expected(tokenizer)
+    cands = [tokenizer.encode_words(c.split(), first_is_start=True)[0] for c in rec.candidates]
+    Q, C = len(q), 4
+    lens = [len(ids) for ids, _ in sents]
+    plain = build_example(rec, tokenizer, LayoutOptions())
+    counts = Counter()
+    a = build_example(rec, tokenizer, LayoutOptions(candidate_strings=True), counts)
+    strings = sum(cands, [])
+    H = Q + len(strings)  # long offset of the first support piece
+    assert a["long_tokens"].tolist() == q + strings + sum((ids for ids, _ in sents), [])
+    assert set(a) == set(plain)
+    for k in ("global_tokens", "global_types", "global_parent", "global_context", "global_hard_g2l",
+              "answer_index", "candidate_correct"):
+        assert a[k].tolist() == plain[k].tolist(), k
+    own = [k for k, c in enumerate(cands) for _ in c]
+    assert a["long_segment"].tolist() == plain["long_segment"].tolist()[:Q] + own + plain["long_segment"].tolist()[Q:]
+    assert a["long_context"].tolist() == [0] * Q + [3 + k for k in own] + plain["long_context"].tolist()[Q:]
+    # the mentions' links moved by the strings' length, the strings themselves carry none
+    assert a["long_links"].tolist() == plain["long_links"].tolist()[:Q] + [[-1] * 4] * len(strings) + \
+        plain["long_links"].tolist()[Q:]
+    assert counts["candidates_unmentioned"] == 1 and counts["truncated_examples"] == 0
+
+    s, vocab = _structure(a)
+    r = s.local_radius
+    starts = np.cumsum([0] + [len(c) for c in cands]).tolist()
+    for k in range(C):
+        string = list(range(Q + starts[k], Q + starts[k + 1]))
+        mentions = [p - len(strings) for p in np.nonzero(np.asarray(a["long_links"])[:, 0] == k)[0]]
+        plain_mentions = np.nonzero(np.asarray(plain["long_links"])[:, 0] == k)[0].tolist()
+        assert mentions == plain_mentions
+        assert s.g2l_mask[0, k].nonzero().flatten().tolist() == string + [p + len(strings) for p in mentions]
+        assert int(s.l2g_rel[0, string[0], k]) == vocab.label("belongs")
+        # l2l is cut around each string: its last piece sees neither the next string nor the first support
+        assert not bool(s.l2l_mask[0, string[-1], r + 1])
+    assert not bool(s.l2l_mask[0, Q - 1, r + 1])  # the query ends before the first string
+    # the strings take long budget: one piece less than everything drops P's last sentence
+    counts = Counter()
+    cut = build_example(rec, tokenizer, LayoutOptions(max_long_len=H + sum(lens) - 1, candidate_strings=True), counts)
+    assert cut["long_tokens"].tolist() == q + strings + sents[0][0] + sents[1][0] + sents[2][0]
+    assert counts["dropped_sentences"] == 1
+    with pytest.raises(InputFormatError, match=r"CONSTRUCTED_layout.*the 4 candidates' \d+ pieces do not fit into --max-long-len 4"):
+        build_example(rec, tokenizer, LayoutOptions(max_long_len=4, candidate_strings=True))
+    with pytest.raises(ConfigError, match="--no-globals and --candidate-strings"):
+        LayoutOptions(no_globals=True, candidate_strings=True)
+
+
 def test_mean_by_index_on_exact_small_matrices():
     """mean_by_index: the mean of each item's long tokens among the first W, present where it has one."""
     from etc_fairseq.finetune.common.selection import mean_by_index

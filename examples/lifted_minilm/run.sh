@@ -27,7 +27,10 @@
 #   wikihop     the WikiHop-format task of examples/wikihop/construct.py (its default query; WH_QUERY=mentioned_as:
 #               the probe of the candidate-mention links alone), the same four arms: etc and etc512 score each
 #               candidate's global token; local and bert512 read the candidates written into the long input after
-#               the query (etc-prepare wikihop --no-globals) and score the mean of each candidate's pieces
+#               the query (etc-prepare wikihop --no-globals) and score the mean of each candidate's pieces;
+#               one more arm, not in the default ARMS: etc_strings, etc with the candidate strings also in the long
+#               input, each read by its CANDIDATE token (etc-prepare wikihop --candidate-strings): the information
+#               the flat arms have, with ETC's structure (nextsent has no candidates and skips it)
 #   classify    REAL labels: sentence polarity (fresh vs rotten movie-review snippets) through etc_structured's
 #               record level with a CLS global token, vs logistic regression on the source model's frozen
 #               mean-pooled features (classify.py); the arms (CL_ARMS): continued / lifted (the model continued or
@@ -112,7 +115,9 @@ for s in $STAGES; do
   case " $ALL " in *" $s "*) ;; *) echo "error: unknown stage '$s' (known: $ALL)" >&2; exit 2 ;; esac
 done
 for a in $ARMS; do
-  case " etc etc512 local bert512 " in *" $a "*) ;; *) echo "error: unknown arm '$a' (known: etc etc512 local bert512)" >&2; exit 2 ;; esac
+  case " etc etc512 local bert512 etc_strings " in *" $a "*) ;;
+    *) echo "error: unknown arm '$a' (known: etc etc512 local bert512 etc_strings)" >&2; exit 2 ;;
+  esac
 done
 for a in $CL_ARMS; do
   case " continued lifted continued_mean lifted_mean keeppos keeppos_mean " in *" $a "*) ;;
@@ -273,9 +278,10 @@ ns_arms() {  # SEED: the nextsent arms (ARMS) of one seed
       --arch roberta_window "${MINILM[@]}" --max-positions 512 --max-global-len $(( LONG / 8 )) "${NS_HEAD_FLAGS[@]}"; fi
 }
 
-wh_data() {  # LEN [noglobals] -> prints the directory (construct.py's query WH_QUERY, WH_SUPPORTS paragraphs per record)
+wh_data() {  # LEN [noglobals|strings] -> prints the directory (construct.py's query WH_QUERY, WH_SUPPORTS paragraphs per record)
   local len=$1 raw=$WH_RAW out=$RUN_DIR/wikihop/data-$1 flag=""
   if [ "${2:-}" = noglobals ]; then out=$RUN_DIR/wikihop/data-noglobals-$1 flag=--no-globals; fi
+  if [ "${2:-}" = strings ]; then out=$RUN_DIR/wikihop/data-strings-$1 flag=--candidate-strings; fi
   if [ ! -f "$raw/dev.json" ]; then
     stage "CONSTRUCTED WikiHop-format records (query $WH_QUERY, $WH_SUPPORTS supports) -> $raw" >&2
     local dump
@@ -292,10 +298,11 @@ wh_data() {  # LEN [noglobals] -> prints the directory (construct.py's query WH_
   echo "$out"
 }
 wikihop() {
-  local D D512 DN seed
+  local D D512 DN DS seed
   D=$(wh_data "$LONG")
   if arm etc512; then D512=$(wh_data 512); fi
   if arm local || arm bert512; then DN=$(wh_data "$LONG" noglobals); fi
+  if arm etc_strings; then DS=$(wh_data "$LONG" strings); fi
   if arm bert512; then source_window; fi
   # each arm's starting point: one update at learning rate 0, as nextsent's
   if [ "$WH_START" = 1 ]; then UPDATES=1 VALID_EVERY=1 LR=0 LOG_TAG=start wh_arms 1; fi
@@ -308,6 +315,7 @@ wh_arms() {  # SEED: the wikihop arms (ARMS) of one seed
   local seed=$1
   if arm etc; then spawn finetune wikihop wikihop etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )) "${WH_HEAD_FLAGS[@]}"; fi
   if arm etc512; then spawn finetune wikihop wikihop etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 128 "${WH_HEAD_FLAGS[@]}"; fi
+  if arm etc_strings; then spawn finetune wikihop wikihop etc_strings "$seed" "$DS" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )) "${WH_HEAD_FLAGS[@]}"; fi
   if arm local; then spawn finetune wikihop wikihop local "$seed" "$DN" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )) "${WH_HEAD_FLAGS[@]}"; fi
   # the same long input as local (query, candidates, supports), cropped to its first 512 tokens
   if arm bert512; then spawn finetune wikihop wikihop bert512 "$seed" "$DN" "$LONG" "$LIFTED_ABS/roberta_window.pt" \

@@ -51,6 +51,17 @@ for the head: ``long_candidate`` ``[L]`` (the candidate index of each piece of t
 elsewhere: a candidate is scored from the mean of its pieces' outputs) and ``question_len`` ``[1]`` (the
 query pieces, at long positions ``1 .. question_len``).
 
+``--candidate-strings`` (ETC with the information the flat arms have): the ETC layout above, with each
+candidate's pieces also written into the long input after the query::
+
+    long   = query pieces | candidate 0 pieces | ... | candidate C-1 pieces | supports' sentences
+    global = as above
+
+Candidate ``k``'s pieces have ``long_segment`` ``k`` (they "belong" to its CANDIDATE token, which reads them
+with hard g2l as it reads its mentions) and ``long_context`` ``S + 1 + k`` (its own context: l2l is cut around
+each string). The CANDIDATE tokens stay identical tokens; what tells them apart is now their string as well as
+their mentions, as a flat encoder reading the candidate list sees them.
+
 Too long instances (long > ``--max-long-len`` or global > ``--max-global-len``) are cropped with the
 paper's max-heap rule (:func:`max_heap_truncation`): repeatedly drop the last sentence of the support that
 currently has the most sentences (a support left without sentences loses its CONTEXT token too). All
@@ -209,12 +220,17 @@ class LayoutOptions:
     candidate_attention: str = "mentions"
     #: candidates in the long input, one CLS global token, no structure (see the module docstring)
     no_globals: bool = False
+    #: the ETC layout with each candidate's pieces also in the long input, read by its CANDIDATE token
+    candidate_strings: bool = False
 
     def __post_init__(self):
         if self.candidate_attention not in CANDIDATE_ATTENTION:
             raise ConfigError(f"candidate_attention must be one of {CANDIDATE_ATTENTION}, got {self.candidate_attention!r}")
         if self.no_globals and self.flat_structure:
             raise ConfigError("--no-globals and --flat-structure exclude each other: --no-globals has no structure")
+        if self.no_globals and self.candidate_strings:
+            raise ConfigError("--no-globals and --candidate-strings exclude each other: --no-globals already writes "
+                              "the candidate strings into the long input")
 
 
 def build_example(
@@ -243,15 +259,17 @@ def build_example(
     counts = counts if counts is not None else Counter()
     d = tokenizer.dictionary
     C = len(rec.candidates)
-    # -- without global tokens: the long input holds a CLS before the query and every candidate's pieces after it
+    # -- the candidate strings in the long input: after a CLS and the query without global tokens, after the
+    # query with them
     head_len = 0
-    if opts.no_globals:
+    if opts.no_globals or opts.candidate_strings:
         c_ids = [tokenizer.encode_words(c.split(), first_is_start=True)[0] for c in rec.candidates]
-        head_len = 1 + sum(len(c) for c in c_ids)
+        head_len = int(opts.no_globals) + sum(len(c) for c in c_ids)
         if head_len > opts.max_long_len:
-            raise InputFormatError(f"record id {rec.id!r}: the CLS and the {C} candidates' {head_len - 1} pieces do "
+            what = f"the CLS and the {C} candidates'" if opts.no_globals else f"the {C} candidates'"
+            raise InputFormatError(f"record id {rec.id!r}: {what} {head_len - int(opts.no_globals)} pieces do "
                                    f"not fit into --max-long-len {opts.max_long_len}")
-    elif C > opts.max_global_len:
+    if not opts.no_globals and C > opts.max_global_len:
         raise InputFormatError(
             f"record id {rec.id!r}: {C} candidates do not fit into --max-global-len {opts.max_global_len}"
         )
@@ -310,6 +328,10 @@ def build_example(
         l_tokens = [cls_id] + l_tokens + [i for c in c_ids for i in c]
         l_candidate = [-1] + l_candidate + [k for k, c in enumerate(c_ids) for _ in c]
         l_segment, l_context = [0] * len(l_tokens), [0] * len(l_tokens)
+    elif opts.candidate_strings:  # candidate k's pieces belong to its CANDIDATE token, in its context
+        l_tokens += [i for c in c_ids for i in c]
+        l_segment += [k for k, c in enumerate(c_ids) for _ in c]
+        l_context += [len(contexts) + 1 + k for k, c in enumerate(c_ids) for _ in c]
     # per kept support, for mentions: its words and the long positions [first, last] of each word's pieces
     support_words: List[Tuple[List[str], List[Optional[Tuple[int, int]]]]] = []
     for s, ctx in enumerate(contexts, start=1):
@@ -491,6 +513,11 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         help="the local-only and flat-encoder arms: the candidates written into the long input after the query "
         "(each scored from the mean of its pieces' outputs), one CLS global token, no structure",
     )
+    g.add_argument(
+        "--candidate-strings", action="store_true",
+        help="the ETC layout with each candidate's pieces also in the long input after the query, read by its "
+        "CANDIDATE token (the same information as --no-globals, with ETC's structure)",
+    )
     WordPieceTokenizer.add_arguments(p)
 
 
@@ -500,7 +527,7 @@ def _run(args: argparse.Namespace) -> int:
     splits = splits_from_args(args)
     tokenizer = WordPieceTokenizer.from_args(args)
     opts = LayoutOptions(args.max_long_len, args.max_global_len, args.max_links_per_token, args.flat_structure,
-                         args.candidate_attention, args.no_globals)
+                         args.candidate_attention, args.no_globals, args.candidate_strings)
     summary = prepare_wikihop(splits, args.out, tokenizer, opts, overwrite=args.overwrite, log_every=args.log_every)
     print_summary(args.out, summary, notes=[f"tokenizer: {tokenizer.stats}"])
     return 0
