@@ -659,6 +659,71 @@ def test_end_to_end_train_validate_predict_evaluate(prepared, files, records, et
         assert isinstance(predictions["answer"][r["_id"]], str)
 
 
+def test_question_cosine_head_adds_the_scaled_cosine_to_the_supporting_fact_logits(prepared):
+    """--question-cosine: a fourth head whose scaled cosine between each global token's output and the mean of
+    the QUESTION tokens' outputs is added to its supporting-fact logit; the type and span logits are unchanged."""
+    from etc_fairseq.encoder.heads import scaled_cosine
+    from etc_fairseq.finetune.hotpotqa.decode import QUESTION_HEAD, SP_HEAD, SPAN_HEAD, TYPE_HEAD, apply_heads
+    from etc_fairseq.finetune.hotpotqa.task import EtcHotpotqaConfig, EtcHotpotqaTask
+    from etc_fairseq.models import config_for_arch
+    from etc_fairseq.structure.global_tokens import GlobalTokenType as T
+
+    def build(**cfg):
+        task = EtcHotpotqaTask.setup_task(EtcHotpotqaConfig(data=str(prepared), seed=1, **cfg))
+        torch.manual_seed(1)
+        return task, task.build_model(config_for_arch("etc_tiny", dropout=0.0, attention_dropout=0.0)).eval()
+
+    plain_task, plain = build()
+    assert set(plain.task_heads) == {SP_HEAD, TYPE_HEAD, SPAN_HEAD}
+    task, model = build(question_cosine=True)
+    assert set(model.task_heads) == {SP_HEAD, TYPE_HEAD, SPAN_HEAD, QUESTION_HEAD}
+    ds = task.load_dataset("valid")
+    sample = ds.collater([ds[i] for i in range(len(ds))])
+    types = sample["net_input"]["global_types"]  # [B, G]
+    with torch.no_grad():
+        features, extra = task.forward_features(model, sample)
+        heads = apply_heads(model, features, extra, types)
+        without = apply_heads(plain, features, extra, types)  # the same seed: the same three heads
+        g = extra["global_features"]  # [B, G, D]
+        qh = model.task_heads[QUESTION_HEAD]
+        for b in range(types.size(0)):
+            question = g[b][types[b].eq(int(T.QUESTION))].mean(dim=0)  # [D]
+            assert types[b].eq(int(T.QUESTION)).sum() > 0
+            cosine = scaled_cosine(qh.item_proj(g[b])[None], qh.query_proj(question)[None], qh.log_scale.exp())[0]
+            assert torch.allclose(heads.sp_logits[b], without.sp_logits[b] + cosine, atol=1e-5)
+        for name in ("type_logits", "start_logits", "end_logits"):
+            assert torch.equal(getattr(heads, name), getattr(without, name)), name
+        assert not torch.allclose(heads.sp_logits, without.sp_logits)
+
+
+def test_word_overlap_baseline_on_a_hand_checked_record(tmp_path, capsys):
+    """overlap.py: the sentence sharing most content words with the question names the answer (its title) and
+    the facts (it and its better neighbour); etc-evaluate scores the file like a model's predictions."""
+    from etc_fairseq.cli.evaluate import main as evaluate_main
+    from examples.hotpotqa.overlap import main, overlap_prediction
+
+    rec = {"_id": "a", "question": "The harbour was rebuilt after the storm.", "type": "bridge", "answer": "Portsmouth",
+           "context": [["Leeds", ["Leeds has a harbour.", " Its storm drains were rebuilt."]],
+                       ["Portsmouth", ["Portsmouth is a port.", " A storm hit it.",
+                                       " The harbour was rebuilt in stone after the storm.", " Ships came back."]]],
+           "supporting_facts": [["Portsmouth", 1], ["Portsmouth", 2]]}
+    # shared content words: Leeds 1 (harbour), 2 (storm, rebuilt); Portsmouth 0, 1 (storm), 3 (harbour, rebuilt,
+    # storm), 0: the best is Portsmouth 2, its better neighbour sentence 1
+    assert overlap_prediction(rec) == ("Portsmouth", [["Portsmouth", 1], ["Portsmouth", 2]])
+    tie = dict(rec, context=[["Leeds", ["Leeds has a harbour."]], ["Hull", ["Hull has a harbour.", " Nothing."]]])
+    assert overlap_prediction(tie) == ("Leeds", [["Leeds", 0]])  # the earlier sentence; no neighbour
+    miss = dict(rec, _id="b", supporting_facts=[["Portsmouth", 2], ["Portsmouth", 3]], answer="Leeds")
+    gold = tmp_path / "gold.json"
+    gold.write_text(json.dumps([rec, miss]), encoding="utf-8")
+    pred = tmp_path / "pred.json"
+    assert main(["--records", str(gold), "--out", str(pred)]) == 0
+    assert evaluate_main(["hotpotqa", "--predictions", str(pred), "--gold", str(gold)]) == 0
+    scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # record a: answer and both facts right; record b: wrong answer, one of two facts (p = r = 1/2)
+    assert scores["em"] == pytest.approx(0.5) and scores["sp_em"] == pytest.approx(0.5)
+    assert scores["sp_f1"] == pytest.approx((1.0 + 0.5) / 2)
+
+
 def test_side_records_random_access_pickling_and_bad_line(prepared, tmp_path):
     import pickle
     import shutil

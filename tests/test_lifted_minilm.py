@@ -192,6 +192,37 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     assert "| wikihop | baselines: word overlap / random | accuracy % | 50.4 ; 6.2 | | |" in collect.markdown(res)
 
 
+def test_collect_reads_the_hotpotqa_section(tmp_path):
+    """hotpotqa: answer EM / supporting-fact F1 / joint F1 per seed from the criterion's validation lines; the
+    floors from overlap.json (etc-evaluate's fractions) and the records' paragraph counts."""
+    task = tmp_path / "run" / "hotpotqa"
+    for s, (em, sp, joint) in (("1", (40.0, 30.0, 20.0)), ("2", (50.0, 34.0, 22.0))):
+        p = task / "ft" / f"etc-{s}.log"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("".join(f"x | valid on 'valid' subset | loss 2 | ans_em {em - 10 + 10 * k} | sp_f1 {sp} | "
+                             f"joint_f1 {joint} | num_updates {50 * k}\n" for k in (0, 1)) + "done training in 1 s\n")
+    with pytest.raises(collect.CollectError, match="overlap.json: missing"):
+        collect.collect(tmp_path / "run", ["1", "2"], 2048)
+    (task / "overlap.json").write_text(json.dumps({"em": 0.775, "sp_f1": 0.4217, "joint_f1": 0.4}))
+    (task / "raw").mkdir()
+    (task / "raw" / "dev.json").write_text(json.dumps([{"context": [["a", []]] * 10}, {"context": [["a", []]] * 5}]))
+    res = collect.collect(tmp_path / "run", ["1", "2"], 2048)
+    sec = res["sections"]["hotpotqa"]
+    arm = sec["arms"]["etc"]
+    assert arm["accuracy"]["mean"] == 45.0 and arm["sp_f1"]["mean"] == 32.0 and arm["joint_f1"]["mean"] == 21.0
+    assert [p["updates"] for p in arm["curve"]] == [0, 50] and arm["curve"][0]["accuracy"]["mean"] == 35.0
+    assert sec["baseline"] == {"records": 2, "overlap_accuracy": 77.5, "overlap_sp_f1": pytest.approx(42.17),
+                               "overlap_joint_f1": 40.0, "random_accuracy": pytest.approx(15.0)}
+    table = collect.markdown(res)
+    assert "| 45.00 +- 7.07 / 32.0 +- 2.8 / 21.0 +- 1.4 | seeds 1 2: 40.00 50.00 / 30.0 34.0 / 20.0 22.0 |" in table
+    assert "| hotpotqa | baselines: word overlap / random | dev answer EM / supporting-fact F1 / joint F1 (%) | " \
+           "77.5 / 42.2 / 40.0 ; 15.0 (answer) | | |" in table
+    (task / "ft" / "etc512-1.log").write_text("x | valid on 'valid' subset | loss 2 | accuracy 3 | num_updates 5\n"
+                                              "done training in 1 s\n")
+    with pytest.raises(collect.CollectError, match="etc512-1.log: no validation line with num_updates and ans_em"):
+        collect.collect(tmp_path / "run", ["1"], 2048)
+
+
 def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):
     similarity = _load("similarity")
     _tiny_bert(tmp_path / "bert", layers=1)

@@ -8,6 +8,8 @@ mean, sample standard deviation and learning curve; of a held-out MLM/CPC valida
                                   the word-overlap and random baselines of the same held-out records)
   wikihop/ft/<arm>-<seed>.log     fairseq-train --task etc_wikihop (wikihop/data-<LONG>/valid.meta.json: the
                                   word-overlap and random baselines of the same held-out records)
+  hotpotqa/ft/<arm>-<seed>.log    fairseq-train --task etc_hotpotqa (hotpotqa/overlap.json: the word-overlap
+                                  baseline under the official metrics; hotpotqa/raw/dev.json: random)
   classify/ft/<arm>-<seed>.log    fairseq-train --task etc_structured (classify/floor-*.json: the floors)
 
 A section whose logs are all missing is left out (a partial run collects what it has); a fine-tuning arm
@@ -63,7 +65,16 @@ WIKIHOP_ARMS = {
              "input after the query, long {long}",
     "bert512": "the source model as released (full attention, absolute positions), the first 512 tokens of the "
                "same long input (query, candidates, supports)",
+    "etc_strings": "ETC as etc, with each candidate's string also in the long input, read by its CANDIDATE token "
+                   "(etc-prepare wikihop --candidate-strings), long {long}",
 }
+#: the HotpotQA-format arms (etc-prepare hotpotqa's layout; its crop keeps paragraphs in order while they fit)
+HOTPOTQA_ARMS = {
+    "etc": "ETC (lifted + continued), question / paragraph / title / sentence global tokens, long {long}",
+    "etc512": "the same, the paragraphs that fit into 512 long tokens",
+}
+#: the validation keys of etc_hotpotqa's criterion kept per seed (percent); the first is the headline
+HOTPOTQA_KEYS = ("ans_em", "sp_f1", "joint_f1")
 
 
 def wikihop_meta(task_dir: Path, long_len: int) -> dict:
@@ -78,6 +89,42 @@ def wikihop_meta(task_dir: Path, long_len: int) -> dict:
                            f"baselines: prepare it again)")
     return {k: c[k] for k in ("records", "candidates", "answers_unmentioned", "truncated_examples",
                               "overlap_accuracy", "random_accuracy")}
+
+
+def hotpotqa_meta(task_dir: Path) -> dict:
+    """The held-out floors: random (one of each record's paragraph titles, mean over records) and word overlap
+    (``overlap.json``: ``etc-evaluate hotpotqa`` on ``examples/hotpotqa/overlap.py``'s predictions), in percent,
+    under the keys the other sections use (``*_accuracy`` = answer EM)."""
+    path = task_dir / "overlap.json"
+    if not path.is_file():
+        raise CollectError(f"{path}: missing (run.sh's hotpotqa stage writes it before fine-tuning)")
+    o = json.loads(path.read_text(encoding="utf-8"))
+    records = json.loads((task_dir / "raw" / "dev.json").read_text(encoding="utf-8"))
+    return {"records": len(records), "overlap_accuracy": 100 * o["em"], "overlap_sp_f1": 100 * o["sp_f1"],
+            "overlap_joint_f1": 100 * o["joint_f1"],
+            "random_accuracy": 100 * sum(1 / len(r["context"]) for r in records) / len(records)}
+
+
+def hotpotqa_arm(task_dir: Path, arm: str, seeds: Sequence[str]) -> dict:
+    """One HotpotQA-format arm: the last validation of each seed's run (:data:`HOTPOTQA_KEYS`; ``accuracy``
+    is the answer EM, as the plots and tables read it), their summaries and the answer-EM curve."""
+    per_seed, curves = {}, {}
+    for s in seeds:
+        path = task_dir / "ft" / f"{arm}-{s}.log"
+        lines = [x for x in abl.read_valid(path) if "num_updates" in x]
+        if not lines or any(k not in x for x in lines for k in HOTPOTQA_KEYS):
+            raise CollectError(f"{path}: no validation line with num_updates and {', '.join(HOTPOTQA_KEYS)} "
+                               "(not an etc_hotpotqa fine-tuning log?)")
+        last = lines[-1]
+        per_seed[s] = {"accuracy": last["ans_em"], **{k: last[k] for k in HOTPOTQA_KEYS[1:]}, "lost": 0.0,
+                       "loss": last["loss"], "updates": int(last["num_updates"])}
+        curves[s] = {int(x["num_updates"]): x["ans_em"] for x in lines}
+    curve = [{"updates": u, "accuracy": abl.summary([c[u] for c in curves.values()])}
+             for u in sorted(set.intersection(*(set(c) for c in curves.values())))]
+    out = {"seeds": per_seed, "curve": curve, "updates": sorted({x["updates"] for x in per_seed.values()}),
+           "lost": abl.summary([0.0]), "accuracy": abl.summary([x["accuracy"] for x in per_seed.values()])}
+    out.update({k: abl.summary([x[k] for x in per_seed.values()]) for k in HOTPOTQA_KEYS[1:]})
+    return out
 
 
 def _finished(log: Path) -> bool:
@@ -96,7 +143,8 @@ def _finetune(run_dir: Path, task: str, arms: Sequence[str], seeds: Sequence[str
         done = [s for s, log in logs.items() if _finished(log)]
         unfinished.extend(str(log) for s, log in logs.items() if log.is_file() and s not in done)
         if done:
-            out[a] = dict(abl.finetune_arm(run_dir / task, a, done), label=(labels or ARMS)[a].format(long=long_len))
+            arm = hotpotqa_arm(run_dir / task, a, done) if task == "hotpotqa" else abl.finetune_arm(run_dir / task, a, done)
+            out[a] = dict(arm, label=(labels or ARMS)[a].format(long=long_len))
     return out
 
 
@@ -118,6 +166,10 @@ def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
     if arms:
         res["sections"]["wikihop"] = {"metric": "dev accuracy (%)", "arms": arms,
                                       "baseline": wikihop_meta(run_dir / "wikihop", long_len)}
+    arms = _finetune(run_dir, "hotpotqa", list(HOTPOTQA_ARMS), seeds, long_len, res["unfinished"], HOTPOTQA_ARMS)
+    if arms:
+        res["sections"]["hotpotqa"] = {"metric": "dev answer EM / supporting-fact F1 / joint F1 (%)", "arms": arms,
+                                       "baseline": hotpotqa_meta(run_dir / "hotpotqa")}
     arms = _finetune(run_dir, "classify", ["continued", "lifted", "continued_mean", "lifted_mean", "keeppos",
                                            "keeppos_mean"], seeds, long_len,
                      res["unfinished"])
@@ -145,9 +197,10 @@ def markdown(res: dict) -> str:
             one = len(arm["seeds"]) == 1  # no spread to show: the value, and "(1 seed)"
             cell = f"{arm['accuracy']['mean']:.2f}" + ("" if one else f" +- {arm['accuracy']['std']:.2f}")
             per = f"seeds {' '.join(arm['seeds'])}: " + " ".join(f"{x['accuracy']:.2f}" for x in seeds)
-            if "mrr" in arm:
-                cell += f" / {arm['mrr']['mean']:.1f}" + ("" if one else f" +- {arm['mrr']['std']:.1f}")
-                per += " / " + " ".join(f"{x['mrr']:.1f}" for x in seeds)
+            for extra in ("mrr", *HOTPOTQA_KEYS[1:]):
+                if extra in arm:
+                    cell += f" / {arm[extra]['mean']:.1f}" + ("" if one else f" +- {arm[extra]['std']:.1f}")
+                    per += " / " + " ".join(f"{x[extra]:.1f}" for x in seeds)
             if one:
                 cell += " (1 seed)"
             if arm["lost"]["mean"] > 0:
@@ -158,6 +211,9 @@ def markdown(res: dict) -> str:
         if b and name == "nextsent":
             rows.append(f"| {name} | baselines: word overlap / random | accuracy % / MRR % | {b['overlap_accuracy']:.1f} / "
                         f"{b['overlap_mrr']:.1f} ; {b['random_accuracy']:.1f} / {b['random_mrr']:.1f} | | |")
+        elif b and name == "hotpotqa":
+            rows.append(f"| {name} | baselines: word overlap / random | {sec['metric']} | {b['overlap_accuracy']:.1f} / "
+                        f"{b['overlap_sp_f1']:.1f} / {b['overlap_joint_f1']:.1f} ; {b['random_accuracy']:.1f} (answer) | | |")
         elif b:
             rows.append(f"| {name} | baselines: word overlap / random | accuracy % | {b['overlap_accuracy']:.1f} ; "
                         f"{b['random_accuracy']:.1f} | | |")
@@ -225,7 +281,7 @@ def plot(res: dict, png: Path, title: str = "lifted all-MiniLM-L6-v2 in ETC") ->
             ax.axhline(sim["answer_accuracy"], color=f"C{i + 4}", ls="-.", lw=1, label=f"zero-shot similarity: {model}")
         for i, (floor_name, f) in enumerate(sec.get("floors", {}).items()):
             ax.axhline(f["accuracy"], color=f"C{i + 2}", ls="--", lw=1, label=f"floor: LR on {floor_name}")
-        ax.set_ylabel("held-out MLM accuracy %" if name == "mlm" else "held-out accuracy %")
+        ax.set_ylabel({"mlm": "held-out MLM accuracy %", "hotpotqa": "held-out answer EM %"}.get(name, "held-out accuracy %"))
         ax.set_title(f"{name} ({kind})", fontsize=9)
         ax.legend(fontsize=6)
     fig.suptitle(f"{title}, seeds {' '.join(res['seeds'])}", fontsize=10)

@@ -31,6 +31,10 @@
 #               one more arm, not in the default ARMS: etc_strings, etc with the candidate strings also in the long
 #               input, each read by its CANDIDATE token (etc-prepare wikihop --candidate-strings): the information
 #               the flat arms have, with ETC's structure (nextsent has no candidates and skips it)
+#   hotpotqa    HotpotQA's distractor format with CONSTRUCTED labels (examples/hotpotqa/construct.py --generate:
+#               next-sentence records among 9 other articles' first paragraphs; the answer the question's
+#               article title, the supporting facts the sentences around the gap), arms etc and etc512 (the
+#               layout has no flat variant: local and bert512 are skipped), etc-prepare hotpotqa's layout
 #   classify    REAL labels: sentence polarity (fresh vs rotten movie-review snippets) through etc_structured's
 #               record level with a CLS global token, vs logistic regression on the source model's frozen
 #               mean-pooled features (classify.py); the arms (CL_ARMS): continued / lifted (the model continued or
@@ -55,7 +59,9 @@
 # [etc etc512 local bert512], CL_ARMS [continued lifted continued_mean lifted_mean keeppos keeppos_mean], WH_TRAIN [1000], WH_VALID
 # [200], WH_SUPPORTS [16], WH_QUERY [paragraph_mentions: construct.py --query; one query per RUN_DIR], WH_HEAD
 # [linear: one logit per CANDIDATE token; cosine: plus its scaled cosine with the question, --question-cosine],
-# WH_START [0; 1: also validate every wikihop arm before fine-tuning, as NS_START], JOBS [1]
+# WH_START [0; 1: also validate every wikihop arm before fine-tuning, as NS_START], HP_TRAIN [1000], HP_VALID [200],
+# HP_HEAD [linear: the task's supporting-fact head; cosine: plus each sentence's scaled cosine with the question,
+# --question-cosine], HP_START [0; 1: as NS_START], JOBS [1]
 # (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
@@ -64,11 +70,11 @@ QUICK=0
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
-    *) echo "usage: [STAGES=\"pretrain mlm nextsent wikihop classify\"] $0 [--quick]" >&2; exit 2 ;;
+    *) echo "usage: [STAGES=\"pretrain mlm nextsent wikihop hotpotqa classify\"] $0 [--quick]" >&2; exit 2 ;;
   esac
 done
 RUN_DIR=${RUN_DIR:-runs/lifted_minilm}
-ALL="pretrain mlm nextsent wikihop classify"
+ALL="pretrain mlm nextsent wikihop hotpotqa classify"
 STAGES=${STAGES:-$ALL}
 LAYERS=${LAYERS:-3}
 if [ "$QUICK" = 1 ]; then
@@ -76,12 +82,14 @@ if [ "$QUICK" = 1 ]; then
   PRE_UPDATES=${PRE_UPDATES:-4}; PRE_BATCH=${PRE_BATCH:-2}; PRE_LONG=${PRE_LONG:-512}; SEEDS=${SEEDS-"1 2"}
   LONG=${LONG:-1024}; UPDATES=${UPDATES:-4}; BATCH=${BATCH:-2}; VALID_EVERY=${VALID_EVERY:-2}
   NS_TRAIN=${NS_TRAIN:-16}; NS_VALID=${NS_VALID:-8}; WH_TRAIN=${WH_TRAIN:-16}; WH_VALID=${WH_VALID:-8}
+  HP_TRAIN=${HP_TRAIN:-16}; HP_VALID=${HP_VALID:-8}
   WH_SUPPORTS=${WH_SUPPORTS:-4}; CL_TRAIN=${CL_TRAIN:-32}; CL_VALID=${CL_VALID:-32}; CL_UPDATES=${CL_UPDATES:-4}
   CL_BATCH=${CL_BATCH:-4}; CL_VALID_EVERY=${CL_VALID_EVERY:-2}
 else
   PRE_UPDATES=${PRE_UPDATES:-300}; PRE_BATCH=${PRE_BATCH:-4}; PRE_LONG=${PRE_LONG:-2048}; SEEDS=${SEEDS-"1 2 3"}
   LONG=${LONG:-2048}; UPDATES=${UPDATES:-60}; BATCH=${BATCH:-8}; VALID_EVERY=${VALID_EVERY:-30}
   NS_TRAIN=${NS_TRAIN:-1000}; NS_VALID=${NS_VALID:-150}; WH_TRAIN=${WH_TRAIN:-1000}; WH_VALID=${WH_VALID:-200}
+  HP_TRAIN=${HP_TRAIN:-1000}; HP_VALID=${HP_VALID:-200}
   WH_SUPPORTS=${WH_SUPPORTS:-16}; CL_TRAIN=${CL_TRAIN:-2000}; CL_VALID=${CL_VALID:-1000}; CL_UPDATES=${CL_UPDATES:-400}
   CL_BATCH=${CL_BATCH:-16}; CL_VALID_EVERY=${CL_VALID_EVERY:-100}
 fi
@@ -99,6 +107,8 @@ WH_QUERY=${WH_QUERY:-paragraph_mentions}
 WH_HEAD=${WH_HEAD:-linear}
 WH_START=${WH_START:-0}
 NS_START=${NS_START:-0}
+HP_HEAD=${HP_HEAD:-linear}
+HP_START=${HP_START:-0}
 case "$NS_HEAD" in
   linear) NS_HEAD_FLAGS=() ;;
   cosine) NS_HEAD_FLAGS=(--question-cosine) ;;
@@ -108,6 +118,11 @@ case "$WH_HEAD" in
   linear) WH_HEAD_FLAGS=() ;;
   cosine) WH_HEAD_FLAGS=(--question-cosine) ;;
   *) echo "error: WH_HEAD='$WH_HEAD': expected linear or cosine" >&2; exit 2 ;;
+esac
+case "$HP_HEAD" in
+  linear) HP_HEAD_FLAGS=() ;;
+  cosine) HP_HEAD_FLAGS=(--question-cosine) ;;
+  *) echo "error: HP_HEAD='$HP_HEAD': expected linear or cosine" >&2; exit 2 ;;
 esac
 CL_ARMS=${CL_ARMS:-"continued lifted continued_mean lifted_mean keeppos keeppos_mean"}
 JOBS=${JOBS:-1}
@@ -322,6 +337,43 @@ wh_arms() {  # SEED: the wikihop arms (ARMS) of one seed
     --arch roberta_window "${MINILM[@]}" --max-positions 512 --max-global-len $(( LONG / 4 )) "${WH_HEAD_FLAGS[@]}"; fi
 }
 
+hotpotqa() {  # CONSTRUCTED HotpotQA-format records; arms etc and etc512 (the others have no layout here)
+  local raw=$RUN_DIR/hotpotqa/raw D D512 len out seed a
+  if [ ! -f "$raw/dev.json" ]; then
+    stage "CONSTRUCTED HotpotQA-format records ($HP_TRAIN / $HP_VALID, next-sentence records among 9 distractors) -> $raw"
+    "$VENV_BIN/python" examples/hotpotqa/construct.py --dump "$(wikipedia_dump)" --out "$raw" --generate \
+      --train "$HP_TRAIN" --valid "$HP_VALID" --seed 1
+  fi
+  for len in "$LONG" 512; do
+    out=$RUN_DIR/hotpotqa/data-$len
+    if [ ! -f "$out/prepare.json" ]; then
+      stage "etc-prepare hotpotqa (long $len) -> $out"
+      "$VENV_BIN/etc-prepare" hotpotqa --train "$raw/train.json" --valid "$raw/dev.json" --out "$out" --overwrite \
+        --pretrain-dir "$PRE/data/bin" --max-long-len "$len" --max-global-len $(( len / 4 )) --no-progress-bar
+    fi
+  done
+  D=$RUN_DIR/hotpotqa/data-$LONG D512=$RUN_DIR/hotpotqa/data-512
+  out=$RUN_DIR/hotpotqa/overlap.json  # the word-overlap floor, scored by the official metrics
+  if [ ! -f "$out" ]; then
+    "$VENV_BIN/python" examples/hotpotqa/overlap.py --records "$raw/dev.json" --out "$RUN_DIR/hotpotqa/overlap-pred.json"
+    "$VENV_BIN/etc-evaluate" hotpotqa --predictions "$RUN_DIR/hotpotqa/overlap-pred.json" --gold "$raw/dev.json" \
+      | tail -1 > "$out.tmp" && mv "$out.tmp" "$out"
+  fi
+  for a in $ARMS; do
+    case $a in etc|etc512) ;; *) echo "hotpotqa: arm $a skipped (etc-prepare hotpotqa has no layout for it)" ;; esac
+  done
+  if [ "$HP_START" = 1 ]; then UPDATES=1 VALID_EVERY=1 LR=0 LOG_TAG=start hp_arms 1; fi
+  for seed in $SEEDS; do
+    hp_arms "$seed"
+  done
+  wait
+}
+hp_arms() {  # SEED: the hotpotqa arms of one seed
+  local seed=$1
+  if arm etc; then spawn finetune hotpotqa hotpotqa etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )) "${HP_HEAD_FLAGS[@]}"; fi
+  if arm etc512; then spawn finetune hotpotqa hotpotqa etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 128 "${HP_HEAD_FLAGS[@]}"; fi
+}
+
 classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured's record level vs the floor
   local R=$RUN_DIR/classify/records D=$RUN_DIR/classify/data seed m
   if [ ! -f "$R/valid.jsonl" ]; then
@@ -360,8 +412,8 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
   wait
 }
 
-if has pretrain || has mlm || has nextsent || has wikihop || has classify; then fetch_and_lift; fi
-if has pretrain || has mlm || has nextsent || has wikihop; then pretrain_data; fi
+if has pretrain || has mlm || has nextsent || has wikihop || has hotpotqa || has classify; then fetch_and_lift; fi
+if has pretrain || has mlm || has nextsent || has wikihop || has hotpotqa; then pretrain_data; fi
 if has pretrain; then pretrain; fi
 as_trained() {  # LIFTED_CKPT OUT_DIR: the same weights as a fairseq-train checkpoint (fairseq-validate reads
   # the task and criterion a checkpoint was trained with, and an etc-lift checkpoint holds none): one update at
@@ -389,5 +441,6 @@ if has mlm; then
 fi
 if has nextsent; then nextsent; fi
 if has wikihop; then wikihop; fi
+if has hotpotqa; then hotpotqa; fi
 if has classify; then classify; fi
 stage "done"

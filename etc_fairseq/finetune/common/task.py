@@ -50,7 +50,8 @@ class QuestionCosineConfig(EtcStructuredTaskConfig):
                   "--question-cosine-scale: the head starts where a sentence encoder's zero-shot ranking is "
                   "(etc_nextsent: each sentence's vector against the mean of the question pieces' long outputs, "
                   "data with question_len; etc_wikihop: each CANDIDATE token's output against the mean of the "
-                  "QUESTION tokens' outputs)"},
+                  "QUESTION tokens' outputs; etc_hotpotqa: each SENTENCE token's supporting-fact logit, its "
+                  "output against the mean of the QUESTION tokens' outputs)"},
     )
     question_cosine_scale: float = field(
         default=20.0,

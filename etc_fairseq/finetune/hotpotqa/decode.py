@@ -32,10 +32,12 @@ import torch
 
 from etc_fairseq.commands import Subcommand
 from etc_fairseq.errors import CheckpointLoadError, ConfigError
+from etc_fairseq.finetune.common.selection import mean_by_type
 from etc_fairseq.finetune.common.spans import best_span, select_above_threshold
 from etc_fairseq.finetune.hotpotqa.metrics import HEADLINE_KEYS
 from etc_fairseq.finetune.hotpotqa.schema import AnswerType, Gold, SideUnit as U
 from etc_fairseq.guards import positive_int
+from etc_fairseq.structure.global_tokens import GlobalTokenType
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,9 @@ DEFAULT_THRESHOLDS = tuple(round(x, 1) for x in np.linspace(0.0, 1.0, 11))
 
 #: names of the heads in ``model.task_heads``
 SP_HEAD, TYPE_HEAD, SPAN_HEAD = "hotpotqa_sp", "hotpotqa_type", "hotpotqa_span"
+#: name of the question-cosine head (global tokens [B, G, D], question [B, D] -> one logit per global token),
+#: present with the task's ``question_cosine``; it adds to the supporting-fact logits only
+QUESTION_HEAD = "hotpotqa_question"
 
 
 class HeadOutputs(NamedTuple):
@@ -57,11 +62,15 @@ class HeadOutputs(NamedTuple):
         return HeadOutputs(*(t.detach() for t in self))
 
 
-def apply_heads(model, features, extra) -> HeadOutputs:
+def apply_heads(model, features, extra, global_types: torch.Tensor) -> HeadOutputs:
     """The three heads on encoder outputs: ``features`` float [B, L, D], ``extra["global_features"]`` float
-    [B, G, D]."""
+    [B, G, D]; ``global_types`` int64 [B, G]. With the question-cosine head, each global token's
+    supporting-fact logit gains its scaled cosine with the mean of the QUESTION tokens' outputs."""
     g = extra["global_features"]
     sp_logits = model.task_heads[SP_HEAD](g).squeeze(-1)  # [B, G]
+    if QUESTION_HEAD in model.task_heads:
+        question = mean_by_type(g, global_types, GlobalTokenType.QUESTION)  # [B, D]
+        sp_logits = sp_logits + model.task_heads[QUESTION_HEAD](g, question)
     type_logits = model.task_heads[TYPE_HEAD](g[:, 0])  # [B, 3]: from the global CLS
     span = model.task_heads[SPAN_HEAD](features)  # [B, L, 2]
     return HeadOutputs(sp_logits, type_logits, span[..., 0], span[..., 1])
@@ -201,7 +210,7 @@ def _run(args: argparse.Namespace) -> int:
         threshold = float(getattr(getattr(cfg, "criterion", None), "sp_threshold", 0.5) or 0.5)
     outputs: List[Tuple[dict, tuple]] = []
     for sample, features, extra in iterate_outputs(model, task, args.split, args.batch_size, args.device):
-        heads = apply_heads(model, features, extra)
+        heads = apply_heads(model, features, extra, sample["net_input"]["global_types"])
         scores = batch_scores(heads, extra["long_padding_mask"], extra["global_padding_mask"])
         outputs.extend(zip(sample["side"], scores))
     report: Dict[str, object] = {"split": args.split, "examples": len(outputs)}

@@ -8,6 +8,9 @@ Heads (registered on the model in :meth:`EtcHotpotqaTask.build_heads`, saved in 
   the global CLS (global index 0).
 - ``hotpotqa_span``: :class:`~etc_fairseq.encoder.heads.TokenLogits` (2 outputs) on the long features:
   answer start / end logits.
+- ``hotpotqa_question`` (with ``--question-cosine``): :class:`~etc_fairseq.encoder.heads.QueryCosineScorer`,
+  each global token's scaled cosine with the mean of the QUESTION tokens' outputs, added to its
+  supporting-fact logit.
 
 Hard g2l: the paper's HotpotQA models use a hard g2l mask (global tokens attend only to the long tokens
 they summarise; removing it hurt). It is the model option ``--hard-g2l`` (``EtcConfig.hard_g2l``), not a
@@ -28,8 +31,8 @@ from fairseq.tasks import register_task
 from etc_fairseq.data.structured import SideRecords, StructuredDataset, side_path
 from etc_fairseq.encoder.heads import PooledClassifier, TokenLogits
 from etc_fairseq.errors import InputFormatError
-from etc_fairseq.finetune.common.task import EtcStructuredTask, EtcStructuredTaskConfig
-from etc_fairseq.finetune.hotpotqa.decode import SP_HEAD, SPAN_HEAD, TYPE_HEAD
+from etc_fairseq.finetune.common.task import EtcStructuredTask, QuestionCosineConfig, register_question_head
+from etc_fairseq.finetune.hotpotqa.decode import QUESTION_HEAD, SP_HEAD, SPAN_HEAD, TYPE_HEAD
 from etc_fairseq.finetune.hotpotqa.schema import AnswerType, target_fields
 
 logger = logging.getLogger(__name__)
@@ -57,7 +60,7 @@ class HotpotqaDataset(StructuredDataset):
 
 
 @dataclass
-class EtcHotpotqaConfig(EtcStructuredTaskConfig):
+class EtcHotpotqaConfig(QuestionCosineConfig):
     pass
 
 
@@ -81,3 +84,4 @@ class EtcHotpotqaTask(EtcStructuredTask):
                              dropout=model.cfg.pooler_dropout),
         )
         model.register_task_head(SPAN_HEAD, TokenLogits(dim, 2))
+        register_question_head(model, self.cfg, QUESTION_HEAD)
