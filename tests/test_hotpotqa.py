@@ -661,7 +661,8 @@ def test_end_to_end_train_validate_predict_evaluate(prepared, files, records, et
 
 def test_question_cosine_head_adds_the_scaled_cosine_to_the_supporting_fact_logits(prepared):
     """--question-cosine: a fourth head whose scaled cosine between each global token's output and the mean of
-    the QUESTION tokens' outputs is added to its supporting-fact logit; the type and span logits are unchanged."""
+    the QUESTION tokens' outputs, less its mean over the example's SENTENCE tokens, is added to its supporting-fact
+    logit; the type and span logits are unchanged."""
     from etc_fairseq.encoder.heads import scaled_cosine
     from etc_fairseq.finetune.hotpotqa.decode import QUESTION_HEAD, SP_HEAD, SPAN_HEAD, TYPE_HEAD, apply_heads
     from etc_fairseq.finetune.hotpotqa.task import EtcHotpotqaConfig, EtcHotpotqaTask
@@ -690,7 +691,12 @@ def test_question_cosine_head_adds_the_scaled_cosine_to_the_supporting_fact_logi
             question = g[b][types[b].eq(int(T.QUESTION))].mean(dim=0)  # [D]
             assert types[b].eq(int(T.QUESTION)).sum() > 0
             cosine = scaled_cosine(qh.item_proj(g[b])[None], qh.query_proj(question)[None], qh.log_scale.exp())[0]
-            assert torch.allclose(heads.sp_logits[b], without.sp_logits[b] + cosine, atol=1e-5)
+            sentences = types[b].eq(int(T.SENTENCE))
+            assert sentences.sum() > 1
+            expected = without.sp_logits[b] + cosine - cosine[sentences].mean()
+            assert torch.allclose(heads.sp_logits[b], expected, atol=1e-5)
+            # centred: the sentences' added terms average to zero
+            assert abs(float((heads.sp_logits[b] - without.sp_logits[b])[sentences].mean())) < 1e-5
         for name in ("type_logits", "start_logits", "end_logits"):
             assert torch.equal(getattr(heads, name), getattr(without, name)), name
         assert not torch.allclose(heads.sp_logits, without.sp_logits)

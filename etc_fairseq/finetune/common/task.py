@@ -51,7 +51,7 @@ class QuestionCosineConfig(EtcStructuredTaskConfig):
                   "(etc_nextsent: each sentence's vector against the mean of the question pieces' long outputs, "
                   "data with question_len; etc_wikihop: each CANDIDATE token's output against the mean of the "
                   "QUESTION tokens' outputs; etc_hotpotqa: each SENTENCE token's supporting-fact logit, its "
-                  "output against the mean of the QUESTION tokens' outputs)"},
+                  "output against the mean of the QUESTION tokens' outputs, centred on the example's sentences)"},
     )
     question_cosine_scale: float = field(
         default=20.0,

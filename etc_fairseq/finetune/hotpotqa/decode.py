@@ -65,12 +65,19 @@ class HeadOutputs(NamedTuple):
 def apply_heads(model, features, extra, global_types: torch.Tensor) -> HeadOutputs:
     """The three heads on encoder outputs: ``features`` float [B, L, D], ``extra["global_features"]`` float
     [B, G, D]; ``global_types`` int64 [B, G]. With the question-cosine head, each global token's
-    supporting-fact logit gains its scaled cosine with the mean of the QUESTION tokens' outputs."""
+    supporting-fact logit gains its scaled cosine with the mean of the QUESTION tokens' outputs, less the mean
+    of that term over the example's SENTENCE tokens: a sigmoid reads a logit's level, and a sentence encoder's
+    cosines are all positive (times a scale of 20, every sentence would start as a fact, and the linear head's
+    bias moves about the learning rate per update); centred, the sentences more similar to the question than
+    the example's average start above the threshold."""
     g = extra["global_features"]
     sp_logits = model.task_heads[SP_HEAD](g).squeeze(-1)  # [B, G]
     if QUESTION_HEAD in model.task_heads:
         question = mean_by_type(g, global_types, GlobalTokenType.QUESTION)  # [B, D]
-        sp_logits = sp_logits + model.task_heads[QUESTION_HEAD](g, question)
+        cosine = model.task_heads[QUESTION_HEAD](g, question)  # [B, G]
+        is_sentence = global_types.eq(int(GlobalTokenType.SENTENCE)).to(cosine.dtype)  # [B, G]
+        centre = (cosine * is_sentence).sum(dim=1, keepdim=True) / is_sentence.sum(dim=1, keepdim=True).clamp(min=1)
+        sp_logits = sp_logits + cosine - centre  # [B, G]
     type_logits = model.task_heads[TYPE_HEAD](g[:, 0])  # [B, 3]: from the global CLS
     span = model.task_heads[SPAN_HEAD](features)  # [B, L, 2]
     return HeadOutputs(sp_logits, type_logits, span[..., 0], span[..., 1])

@@ -9,8 +9,8 @@ Heads (registered on the model in :meth:`EtcHotpotqaTask.build_heads`, saved in 
 - ``hotpotqa_span``: :class:`~etc_fairseq.encoder.heads.TokenLogits` (2 outputs) on the long features:
   answer start / end logits.
 - ``hotpotqa_question`` (with ``--question-cosine``): :class:`~etc_fairseq.encoder.heads.QueryCosineScorer`,
-  each global token's scaled cosine with the mean of the QUESTION tokens' outputs, added to its
-  supporting-fact logit.
+  each global token's scaled cosine with the mean of the QUESTION tokens' outputs, less its mean over the
+  example's sentences, added to its supporting-fact logit (:func:`~etc_fairseq.finetune.hotpotqa.decode.apply_heads`).
 
 Hard g2l: the paper's HotpotQA models use a hard g2l mask (global tokens attend only to the long tokens
 they summarise; removing it hurt). It is the model option ``--hard-g2l`` (``EtcConfig.hard_g2l``), not a
