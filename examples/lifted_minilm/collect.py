@@ -72,6 +72,7 @@ WIKIHOP_ARMS = {
 HOTPOTQA_ARMS = {
     "etc": "ETC (lifted + continued), question / paragraph / title / sentence global tokens, long {long}",
     "etc512": "the same, the paragraphs that fit into 512 long tokens",
+    "flat": "the same as etc, prepared with --flat-structure (no paragraph tokens or hierarchy, no context cut)",
 }
 #: the validation keys of etc_hotpotqa's criterion kept per seed (percent); the first is the headline
 HOTPOTQA_KEYS = ("ans_em", "sp_f1", "joint_f1")

@@ -33,8 +33,10 @@
 #               the flat arms have, with ETC's structure (nextsent has no candidates and skips it)
 #   hotpotqa    HotpotQA's distractor format with CONSTRUCTED labels (examples/hotpotqa/construct.py --generate:
 #               next-sentence records among 9 other articles' first paragraphs; the answer the question's
-#               article title, the supporting facts the sentences around the gap), arms etc and etc512 (the
-#               layout has no flat variant: local and bert512 are skipped), etc-prepare hotpotqa's layout
+#               article title, the supporting facts the sentences around the gap), arms etc and etc512, and
+#               flat (not in the default ARMS: etc on the same records prepared with --flat-structure, the
+#               paper's ablation: no paragraph tokens or hierarchy, no context cut); local and bert512 are
+#               skipped (etc-prepare hotpotqa has no layout without global tokens)
 #   classify    REAL labels: sentence polarity (fresh vs rotten movie-review snippets) through etc_structured's
 #               record level with a CLS global token, vs logistic regression on the source model's frozen
 #               mean-pooled features (classify.py); the arms (CL_ARMS): continued / lifted (the model continued or
@@ -130,8 +132,8 @@ for s in $STAGES; do
   case " $ALL " in *" $s "*) ;; *) echo "error: unknown stage '$s' (known: $ALL)" >&2; exit 2 ;; esac
 done
 for a in $ARMS; do
-  case " etc etc512 local bert512 etc_strings " in *" $a "*) ;;
-    *) echo "error: unknown arm '$a' (known: etc etc512 local bert512 etc_strings)" >&2; exit 2 ;;
+  case " etc etc512 local bert512 etc_strings flat " in *" $a "*) ;;
+    *) echo "error: unknown arm '$a' (known: etc etc512 local bert512 etc_strings flat)" >&2; exit 2 ;;
   esac
 done
 for a in $CL_ARMS; do
@@ -338,21 +340,22 @@ wh_arms() {  # SEED: the wikihop arms (ARMS) of one seed
 }
 
 hotpotqa() {  # CONSTRUCTED HotpotQA-format records; arms etc and etc512 (the others have no layout here)
-  local raw=$RUN_DIR/hotpotqa/raw D D512 len out seed a
+  local raw=$RUN_DIR/hotpotqa/raw D D512 DF len out seed a l flag
   if [ ! -f "$raw/dev.json" ]; then
     stage "CONSTRUCTED HotpotQA-format records ($HP_TRAIN / $HP_VALID, next-sentence records among 9 distractors) -> $raw"
     "$VENV_BIN/python" examples/hotpotqa/construct.py --dump "$(wikipedia_dump)" --out "$raw" --generate \
       --train "$HP_TRAIN" --valid "$HP_VALID" --seed 1
   fi
-  for len in "$LONG" 512; do
-    out=$RUN_DIR/hotpotqa/data-$len
+  for l in "$LONG" 512 "flat-$LONG"; do
+    out=$RUN_DIR/hotpotqa/data-$l len=${l#flat-} flag=""
+    if [ "$l" != "$len" ]; then flag=--flat-structure; arm flat || continue; fi
     if [ ! -f "$out/prepare.json" ]; then
-      stage "etc-prepare hotpotqa (long $len) -> $out"
+      stage "etc-prepare hotpotqa (long $len $flag) -> $out"
       "$VENV_BIN/etc-prepare" hotpotqa --train "$raw/train.json" --valid "$raw/dev.json" --out "$out" --overwrite \
-        --pretrain-dir "$PRE/data/bin" --max-long-len "$len" --max-global-len $(( len / 4 )) --no-progress-bar
+        --pretrain-dir "$PRE/data/bin" --max-long-len "$len" --max-global-len $(( len / 4 )) $flag --no-progress-bar
     fi
   done
-  D=$RUN_DIR/hotpotqa/data-$LONG D512=$RUN_DIR/hotpotqa/data-512
+  D=$RUN_DIR/hotpotqa/data-$LONG D512=$RUN_DIR/hotpotqa/data-512 DF=$RUN_DIR/hotpotqa/data-flat-$LONG
   out=$RUN_DIR/hotpotqa/overlap.json  # the word-overlap floor, scored by the official metrics
   if [ ! -f "$out" ]; then
     "$VENV_BIN/python" examples/hotpotqa/overlap.py --records "$raw/dev.json" --out "$RUN_DIR/hotpotqa/overlap-pred.json"
@@ -360,7 +363,7 @@ hotpotqa() {  # CONSTRUCTED HotpotQA-format records; arms etc and etc512 (the ot
       | tail -1 > "$out.tmp" && mv "$out.tmp" "$out"
   fi
   for a in $ARMS; do
-    case $a in etc|etc512) ;; *) echo "hotpotqa: arm $a skipped (etc-prepare hotpotqa has no layout for it)" ;; esac
+    case $a in etc|etc512|flat) ;; *) echo "hotpotqa: arm $a skipped (etc-prepare hotpotqa has no layout for it)" ;; esac
   done
   if [ "$HP_START" = 1 ]; then UPDATES=1 VALID_EVERY=1 LR=0 LOG_TAG=start hp_arms 1; fi
   for seed in $SEEDS; do
@@ -372,6 +375,7 @@ hp_arms() {  # SEED: the hotpotqa arms of one seed
   local seed=$1
   if arm etc; then spawn finetune hotpotqa hotpotqa etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )) "${HP_HEAD_FLAGS[@]}"; fi
   if arm etc512; then spawn finetune hotpotqa hotpotqa etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base --max-global-len 128 "${HP_HEAD_FLAGS[@]}"; fi
+  if arm flat; then spawn finetune hotpotqa hotpotqa flat "$seed" "$DF" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )) "${HP_HEAD_FLAGS[@]}"; fi
 }
 
 classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured's record level vs the floor
