@@ -217,6 +217,18 @@ def test_collect_reads_the_hotpotqa_section(tmp_path):
     assert "| 45.00 +- 7.07 / 32.0 +- 2.8 / 21.0 +- 1.4 | seeds 1 2: 40.00 50.00 / 30.0 34.0 / 20.0 22.0 |" in table
     assert "| hotpotqa | baselines: word overlap / random | dev answer EM / supporting-fact F1 / joint F1 (%) | " \
            "77.5 / 42.2 / 40.0 ; 15.0 (answer) | | |" in table
+    assert "tuned" not in arm  # no etc-predict report yet
+    # etc-predict's reports (fractions, the threshold chosen on the held-out records) give the tuned rows
+    (task / "pred").mkdir()
+    for s, (em, sp, t) in (("1", (0.5, 0.4, 0.2)), ("2", (0.6, 0.5, 0.3))):
+        (task / "pred" / f"etc-{s}.json").write_text(json.dumps(
+            {"sp_threshold": t, "metrics": {"em": em, "sp_f1": sp, "joint_f1": sp / 2}}))
+    arm = collect.collect(tmp_path / "run", ["1", "2"], 2048)["sections"]["hotpotqa"]["arms"]["etc"]
+    assert arm["tuned"]["ans_em"]["mean"] == pytest.approx(55.0) and arm["tuned"]["sp_f1"]["mean"] == pytest.approx(45.0)
+    assert arm["tuned"]["seeds"]["2"] == {"ans_em": 60.0, "sp_f1": 50.0, "joint_f1": 25.0, "sp_threshold": 0.3}
+    table = collect.markdown(collect.collect(tmp_path / "run", ["1", "2"], 2048))
+    assert "| hotpotqa | etc, the sp threshold chosen on the held-out records (0.2 0.3) | " in table
+    assert "| 55.0 +- 7.1 / 45.0 +- 7.1 / 22.5 +- 3.5 | 50.0 60.0 / 40.0 50.0 / 20.0 25.0 |" in table
     (task / "ft" / "etc512-1.log").write_text("x | valid on 'valid' subset | loss 2 | accuracy 3 | num_updates 5\n"
                                               "done training in 1 s\n")
     with pytest.raises(collect.CollectError, match="etc512-1.log: no validation line with num_updates and ans_em"):

@@ -107,8 +107,10 @@ def hotpotqa_meta(task_dir: Path) -> dict:
 
 
 def hotpotqa_arm(task_dir: Path, arm: str, seeds: Sequence[str]) -> dict:
-    """One HotpotQA-format arm: the last validation of each seed's run (:data:`HOTPOTQA_KEYS`; ``accuracy``
-    is the answer EM, as the plots and tables read it), their summaries and the answer-EM curve."""
+    """One HotpotQA-format arm: the last validation of each seed's run (:data:`HOTPOTQA_KEYS`, at the
+    criterion's threshold 0.5; ``accuracy`` is the answer EM, as the plots and tables read it), their summaries
+    and the answer-EM curve; and, where every seed has ``pred/<arm>-<seed>.json`` (``etc-predict hotpotqa
+    --tune-sp-threshold --report``), ``tuned``: the same keys at the threshold chosen on those records."""
     per_seed, curves = {}, {}
     for s in seeds:
         path = task_dir / "ft" / f"{arm}-{s}.log"
@@ -125,6 +127,17 @@ def hotpotqa_arm(task_dir: Path, arm: str, seeds: Sequence[str]) -> dict:
     out = {"seeds": per_seed, "curve": curve, "updates": sorted({x["updates"] for x in per_seed.values()}),
            "lost": abl.summary([0.0]), "accuracy": abl.summary([x["accuracy"] for x in per_seed.values()])}
     out.update({k: abl.summary([x[k] for x in per_seed.values()]) for k in HOTPOTQA_KEYS[1:]})
+    reports = [task_dir / "pred" / f"{arm}-{s}.json" for s in seeds]
+    if all(p.is_file() for p in reports):
+        tuned = {}
+        for s, p in zip(seeds, reports):
+            r = json.loads(p.read_text(encoding="utf-8"))
+            if "metrics" not in r:
+                raise CollectError(f"{p}: no 'metrics' (etc-predict ran on a split without answers?)")
+            m = r["metrics"]
+            tuned[s] = {"ans_em": 100 * m["em"], "sp_f1": 100 * m["sp_f1"], "joint_f1": 100 * m["joint_f1"],
+                        "sp_threshold": r["sp_threshold"]}
+        out["tuned"] = {"seeds": tuned, **{k: abl.summary([x[k] for x in tuned.values()]) for k in HOTPOTQA_KEYS}}
     return out
 
 
@@ -208,6 +221,13 @@ def markdown(res: dict) -> str:
                 cell += f" (lost {arm['lost']['mean']:.1f} %)"
             rows.append(f"| {name} | {arm_name}: {arm['label']} | {sec['metric']} | {cell} | {per} | "
                         f"{', '.join(map(str, arm['updates']))} |")
+            if "tuned" in arm:
+                t = arm["tuned"]
+                cell = " / ".join(f"{t[k]['mean']:.1f}" + ("" if one else f" +- {t[k]['std']:.1f}") for k in HOTPOTQA_KEYS)
+                per = " / ".join(" ".join(f"{x[k]:.1f}" for x in t["seeds"].values()) for k in HOTPOTQA_KEYS)
+                thresholds = " ".join(str(x["sp_threshold"]) for x in t["seeds"].values())
+                rows.append(f"| {name} | {arm_name}, the sp threshold chosen on the held-out records ({thresholds}) | "
+                            f"{sec['metric']} | {cell} | {per} | {', '.join(map(str, arm['updates']))} |")
         b = sec.get("baseline")
         if b and name == "nextsent":
             rows.append(f"| {name} | baselines: word overlap / random | accuracy % / MRR % | {b['overlap_accuracy']:.1f} / "

@@ -370,6 +370,25 @@ hotpotqa() {  # CONSTRUCTED HotpotQA-format records; arms etc and etc512 (the ot
     hp_arms "$seed"
   done
   wait
+  # the official decoding with the supporting-fact threshold chosen on the held-out records (paper appendix C:
+  # on dev): the criterion's validation lines use 0.5, where a head trained on 2 facts among ~40 sentences
+  # predicts none
+  for seed in $SEEDS; do
+    if arm etc; then spawn hp_predict etc "$seed" "$D"; fi
+    if arm etc512; then spawn hp_predict etc512 "$seed" "$D512"; fi
+    if arm flat; then spawn hp_predict flat "$seed" "$DF"; fi
+  done
+  wait
+}
+hp_predict() {  # ARM SEED DATA -> RUN_DIR/hotpotqa/pred/ARM-SEED.json (etc-predict's report: every threshold's metrics)
+  local out=$RUN_DIR/hotpotqa/pred/$1-$2
+  if [ -f "$out.json" ]; then return; fi
+  mkdir -p "$RUN_DIR/hotpotqa/pred"
+  stage "etc-predict hotpotqa: $1, seed $2, the sp threshold tuned on the held-out records"
+  "$VENV_BIN/etc-predict" hotpotqa --path "$RUN_DIR/hotpotqa/ft/$1-$2/checkpoint_last.pt" --data "$3" --split valid \
+    --batch-size 8 --device cpu --tune-sp-threshold --output "$out.pred.json" --report "$out.json" > "$out.log" 2>&1 \
+    || { echo "error: etc-predict hotpotqa $1 seed $2 failed, see $out.log" >&2; exit 1; }
+  tail -1 "$out.log"
 }
 hp_arms() {  # SEED: the hotpotqa arms of one seed
   local seed=$1
