@@ -124,7 +124,8 @@ class EtcHotpotqaCriterion(FairseqCriterion):
 
     def forward(self, model, sample, reduce=True):
         features, extra = self.task.forward_features(model, sample)  # [B, L, D], [B, G, D]
-        heads = apply_heads(model, features, extra, sample["net_input"]["global_types"])  # once: the losses and the metrics' decoding share them
+        # once: the losses and the metrics' decoding share them
+        heads = apply_heads(model, features, extra, sample["net_input"]["global_types"])
         long_pad = extra["long_padding_mask"]  # [B, L]
         parts = hotpotqa_losses(*heads, long_pad, sample["target"])
         loss = self.sp_weight * parts["sp_loss"] + self.type_weight * parts["type_loss"] + self.span_weight * parts["span_loss"]
