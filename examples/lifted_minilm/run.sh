@@ -339,7 +339,7 @@ wh_arms() {  # SEED: the wikihop arms (ARMS) of one seed
     --arch roberta_window "${MINILM[@]}" --max-positions 512 --max-global-len $(( LONG / 4 )) "${WH_HEAD_FLAGS[@]}"; fi
 }
 
-hotpotqa() {  # CONSTRUCTED HotpotQA-format records; arms etc and etc512 (the others have no layout here)
+hotpotqa() {  # CONSTRUCTED HotpotQA-format records; arms etc, etc512 and flat (the others have no layout here)
   local raw=$RUN_DIR/hotpotqa/raw D D512 DF len out seed a l flag
   if [ ! -f "$raw/dev.json" ]; then
     stage "CONSTRUCTED HotpotQA-format records ($HP_TRAIN / $HP_VALID, next-sentence records among 9 distractors) -> $raw"
