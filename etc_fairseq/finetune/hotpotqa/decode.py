@@ -75,8 +75,7 @@ def apply_heads(model, features, extra, global_types: torch.Tensor) -> HeadOutpu
     if QUESTION_HEAD in model.task_heads:
         question = mean_by_type(g, global_types, GlobalTokenType.QUESTION)  # [B, D]
         cosine = model.task_heads[QUESTION_HEAD](g, question)  # [B, G]
-        is_sentence = global_types.eq(int(GlobalTokenType.SENTENCE)).to(cosine.dtype)  # [B, G]
-        centre = (cosine * is_sentence).sum(dim=1, keepdim=True) / is_sentence.sum(dim=1, keepdim=True).clamp(min=1)
+        centre = mean_by_type(cosine.unsqueeze(-1), global_types, GlobalTokenType.SENTENCE)  # [B, 1]
         sp_logits = sp_logits + cosine - centre  # [B, G]
     type_logits = model.task_heads[TYPE_HEAD](g[:, 0])  # [B, 3]: from the global CLS
     span = model.task_heads[SPAN_HEAD](features)  # [B, L, 2]
