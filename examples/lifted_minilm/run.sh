@@ -53,7 +53,8 @@
 # Knobs (environment): STAGES, RUN_DIR [runs/lifted_minilm], ETC_VENV [.venv], LAYERS [3], GLOBAL_PIECE [[SEP]: the
 # piece the summary global tokens start from, etc-lift --global-token-piece; empty: <s>, BERT's [CLS]], G2G_BIAS [-2:
 # etc-lift --g2g-bias; empty: none] (GLOBAL_PIECE= G2G_BIAS= gives the lift of the first measured run), PRE_UPDATES [300],
-# PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], SEEDS [1 2 3; empty: no fine-tuning run, only the starts of
+# PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], PRE_CPC_WEIGHT [0.2: the criterion's --cpc-weight; 0: MLM only, the
+# CPC encoder pass skipped], SEEDS [1 2 3; empty: no fine-tuning run, only the starts of
 # NS_START / WH_START], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
 # VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], NS_HEAD [linear: one
 # logit per sentence vector; cosine: plus its scaled cosine with the question, --question-cosine], NS_START [0; 1: also
@@ -96,6 +97,7 @@ else
   CL_BATCH=${CL_BATCH:-16}; CL_VALID_EVERY=${CL_VALID_EVERY:-100}
 fi
 PRE_LR=${PRE_LR:-2e-4}
+PRE_CPC_WEIGHT=${PRE_CPC_WEIGHT:-0.2}
 GLOBAL_PIECE=${GLOBAL_PIECE-[SEP]}
 G2G_BIAS=${G2G_BIAS--2}
 LIFT_FIX=()  # the global side's start (README: "The fix")
@@ -202,11 +204,12 @@ pretrain_data() {
 PRE_ARGS=(--user-dir user_dir --task etc_pretraining --criterion cpc_mlm --max-long-len "$PRE_LONG"
           --max-global-len $(( PRE_LONG / 16 )) --batch-size "$PRE_BATCH" --required-batch-size-multiple 1
           --warmup-updates $(( PRE_UPDATES / 10 + 1 )) --max-update "$PRE_UPDATES" --seed 1 --log-interval 10
+          --mlm-weight 0.8 --cpc-weight "$PRE_CPC_WEIGHT"
           --disable-validation --no-epoch-checkpoints --save-interval-updates 25 --keep-interval-updates 1)
 pretrain() {  # continued pretraining of the lifted model, and etc_tiny from scratch on the same data and budget
   mkdir -p "$PRE"
   if ! done_log "$PRE/continued.log"; then
-    stage "continue pretraining the lifted model: MLM + CPC, hard g2l, $PRE_UPDATES updates of $PRE_BATCH x $PRE_LONG tokens, lr $PRE_LR -> $PRE/continued"
+    stage "continue pretraining the lifted model: MLM + CPC (weight $PRE_CPC_WEIGHT), hard g2l, $PRE_UPDATES updates of $PRE_BATCH x $PRE_LONG tokens, lr $PRE_LR -> $PRE/continued"
     # resumes from $PRE/continued/checkpoint_last.pt when a previous run left one
     "$VENV_BIN/fairseq-train" "$PRE/data/bin" "${PRE_ARGS[@]}" "${OPTIM[@]}" --arch etc_base --lr "$PRE_LR" \
       --finetune-from-model "$LIFTED/model.pt" --save-dir "$PRE/continued" >> "$PRE/continued.log" 2>&1 \
