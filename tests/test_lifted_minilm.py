@@ -159,6 +159,12 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     assert [p["updates"] for p in arm["curve"]] == [100, 200]
     mlm = res["sections"]["mlm"]["arms"]["continued"]
     assert mlm["mlm_accuracy"]["mean"] == 31.0 and mlm["cpc_accuracy"]["mean"] == 15.5
+    assert mlm["label"] == "lifted MiniLM, pretraining continued (MLM + CPC)"  # no pretraining log: the default
+    (run / "pre").mkdir()  # the pretraining log names what was trained (run.sh's PRE_CPC_WEIGHT=0: MLM only)
+    (run / "pre" / "continued.log").write_text("x | {'_name': 'cpc_mlm', 'mlm_weight': 0.8, 'cpc_weight': 0.0}\n")
+    assert collect.collect(run, ["1", "2"], 2048)["sections"]["mlm"]["arms"]["continued"]["label"].endswith("(MLM only)")
+    (run / "pre" / "continued.log").write_text("x | {'_name': 'cpc_mlm', 'mlm_weight': 0.8, 'cpc_weight': 0.2}\n")
+    assert collect.collect(run, ["1", "2"], 2048)["sections"]["mlm"]["arms"]["continued"]["label"].endswith("(MLM + CPC)")
     table = collect.markdown(res)
     assert "| classify | continued: ETC (lifted + continued), CLS global token |" in table
     assert "72.00 +- 2.83" in table and "floor: logistic regression on src" in table

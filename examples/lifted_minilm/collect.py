@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -40,7 +41,7 @@ abl = _ablations_collect()
 CollectError = abl.CollectError
 
 MLM_MODELS = {
-    "continued": "lifted MiniLM, pretraining continued (MLM + CPC)",
+    "continued": "lifted MiniLM, pretraining continued ({objective})",
     "lifted": "lifted MiniLM, not continued",
     "etc_tiny": "etc_tiny from scratch, same data and updates",
 }
@@ -162,10 +163,19 @@ def _finetune(run_dir: Path, task: str, arms: Sequence[str], seeds: Sequence[str
     return out
 
 
+def continued_objective(run_dir: Path) -> str:
+    """What the continued pretraining of ``run_dir`` trained: "MLM only" where its log's criterion config has
+    ``cpc_weight`` 0 (run.sh's ``PRE_CPC_WEIGHT=0``), else "MLM + CPC" (also when the log is absent)."""
+    log = run_dir / "pre" / "continued.log"
+    found = re.search(r"'cpc_weight': ([0-9.eE+-]+)", log.read_text(encoding="utf-8")) if log.is_file() else None
+    return "MLM only" if found and float(found.group(1)) == 0.0 else "MLM + CPC"
+
+
 def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
     res: dict = {"run_dir": str(run_dir), "seeds": list(seeds), "long": long_len, "sections": {}, "unfinished": []}
+    labels = dict(MLM_MODELS, continued=MLM_MODELS["continued"].format(objective=continued_objective(run_dir)))
     mlm = {m: abl.mlm_arm({s: run_dir / "mlm" / f"{m}-{s}.log" for s in seeds}, label)
-           for m, label in MLM_MODELS.items() if any((run_dir / "mlm" / f"{m}-{s}.log").is_file() for s in seeds)}
+           for m, label in labels.items() if any((run_dir / "mlm" / f"{m}-{s}.log").is_file() for s in seeds)}
     if mlm:
         res["sections"]["mlm"] = {"metric": "held-out MLM loss (bits) / accuracy (%), CPC accuracy (%); "
                                             "seeds: the masking", "arms": mlm}
