@@ -162,7 +162,12 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     assert mlm["label"] == "lifted MiniLM, pretraining continued (MLM + CPC)"  # no pretraining log: the default
     (run / "pre").mkdir()  # the pretraining log names what was trained (run.sh's PRE_CPC_WEIGHT=0: MLM only)
     (run / "pre" / "continued.log").write_text("x | {'_name': 'cpc_mlm', 'mlm_weight': 0.8, 'cpc_weight': 0.0}\n")
-    assert collect.collect(run, ["1", "2"], 2048)["sections"]["mlm"]["arms"]["continued"]["label"].endswith("(MLM only)")
+    for s, acc in (("1", 30.0), ("2", 32.0)):  # with cpc_weight 0 fairseq logs CPC as nan: no CPC figure
+        (run / "mlm" / f"continued-{s}.log").write_text(
+            f"x | valid on 'valid' subset | loss 3 | mlm_loss 4.5 | mlm_accuracy {acc} | cpc_loss nan | "
+            "cpc_accuracy nan | cpc_candidates nan\n")
+    only = collect.collect(run, ["1", "2"], 2048)["sections"]["mlm"]["arms"]["continued"]
+    assert only["label"].endswith("(MLM only)") and "cpc_accuracy" not in only and only["mlm_accuracy"]["mean"] == 31.0
     (run / "pre" / "continued.log").write_text("x | {'_name': 'cpc_mlm', 'mlm_weight': 0.8, 'cpc_weight': 0.2}\n")
     assert collect.collect(run, ["1", "2"], 2048)["sections"]["mlm"]["arms"]["continued"]["label"].endswith("(MLM + CPC)")
     table = collect.markdown(res)

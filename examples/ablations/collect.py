@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import sys
@@ -146,8 +147,8 @@ def mlm_arm(paths: Dict[str, Path], label: str) -> dict:
         if "mlm_loss" not in last:
             raise CollectError(f"{path}: the validation line has no mlm_loss (not an etc_pretraining log?)")
         per_seed[s] = {"mlm_loss": last["mlm_loss"], "mlm_accuracy": last.get("mlm_accuracy", float("nan"))}
-        for key in ("cpc_accuracy", "cpc_candidates"):  # CPC too, where the run had it
-            if key in last:
+        for key in ("cpc_accuracy", "cpc_candidates"):  # CPC too, where the run had it (nan: --cpc-weight 0)
+            if key in last and not math.isnan(last[key]):
                 per_seed[s][key] = last[key]
     out = {"label": label, "seeds": per_seed,
            "mlm_loss": summary([x["mlm_loss"] for x in per_seed.values()]),
