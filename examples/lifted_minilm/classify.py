@@ -16,9 +16,15 @@ Subcommands:
               Hugging Face BERT directory's frozen mean-pooled features (sentence-transformers' pooling: the
               mean over every token of the input, [CLS] and [SEP] included) over the same WordPiece pieces,
               cut to the same ``--max-pieces``; valid accuracy to ``--out`` (JSON).
+``probe``     what an ``etc_structured`` record-level checkpoint's record head reads, frozen: the same logistic
+              regression on the checkpoint's record head input (the first CLS global token's output, or with
+              ``--record-head-input long_mean`` the mean of the long outputs) over the prepared train / valid
+              splits (``etc-prepare structured`` data). On a checkpoint of one update at learning rate 0 (run.sh's
+              ``CL_START=1``) it measures what the lifted model's CLS global token carries of its text at the start.
 
     python examples/lifted_minilm/classify.py records --cache DIR --out DIR/data --train 2000 --valid 1000
     python examples/lifted_minilm/classify.py baseline --model HF_DIR --data DIR/data --out floor.json
+    python examples/lifted_minilm/classify.py probe --path CKPT --data PREPARED_DIR --out probe.json
 """
 from __future__ import annotations
 
@@ -169,22 +175,66 @@ def mean_pooled(encoder, texts: Sequence[str], max_pieces: int, batch: int = 64)
     return np.concatenate(out)
 
 
-def baseline(model_dir: Path, data: Path, max_pieces: int, seed: int = 1) -> Dict[str, float]:
-    """Logistic regression on frozen mean-pooled features (module docstring): train on ``data/train.jsonl``,
-    accuracy (percent) on ``data/valid.jsonl``."""
+def fit_accuracy(ftr, ytr, fva, yva, seed: int = 1, cv: int = 5) -> Tuple[float, float]:
+    """(valid accuracy in percent, the chosen C): logistic regression on standardised features (C by ``cv``-fold
+    cross-validation on train); ``ftr`` / ``fva`` float [N, D] arrays, ``ytr`` / ``yva`` their labels."""
+    import numpy as np
     from sklearn.linear_model import LogisticRegressionCV
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
+    clf = make_pipeline(StandardScaler(), LogisticRegressionCV(Cs=10, cv=cv, max_iter=2000, random_state=seed))
+    clf.fit(ftr, ytr)
+    return 100.0 * float((clf.predict(fva) == np.asarray(yva)).mean()), float(clf[-1].C_[0])
+
+
+def baseline(model_dir: Path, data: Path, max_pieces: int, seed: int = 1) -> Dict[str, float]:
+    """Logistic regression on frozen mean-pooled features (module docstring): train on ``data/train.jsonl``,
+    accuracy (percent) on ``data/valid.jsonl``."""
     (xtr, ytr), (xva, yva) = (read_jsonl(data / f"{s}.jsonl") for s in ("train", "valid"))
     encoder = load_encoder(model_dir)
     ftr, fva = mean_pooled(encoder, xtr, max_pieces), mean_pooled(encoder, xva, max_pieces)
-    clf = make_pipeline(StandardScaler(), LogisticRegressionCV(Cs=10, cv=5, max_iter=2000, random_state=seed))
-    clf.fit(ftr, ytr)
-    acc = 100.0 * float((clf.predict(fva) == __import__("numpy").array(yva)).mean())
+    acc, chosen_c = fit_accuracy(ftr, ytr, fva, yva, seed)
     majority = 100.0 * max(yva.count(c) for c in CLASSES) / len(yva)
     return {"model": str(model_dir), "train": len(ytr), "valid": len(yva), "max_pieces": max_pieces,
-            "accuracy": acc, "majority_class": majority, "C": float(clf[-1].C_[0])}
+            "accuracy": acc, "majority_class": majority, "C": chosen_c}
+
+
+def record_features(model, task, split: str, batch_size: int = 32):
+    """``(features float32 numpy [N, D], labels int64 numpy [N])``: what the record head of ``model`` (an
+    ``etc_structured`` record-level model, eval mode) reads for every labelled record of the prepared ``split``
+    (the task's ``--record-head-input``: the first CLS global token's output, or the mean of the long outputs),
+    frozen; ``labels`` are class indices of ``task.classes``."""
+    import numpy as np
+
+    from etc_fairseq.finetune.common.runner import iterate_outputs
+    from etc_fairseq.finetune.structured.decode import record_head_input
+
+    feats, labels = [], []
+    for sample, features, extra in iterate_outputs(model, task, split, batch_size):
+        label = sample["target"]["record_label"][:, 0]  # [B], below 0: unlabelled
+        keep = label.ge(0)
+        padding = sample["net_input"]["src_tokens"].eq(task.dictionary.pad())  # [B, L]
+        x = record_head_input(extra, sample["net_input"]["global_types"], features, padding,
+                              task.cfg.record_head_input)  # [B, D]
+        feats.append(x[keep].float().numpy())
+        labels.append(label[keep].numpy())
+    return np.concatenate(feats), np.concatenate(labels)
+
+
+def probe(path: Path, data: Path, seed: int = 1, cv: int = 5, batch_size: int = 32) -> Dict[str, object]:
+    """Logistic regression (:func:`fit_accuracy`) on ``path``'s frozen record head input (:func:`record_features`),
+    trained on ``data``'s train split, scored on its valid split."""
+    from etc_fairseq.finetune.common.runner import load_checkpoint
+
+    model, task, _ = load_checkpoint(path, data)
+    if getattr(task, "label_level", None) != "record":
+        raise ClassifyError(f"{data}: prepared at the {getattr(task, 'label_level', None)!r} level; the probe reads "
+                            "record-level data (etc-prepare structured --label-level record)")
+    (ftr, ytr), (fva, yva) = (record_features(model, task, s, batch_size) for s in ("train", "valid"))
+    acc, chosen_c = fit_accuracy(ftr, ytr, fva, yva, seed, cv)
+    return {"path": str(path), "data": str(data), "head_input": task.cfg.record_head_input, "train": len(ytr),
+            "valid": len(yva), "accuracy": acc, "C": chosen_c}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -201,11 +251,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     b.add_argument("--data", type=Path, required=True, help="the records directory")
     b.add_argument("--max-pieces", type=int, default=128)
     b.add_argument("--out", type=Path, required=True, help="the JSON to write")
+    q = sub.add_parser("probe", help="logistic regression on a record-level checkpoint's frozen record head input")
+    q.add_argument("--path", type=Path, required=True, help="an etc_structured record-level checkpoint")
+    q.add_argument("--data", type=Path, required=True, help="its data (etc-prepare structured --label-level record)")
+    q.add_argument("--out", type=Path, required=True, help="the JSON to write")
     a = p.parse_args(argv)
     try:
         if a.cmd == "records":
             counts = write_records(fetch(a.cache), a.out, a.train, a.valid, a.seed)
             print(f"wrote {a.out}/train.jsonl, {a.out}/valid.jsonl: {counts}")
+        elif a.cmd == "probe":
+            res = probe(a.path, a.data)
+            a.out.parent.mkdir(parents=True, exist_ok=True)
+            a.out.write_text(json.dumps(res, indent=1) + "\n")
+            print(f"logistic regression on {a.path}'s frozen record head input ({res['head_input']}): valid "
+                  f"accuracy {res['accuracy']:.2f} %")
         else:
             res = baseline(a.model, a.data, a.max_pieces)
             a.out.parent.mkdir(parents=True, exist_ok=True)

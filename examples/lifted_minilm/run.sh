@@ -64,7 +64,8 @@
 # [linear: one logit per CANDIDATE token; cosine: plus its scaled cosine with the question, --question-cosine],
 # WH_START [0; 1: also validate every wikihop arm before fine-tuning, as NS_START], HP_TRAIN [1000], HP_VALID [200],
 # HP_HEAD [linear: the task's supporting-fact head; cosine: plus each sentence's scaled cosine with the question,
-# --question-cosine], HP_START [0; 1: as NS_START], JOBS [1]
+# --question-cosine], HP_START [0; 1: as NS_START], CL_START [0; 1: also each classify arm's start, one update at
+# learning rate 0 -> <arm>-start.log, and classify.py probe on it -> classify/probe-<arm>.json], JOBS [1]
 # (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
@@ -113,6 +114,7 @@ WH_START=${WH_START:-0}
 NS_START=${NS_START:-0}
 HP_HEAD=${HP_HEAD:-linear}
 HP_START=${HP_START:-0}
+CL_START=${CL_START:-0}
 case "$NS_HEAD" in
   linear) NS_HEAD_FLAGS=() ;;
   cosine) NS_HEAD_FLAGS=(--question-cosine) ;;
@@ -424,18 +426,34 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
     "$VENV_BIN/etc-lift" "$CUT" --out "$LIFTED_KEEP/model.pt" --hard-g2l "${LIFT_FIX[@]}" --overwrite
   fi
   local UPDATES=$CL_UPDATES BATCH=$CL_BATCH VALID_EVERY=$CL_VALID_EVERY  # short records: more, larger updates
-  for seed in $SEEDS; do  # the record head on the CLS global token (the paper's), or on the mean of the long tokens
-    if cl_arm continued; then spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base; fi
-    if cl_arm lifted; then spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base; fi
-    if cl_arm continued_mean; then spawn finetune classify structured continued_mean "$seed" "$D" 128 "$CONTINUED" \
-      --arch etc_base --record-head-input long_mean; fi
-    if cl_arm lifted_mean; then spawn finetune classify structured lifted_mean "$seed" "$D" 128 "$LIFTED/model.pt" \
-      --arch etc_base --record-head-input long_mean; fi
-    if cl_arm keeppos; then spawn finetune classify structured keeppos "$seed" "$D" 128 "$LIFTED_KEEP/model.pt" --arch etc_base; fi
-    if cl_arm keeppos_mean; then spawn finetune classify structured keeppos_mean "$seed" "$D" 128 "$LIFTED_KEEP/model.pt" \
-      --arch etc_base --record-head-input long_mean; fi
-  done
+  if [ "$CL_START" = 1 ]; then  # each arm's start, and what its frozen record head inputs carry (classify.py probe)
+    UPDATES=1 VALID_EVERY=1 LR=0 LOG_TAG=start cl_arms 1
+    wait
+    local a
+    for a in $CL_ARMS; do
+      local out=$RUN_DIR/classify/probe-$a.json
+      if [ ! -f "$out" ]; then
+        stage "probe: logistic regression on the frozen record head inputs of $a's start"
+        "$VENV_BIN/python" examples/lifted_minilm/classify.py probe --path "$RUN_DIR/classify/ft/$a-start/checkpoint_last.pt" \
+          --data "$D" --out "$out"
+      fi
+    done
+  fi
+  for seed in $SEEDS; do cl_arms "$seed"; done
   wait
+}
+cl_arms() {  # SEED: the classify arms of one seed; the record head on the CLS global token (the paper's) or on
+  # the mean of the long tokens
+  local seed=$1 D=$RUN_DIR/classify/data
+  if cl_arm continued; then spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base; fi
+  if cl_arm lifted; then spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base; fi
+  if cl_arm continued_mean; then spawn finetune classify structured continued_mean "$seed" "$D" 128 "$CONTINUED" \
+    --arch etc_base --record-head-input long_mean; fi
+  if cl_arm lifted_mean; then spawn finetune classify structured lifted_mean "$seed" "$D" 128 "$LIFTED/model.pt" \
+    --arch etc_base --record-head-input long_mean; fi
+  if cl_arm keeppos; then spawn finetune classify structured keeppos "$seed" "$D" 128 "$LIFTED_KEEP/model.pt" --arch etc_base; fi
+  if cl_arm keeppos_mean; then spawn finetune classify structured keeppos_mean "$seed" "$D" 128 "$LIFTED_KEEP/model.pt" \
+    --arch etc_base --record-head-input long_mean; fi
 }
 
 if has pretrain || has mlm || has nextsent || has wikihop || has hotpotqa || has classify; then fetch_and_lift; fi

@@ -40,21 +40,25 @@ def first_of_type(global_types: torch.Tensor, token_type: GlobalTokenType) -> to
 RECORD_HEAD_INPUTS = ("global_cls", "long_mean")
 
 
-def record_logits(model, extra, global_types: torch.Tensor, features: Optional[torch.Tensor] = None,
-                  long_padding: Optional[torch.Tensor] = None, head_input: str = "global_cls") -> torch.Tensor:
-    """float [B, C]: the record head on the first CLS global token's output (``extra["global_features"]``
-    float [B, G, D]; ``global_types`` int64 [B, G]), or with ``head_input="long_mean"`` on the mean of the
-    long outputs ``features`` float [B, L, D] over the tokens that are not ``long_padding`` (bool [B, L])."""
+def record_head_input(extra, global_types: torch.Tensor, features: Optional[torch.Tensor] = None,
+                      long_padding: Optional[torch.Tensor] = None, head_input: str = "global_cls") -> torch.Tensor:
+    """float [B, D]: what the record head reads: the first CLS global token's output (``extra["global_features"]``
+    float [B, G, D]; ``global_types`` int64 [B, G]), or with ``head_input="long_mean"`` the mean of the long
+    outputs ``features`` float [B, L, D] over the tokens that are not ``long_padding`` (bool [B, L])."""
     if head_input == "long_mean":
         real = (~long_padding).unsqueeze(-1).to(features.dtype)  # [B, L, 1]
-        pooled = (features * real).sum(1) / real.sum(1).clamp(min=1)  # [B, D]
-        return model.task_heads[HEADS["record"]](pooled)
+        return (features * real).sum(1) / real.sum(1).clamp(min=1)  # [B, D]
     if head_input != "global_cls":
         raise ValueError(f"record head input {head_input!r}: expected one of {RECORD_HEAD_INPUTS}")
     feats = extra["global_features"]  # [B, G, D]
     idx = first_of_type(global_types, GlobalTokenType.CLS)  # [B]
-    cls = feats[torch.arange(feats.size(0), device=feats.device), idx]  # [B, D]
-    return model.task_heads[HEADS["record"]](cls)
+    return feats[torch.arange(feats.size(0), device=feats.device), idx]  # [B, D]
+
+
+def record_logits(model, extra, global_types: torch.Tensor, features: Optional[torch.Tensor] = None,
+                  long_padding: Optional[torch.Tensor] = None, head_input: str = "global_cls") -> torch.Tensor:
+    """float [B, C]: the record head on :func:`record_head_input` (the same arguments)."""
+    return model.task_heads[HEADS["record"]](record_head_input(extra, global_types, features, long_padding, head_input))
 
 
 def global_logits(model, extra) -> torch.Tensor:
