@@ -233,7 +233,7 @@ def probe(path: Path, data: Path, seed: int = 1, cv: int = 5, batch_size: int = 
                             "record-level data (etc-prepare structured --label-level record)")
     (ftr, ytr), (fva, yva) = (record_features(model, task, s, batch_size) for s in ("train", "valid"))
     acc, chosen_c = fit_accuracy(ftr, ytr, fva, yva, seed, cv)
-    return {"path": str(path), "data": str(data), "head_input": task.cfg.record_head_input, "train": len(ytr),
+    return {"path": str(path), "data": str(data), "head_input": str(task.cfg.record_head_input), "train": len(ytr),
             "valid": len(yva), "accuracy": acc, "C": chosen_c}
 
 
