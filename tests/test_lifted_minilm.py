@@ -556,3 +556,6 @@ def test_probe_reads_what_the_record_head_reads(tmp_path, pretrain_prepared):
     res = classify.probe(ckpt, data, cv=2)
     assert (res["train"], res["valid"], res["head_input"]) == (10, 6, "global_cls")
     assert 0.0 <= res["accuracy"] <= 100.0
+    assert res["spread"] == pytest.approx(float(np.std(feats, axis=0).mean()), rel=1e-5)
+    exact = classify.spread(np.array([[1.0, 0.0], [3.0, 0.0]]))  # stds 1 and 0; rms sqrt(10 / 4)
+    assert exact["spread"] == 0.5 and exact["relative_spread"] == pytest.approx(0.5 / np.sqrt(2.5))

@@ -234,7 +234,19 @@ def probe(path: Path, data: Path, seed: int = 1, cv: int = 5, batch_size: int = 
     (ftr, ytr), (fva, yva) = (record_features(model, task, s, batch_size) for s in ("train", "valid"))
     acc, chosen_c = fit_accuracy(ftr, ytr, fva, yva, seed, cv)
     return {"path": str(path), "data": str(data), "head_input": str(task.cfg.record_head_input), "train": len(ytr),
-            "valid": len(yva), "accuracy": acc, "C": chosen_c}
+            "valid": len(yva), "accuracy": acc, "C": chosen_c, **spread(fva)}
+
+
+def spread(features) -> Dict[str, float]:
+    """How much a feature varies from one record to the next, against how large it is (``features`` float
+    [N, D], the raw head input): ``spread`` the mean over dimensions of the standard deviation across records,
+    ``scale`` the root mean square of the features, ``relative_spread`` their ratio. A head reads the raw
+    features (the probe standardises them first), so a small relative spread is a small signal to it."""
+    import numpy as np
+
+    x = np.asarray(features, dtype=np.float64)
+    sd, scale = float(x.std(axis=0).mean()), float(np.sqrt((x ** 2).mean()))
+    return {"spread": sd, "scale": scale, "relative_spread": sd / scale if scale else 0.0}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -265,7 +277,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps(res, indent=1) + "\n")
             print(f"logistic regression on {a.path}'s frozen record head input ({res['head_input']}): valid "
-                  f"accuracy {res['accuracy']:.2f} %")
+                  f"accuracy {res['accuracy']:.2f} %; spread across records {res['spread']:.4f} of scale "
+                  f"{res['scale']:.4f} ({res['relative_spread']:.3f})")
         else:
             res = baseline(a.model, a.data, a.max_pieces)
             a.out.parent.mkdir(parents=True, exist_ok=True)
