@@ -16,6 +16,7 @@ transformers = pytest.importorskip("transformers")
 from etc_fairseq.lift import LiftError  # noqa: E402
 from etc_fairseq.models.lifting import build_etc_model  # noqa: E402
 from etc_fairseq.lift.huggingface import (  # noqa: E402
+    GLOBAL_POSITIONS_NOTE,
     fairseq_dictionary,
     is_huggingface_dir,
     lift_huggingface_into_etc,
@@ -109,6 +110,13 @@ def test_lifted_huggingface_model_computes_the_source_exactly(case, sharing, tmp
         assert any("no LM head" in n for n in report.notes)
     # the special tokens landed on fairseq's special ids
     assert dictionary.pad() == src.fairseq_ids[0 if src.kind == "bert" else 1].item()
+    if src.kind == "bert":  # BERT's positions: the long table is the source's, the global one starts at zero
+        enc = "encoder.sentence_encoder."
+        assert torch.equal(state[enc + "embed_long_index_positions.weight"],
+                           hf.state_dict()[("" if cls_name == "BertModel" else "bert.") + "embeddings.position_embeddings.weight"])
+        assert not state[enc + "embed_global_index_positions.weight"].any()
+        assert enc + "embed_global_index_positions.weight" not in report.fresh
+        assert GLOBAL_POSITIONS_NOTE in report.notes
 
 
 def test_dict_txt_round_trips_to_the_same_dictionary(tmp_path):

@@ -12,7 +12,7 @@ fairseq one. What Hugging Face models have beyond fairseq RoBERTa:
 - ``token_type_embeddings`` -> ETC's segment embeddings (``segment_vocab_size`` = ``type_vocab_size``,
   long and global segment id 0, BERT's default token type);
 - BERT's absolute positions (row = index) -> ``index_position_embeddings`` (the long table is BERT's; the
-  global table starts as a copy of it); RoBERTa's (row = position + padding_idx + 1) -> fairseq's
+  global table starts at zero, :data:`GLOBAL_POSITIONS_NOTE`); RoBERTa's (row = position + padding_idx + 1) -> fairseq's
   ``use_absolute_positions`` table. With ``relative_positions_only`` (``etc-lift --relative-positions-only``,
   the paper's appendix D) they are discarded instead: the lifted model has no absolute position table, reads
   inputs of any length through its relative position labels, and needs continued pretraining, since those
@@ -71,6 +71,13 @@ def is_huggingface_dir(path: PathLike) -> bool:
         return "model_type" in json.loads(config.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
+
+
+#: why the global position table of a lift that keeps the source's positions starts at zero
+GLOBAL_POSITIONS_NOTE = (
+    "the global position table starts at zero (global tokens take no absolute position from the source): the "
+    "source's position 0 is where its [CLS] always sat; in all-MiniLM-L6-v2 that row (5 times the norm of the "
+    "others) turns the first global token into one near-constant vector whatever it reads (examples/lifted_minilm)")
 
 
 @dataclass
@@ -413,10 +420,13 @@ def lift_huggingface_into_etc(source: HuggingFaceSource, etc_cfg, fresh_state: M
         put(SENTENCE_ENCODER + "embed_segments.weight", source.extra["token_type"],
             "embeddings.token_type_embeddings.weight", "segment embeddings")
     if "positions" in source.extra and etc_cfg.index_position_embeddings:
-        for side in ("long", "global"):
-            put(f"{SENTENCE_ENCODER}embed_{side}_index_positions.weight", source.extra["positions"],
-                "embeddings.position_embeddings.weight", "position embeddings")
-        report.notes.append("the global position table starts as a copy of the source's (long) position table")
+        put(f"{SENTENCE_ENCODER}embed_long_index_positions.weight", source.extra["positions"],
+            "embeddings.position_embeddings.weight", "position embeddings")
+        glob = f"{SENTENCE_ENCODER}embed_global_index_positions.weight"
+        state[glob] = torch.zeros_like(state[glob])
+        if glob in report.fresh:
+            report.fresh.remove(glob)
+        report.notes.append(GLOBAL_POSITIONS_NOTE)
     elif "positions" in source.extra:
         report.dropped[source.position_key] = DISCARDED_POSITIONS
     report.dropped.update(source.dropped)
