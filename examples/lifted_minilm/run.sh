@@ -426,14 +426,14 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
     "$VENV_BIN/etc-lift" "$CUT" --out "$LIFTED_KEEP/model.pt" --hard-g2l "${LIFT_FIX[@]}" --overwrite
   fi
   local UPDATES=$CL_UPDATES BATCH=$CL_BATCH VALID_EVERY=$CL_VALID_EVERY  # short records: more, larger updates
-  if [ "$CL_START" = 1 ]; then  # each arm's start, and what its frozen record head inputs carry (classify.py probe)
+  if [ "$CL_START" = 1 ]; then  # each arm's start, and what its frozen record head input carries (classify.py probe)
     UPDATES=1 VALID_EVERY=1 LR=0 LOG_TAG=start cl_arms 1
     wait
     local a
     for a in $CL_ARMS; do
       local out=$RUN_DIR/classify/probe-$a.json
       if [ ! -f "$out" ]; then
-        stage "probe: logistic regression on the frozen record head inputs of $a's start"
+        stage "probe: logistic regression on the frozen record head input of $a's start"
         "$VENV_BIN/python" examples/lifted_minilm/classify.py probe --path "$RUN_DIR/classify/ft/$a-start/checkpoint_last.pt" \
           --data "$D" --out "$out"
       fi
