@@ -249,6 +249,15 @@ def spread(features) -> Dict[str, float]:
     return {"spread": sd, "scale": scale, "relative_spread": sd / scale if scale else 0.0}
 
 
+def write_json(out: Path, res: dict) -> None:
+    """``res`` to ``out`` as indented JSON, all at once (a killed write leaves no file for run.sh to skip)."""
+    from etc_fairseq.prepare.atomic import atomic_file
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(out) as f:
+        f.write(json.dumps(res, indent=1) + "\n")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -274,15 +283,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"wrote {a.out}/train.jsonl, {a.out}/valid.jsonl: {counts}")
         elif a.cmd == "probe":
             res = probe(a.path, a.data)
-            a.out.parent.mkdir(parents=True, exist_ok=True)
-            a.out.write_text(json.dumps(res, indent=1) + "\n")
+            write_json(a.out, res)
             print(f"logistic regression on {a.path}'s frozen record head input ({res['head_input']}): valid "
                   f"accuracy {res['accuracy']:.2f} %; spread across records {res['spread']:.4f} of scale "
                   f"{res['scale']:.4f} ({res['relative_spread']:.3f})")
         else:
             res = baseline(a.model, a.data, a.max_pieces)
-            a.out.parent.mkdir(parents=True, exist_ok=True)
-            a.out.write_text(json.dumps(res, indent=1) + "\n")
+            write_json(a.out, res)
             print(f"logistic regression on {a.model}'s frozen mean-pooled features: valid accuracy "
                   f"{res['accuracy']:.2f} % (majority class {res['majority_class']:.1f} %)")
     except ClassifyError as e:
