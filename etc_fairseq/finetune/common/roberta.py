@@ -50,6 +50,9 @@ class RobertaWindowConfig(FairseqDataclass):
     dropout: float = field(default=0.1, metadata={"help": "dropout"})
     attention_dropout: float = field(default=0.1, metadata={"help": "attention dropout"})
     activation_dropout: float = field(default=0.0, metadata={"help": "FFN activation dropout"})
+    pooler_activation_fn: str = field(default="tanh", metadata={"help": "activation of classification heads "
+                                                                "(etc_structured's record head)"})
+    pooler_dropout: float = field(default=0.0, metadata={"help": "dropout in classification heads"})
     max_positions: int = field(
         default=512, metadata={"help": "the window: long tokens read from the start of each example "
                                "(the learned position table's size); the rest is cut off"})

@@ -44,13 +44,17 @@ def record_head_input(extra, global_types: torch.Tensor, features: Optional[torc
                       long_padding: Optional[torch.Tensor] = None, head_input: str = "global_cls") -> torch.Tensor:
     """float [B, D]: what the record head reads: the first CLS global token's output (``extra["global_features"]``
     float [B, G, D]; ``global_types`` int64 [B, G]), or with ``head_input="long_mean"`` the mean of the long
-    outputs ``features`` float [B, L, D] over the tokens that are not ``long_padding`` (bool [B, L])."""
+    outputs ``features`` float [B, W, D] over the tokens that are not ``long_padding`` (bool [B, L]); W <= L: a
+    model that reads only the first W long tokens (``roberta_window``) is pooled over those."""
     if head_input == "long_mean":
-        real = (~long_padding).unsqueeze(-1).to(features.dtype)  # [B, L, 1]
+        real = (~long_padding[:, : features.size(1)]).unsqueeze(-1).to(features.dtype)  # [B, W, 1]
         return (features * real).sum(1) / real.sum(1).clamp(min=1)  # [B, D]
     if head_input != "global_cls":
         raise ValueError(f"record head input {head_input!r}: expected one of {RECORD_HEAD_INPUTS}")
     feats = extra["global_features"]  # [B, G, D]
+    if feats is None:
+        raise ConfigError("the record head on the CLS global token needs a model with global tokens; a model "
+                         "without them (roberta_window) takes --record-head-input long_mean")
     idx = first_of_type(global_types, GlobalTokenType.CLS)  # [B]
     return feats[torch.arange(feats.size(0), device=feats.device), idx]  # [B, D]
 
