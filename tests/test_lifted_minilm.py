@@ -197,7 +197,7 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     run = tmp_path / "run"
     for s, acc in (("1", 70.0), ("2", 74.0)):
         _valid_log(run / "classify" / "ft" / f"continued-{s}.log", [(100, acc - 5), (200, acc)])
-    (run / "classify" / "floor-src.json").write_text(json.dumps({"accuracy": 72.5, "majority_class": 55.0}))
+    (run / "classify" / "floor-src.json").write_text(json.dumps({"accuracy": 72.5, "majority_class": 55.0, "max_pieces": 128}))
     for s, acc in (("1", 30.0), ("2", 32.0)):
         p = run / "mlm" / f"continued-{s}.log"
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -223,8 +223,16 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     assert collect.collect(run, ["1", "2"], 2048)["sections"]["mlm"]["arms"]["continued"]["label"].endswith("(MLM + CPC)")
     table = collect.markdown(res)
     assert "| classify | continued: ETC (lifted + continued), CLS global token |" in table
-    assert "72.00 +- 2.83" in table and "floor: logistic regression on src" in table
+    assert "72.00 +- 2.83" in table and "floor: logistic regression on src's frozen mean-pooled features (first 128 pieces)" in table
     assert "seeds 1 2: 70.00 74.00" in table and res["unfinished"] == []
+    # the BBC News section: its own arms and floors, apart from classify's
+    for s, acc in (("1", 96.0), ("2", 98.0)):
+        _valid_log(run / "news" / "ft" / f"local-{s}.log", [(50, acc - 10), (100, acc)])
+    (run / "news" / "floor-src.json").write_text(json.dumps({"accuracy": 97.4, "majority_class": 25.6, "max_pieces": 512}))
+    news = collect.collect(run, ["1", "2"], 2048)["sections"]["news"]
+    assert list(news["arms"]) == ["local"] and news["arms"]["local"]["accuracy"]["mean"] == 97.0
+    assert news["arms"]["local"]["label"].endswith("(the CLS global token alone), long 2048")
+    assert list(news["floors"]) == ["src"] and news["floors"]["src"]["accuracy"] == 97.4
     # a run still going (no "done training" yet) is left out of its arm and named
     (run / "classify" / "ft" / "lifted-1.log").write_text(
         "x | valid on 'valid' subset | loss 1 | accuracy 60 | num_updates 100\n")

@@ -11,6 +11,7 @@ mean, sample standard deviation and learning curve; of a held-out MLM/CPC valida
   hotpotqa/ft/<arm>-<seed>.log    fairseq-train --task etc_hotpotqa (hotpotqa/overlap.json: the word-overlap
                                   baseline under the official metrics; hotpotqa/raw/dev.json: random)
   classify/ft/<arm>-<seed>.log    fairseq-train --task etc_structured (classify/floor-*.json: the floors)
+  news/ft/<arm>-<seed>.log        fairseq-train --task etc_structured on the BBC News articles (news/floor-*.json)
 
 A section whose logs are all missing is left out (a partial run collects what it has); a fine-tuning arm
 counts the seeds whose run finished (its ``seeds``), a run still going or stopped is listed under
@@ -68,6 +69,14 @@ WIKIHOP_ARMS = {
                "same long input (query, candidates, supports)",
     "etc_strings": "ETC as etc, with each candidate's string also in the long input, read by its CANDIDATE token "
                    "(etc-prepare wikihop --candidate-strings), long {long}",
+}
+#: the BBC News arms (run.sh's news stage: real labels, record level)
+NEWS_ARMS = {
+    "etc": "ETC (lifted + continued), CLS global token + one SENTENCE global token per sentence, long {long}",
+    "etc512": "the same, first 512 long tokens",
+    "local": "the same model, local attention only (the CLS global token alone), long {long}",
+    "bert512": "the source model as released (full attention, absolute positions), first 512 tokens, head on "
+               "the mean of its outputs",
 }
 #: the HotpotQA-format arms (etc-prepare hotpotqa's layout; its crop keeps paragraphs in order while they fit)
 HOTPOTQA_ARMS = {
@@ -201,6 +210,11 @@ def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
         floors = {p.stem[len("floor-"):]: json.loads(p.read_text()) for p in sorted((run_dir / "classify").glob("floor-*.json"))}
         res["sections"]["classify"] = {"metric": "held-out polarity accuracy (%), REAL labels", "arms": arms,
                                        "floors": floors}
+    arms = _finetune(run_dir, "news", list(NEWS_ARMS), seeds, long_len, res["unfinished"], NEWS_ARMS)
+    if arms:
+        floors = {p.stem[len("floor-"):]: json.loads(p.read_text()) for p in sorted((run_dir / "news").glob("floor-*.json"))}
+        res["sections"]["news"] = {"metric": "held-out BBC News topical-area accuracy (%), REAL labels", "arms": arms,
+                                   "floors": floors}
     return res
 
 
@@ -253,7 +267,8 @@ def markdown(res: dict) -> str:
             rows.append(f"| {name} | zero-shot: the sentence most similar to the question ({model}'s frozen "
                         f"{what}) | accuracy % | {sim['answer_accuracy']:.1f} | | |")
         for floor_name, f in sec.get("floors", {}).items():
-            rows.append(f"| {name} | floor: logistic regression on {floor_name}'s frozen mean-pooled features | "
+            rows.append(f"| {name} | floor: logistic regression on {floor_name}'s frozen mean-pooled features "
+                        f"(first {f['max_pieces']} pieces) | "
                         f"accuracy % | {f['accuracy']:.2f} (majority class {f['majority_class']:.1f}) | | |")
     return "\n".join(rows) + "\n"
 
