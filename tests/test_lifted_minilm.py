@@ -165,6 +165,20 @@ def test_news_records_one_split_two_layouts(tmp_path, capsys):
         assert all(len(r["globals"]) == 1 for r in b) and all(len(r["globals"]) > 1 for r in a)
     texts, labels = classify.read_jsonl(tmp_path / "cls" / "train.jsonl")
     assert len(texts) == 2 and set(labels) <= {"business", "sports", "tech"}
+
+
+def test_lexical_floor_reads_the_words(tmp_path):
+    """classify.py lexical: a word only one class uses (seen in 2+ training texts) decides the held-out label."""
+    rows = {"train": [("alpha goal match " + w, "sport") for w in ("x", "y", "z")]
+            + [("beta shares market " + w, "business") for w in ("x", "y", "z")],
+            "valid": [("match goal", "sport"), ("market shares", "business"), ("goal y", "sport")]}
+    for split, items in rows.items():
+        (tmp_path / f"{split}.jsonl").write_text("".join(
+            json.dumps({"id": f"{split}_{i}", "words": t.split(), "label": lab}) + "\n" for i, (t, lab) in enumerate(items)))
+    res = classify.lexical(tmp_path, cv=2)
+    assert res["accuracy"] == 100.0 and res["train"] == 6 and res["valid"] == 3
+    # alpha .. market: in 3 training texts each; x, y, z (in 2 each) are single characters, not words to the vectorizer
+    assert res["features"] == 6 and res["majority_class"] == pytest.approx(200 / 3)
     with pytest.raises(classify.ClassifyError, match="3 distinct articles; cannot take 1 valid and 3 train"):
         classify.write_news_records(tmp_path / "news.jsonl", tmp_path / "x", 3, 1, seed=1, layout="cls")
 
@@ -260,6 +274,10 @@ def test_collect_reads_the_sections_that_ran(tmp_path):
     assert list(news["arms"]) == ["local"] and news["arms"]["local"]["accuracy"]["mean"] == 97.0
     assert news["arms"]["local"]["label"].endswith("(the CLS global token alone), long 2048")
     assert list(news["floors"]) == ["src"] and news["floors"]["src"]["accuracy"] == 97.4
+    (run / "news" / "lexical.json").write_text(json.dumps({"accuracy": 96.2, "majority_class": 25.6}))
+    res = collect.collect(run, ["1", "2"], 2048)
+    assert res["sections"]["news"]["lexical"]["accuracy"] == 96.2
+    assert "| news | lexical floor: logistic regression on the tf-idf of every word | accuracy % | 96.20" in collect.markdown(res)
     # a run still going (no "done training" yet) is left out of its arm and named
     (run / "classify" / "ft" / "lifted-1.log").write_text(
         "x | valid on 'valid' subset | loss 1 | accuracy 60 | num_updates 100\n")

@@ -26,6 +26,9 @@ Subcommands:
               Hugging Face BERT directory's frozen mean-pooled features (sentence-transformers' pooling: the
               mean over every token of the input, [CLS] and [SEP] included) over the same WordPiece pieces,
               cut to the same ``--max-pieces``; valid accuracy to ``--out`` (JSON).
+``lexical``   the lexical floor: the same logistic regression on the tf-idf of the words of the whole text
+              (scikit-learn's TfidfVectorizer: lower-cased, sublinear counts, words seen in at least 2 training
+              texts), the word-overlap baseline of a classification task; valid accuracy to ``--out`` (JSON).
 ``probe``     what an ``etc_structured`` record-level checkpoint's record head reads, frozen: the same logistic
               regression on the checkpoint's record head input (the first CLS global token's output, or with
               ``--record-head-input long_mean`` the mean of the long outputs) over the prepared train / valid
@@ -35,6 +38,7 @@ Subcommands:
     python examples/lifted_minilm/classify.py records --cache DIR --out DIR/data --train 2000 --valid 1000
     python examples/lifted_minilm/classify.py records --corpus bbcnews --layout sentences --cache DIR --out DIR/news
     python examples/lifted_minilm/classify.py baseline --model HF_DIR --data DIR/data --out floor.json
+    python examples/lifted_minilm/classify.py lexical --data DIR/data --out lexical.json
     python examples/lifted_minilm/classify.py probe --path CKPT --data PREPARED_DIR --out probe.json
 """
 from __future__ import annotations
@@ -345,6 +349,22 @@ def baseline(model_dir: Path, data: Path, max_pieces: int, seed: int = 1) -> Dic
             "accuracy": acc, "majority_class": majority, "C": chosen_c}
 
 
+def lexical(data: Path, seed: int = 1, cv: int = 5) -> Dict[str, object]:
+    """The lexical floor (module docstring): logistic regression on the words' tf-idf, trained on
+    ``data/train.jsonl``, accuracy (percent) on ``data/valid.jsonl``."""
+    import numpy as np
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegressionCV
+
+    (xtr, ytr), (xva, yva) = (read_jsonl(data / f"{s}.jsonl") for s in ("train", "valid"))
+    vec = TfidfVectorizer(lowercase=True, sublinear_tf=True, min_df=2)
+    clf = LogisticRegressionCV(Cs=10, cv=cv, max_iter=2000, random_state=seed).fit(vec.fit_transform(xtr), ytr)
+    acc = 100.0 * float((clf.predict(vec.transform(xva)) == np.asarray(yva)).mean())
+    return {"data": str(data), "train": len(ytr), "valid": len(yva), "features": len(vec.vocabulary_),
+            "accuracy": acc, "majority_class": 100.0 * max(yva.count(c) for c in set(yva)) / len(yva),
+            "C": float(clf.C_[0])}
+
+
 def record_features(model, task, split: str, batch_size: int = 32):
     """``(features float32 numpy [N, D], labels int64 numpy [N])``: what the record head of ``model`` (an
     ``etc_structured`` record-level model, eval mode) reads for every labelled record of the prepared ``split``
@@ -419,6 +439,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     b.add_argument("--data", type=Path, required=True, help="the records directory")
     b.add_argument("--max-pieces", type=int, default=128)
     b.add_argument("--out", type=Path, required=True, help="the JSON to write")
+    x = sub.add_parser("lexical", help="logistic regression on the tf-idf of the words (the lexical floor)")
+    x.add_argument("--data", type=Path, required=True, help="the records directory")
+    x.add_argument("--out", type=Path, required=True, help="the JSON to write")
     q = sub.add_parser("probe", help="logistic regression on a record-level checkpoint's frozen record head input")
     q.add_argument("--path", type=Path, required=True, help="an etc_structured record-level checkpoint")
     q.add_argument("--data", type=Path, required=True, help="its data (etc-prepare structured --label-level record)")
@@ -433,6 +456,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             else:
                 counts = write_records(fetch(a.cache), a.out, a.train, a.valid, a.seed)
             print(f"wrote {a.out}/train.jsonl, {a.out}/valid.jsonl: {counts}")
+        elif a.cmd == "lexical":
+            res = lexical(a.data)
+            write_json(a.out, res)
+            print(f"logistic regression on the tf-idf of the words ({res['features']} features): valid accuracy "
+                  f"{res['accuracy']:.2f} % (majority class {res['majority_class']:.1f} %)")
         elif a.cmd == "probe":
             res = probe(a.path, a.data)
             write_json(a.out, res)

@@ -215,6 +215,8 @@ def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
         floors = {p.stem[len("floor-"):]: json.loads(p.read_text()) for p in sorted((run_dir / "news").glob("floor-*.json"))}
         res["sections"]["news"] = {"metric": "held-out BBC News topical-area accuracy (%), REAL labels", "arms": arms,
                                    "floors": floors}
+        if (run_dir / "news" / "lexical.json").is_file():
+            res["sections"]["news"]["lexical"] = json.loads((run_dir / "news" / "lexical.json").read_text())
     return res
 
 
@@ -266,6 +268,10 @@ def markdown(res: dict) -> str:
             what = "SENTENCE-token outputs" if sim.get("pool") == "sentence" else "mean-pooled embeddings"
             rows.append(f"| {name} | zero-shot: the sentence most similar to the question ({model}'s frozen "
                         f"{what}) | accuracy % | {sim['answer_accuracy']:.1f} | | |")
+        if "lexical" in sec:
+            f = sec["lexical"]
+            rows.append(f"| {name} | lexical floor: logistic regression on the tf-idf of every word | accuracy % | "
+                        f"{f['accuracy']:.2f} (majority class {f['majority_class']:.1f}) | | |")
         for floor_name, f in sec.get("floors", {}).items():
             rows.append(f"| {name} | floor: logistic regression on {floor_name}'s frozen mean-pooled features "
                         f"(first {f['max_pieces']} pieces) | "
@@ -325,6 +331,8 @@ def plot(res: dict, png: Path, title: str = "lifted all-MiniLM-L6-v2 in ETC") ->
             ax.axhline(b["random_accuracy"], color="k", ls=":", lw=1, label="random")
         for i, (model, sim) in enumerate(sec.get("similarity", {}).items()):
             ax.axhline(sim["answer_accuracy"], color=f"C{i + 4}", ls="-.", lw=1, label=f"zero-shot similarity: {model}")
+        if "lexical" in sec:
+            ax.axhline(sec["lexical"]["accuracy"], color="k", ls="--", lw=1, label="lexical floor (tf-idf LR)")
         for i, (floor_name, f) in enumerate(sec.get("floors", {}).items()):
             ax.axhline(f["accuracy"], color=f"C{i + 2}", ls="--", lw=1, label=f"floor: LR on {floor_name}")
         ax.set_ylabel({"mlm": "held-out MLM accuracy %", "hotpotqa": "held-out answer EM %"}.get(name, "held-out accuracy %"))

@@ -49,8 +49,9 @@
 #               arms of ARMS: etc (CLS token + one SENTENCE token per sentence, long LONG), etc512 (the same, first
 #               512 long tokens), local (the CLS token only, long LONG), bert512 (the source model as released,
 #               first 512 tokens, record head on the mean of its outputs); the record head of the ETC arms on the
-#               CLS global token (NEWS_HEAD=cls) or the mean of the long tokens (mean); vs the floor, logistic
-#               regression on the source model's frozen mean-pooled features over the first 512 pieces
+#               CLS global token (NEWS_HEAD=cls) or the mean of the long tokens (mean); vs the floors, logistic
+#               regression on the source model's frozen mean-pooled features over the first 512 pieces, and on
+#               the tf-idf of every word (the lexical floor)
 #
 # Every step whose output is complete is skipped (a fairseq-train log that ends with "done training", a
 # directory with its prepare.json, a validation log with its validation line), so an interrupted run resumes;
@@ -511,6 +512,10 @@ news() {  # REAL labels on long inputs (classify.py --corpus bbcnews): the arms 
         --max-pieces 512 --out "$out"
     fi
   done
+  if [ ! -f "$RUN_DIR/news/lexical.json" ]; then
+    stage "the lexical floor: logistic regression on the tf-idf of the words (every word of the article)"
+    "$VENV_BIN/python" examples/lifted_minilm/classify.py lexical --data "$RUN_DIR/news/records-cls" --out "$RUN_DIR/news/lexical.json"
+  fi
   local D DN D512
   D=$(news_data sentences "$LONG")
   if arm local; then DN=$(news_data cls "$LONG"); fi
