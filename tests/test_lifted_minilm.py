@@ -165,6 +165,8 @@ def test_news_records_one_split_two_layouts(tmp_path, capsys):
         assert all(len(r["globals"]) == 1 for r in b) and all(len(r["globals"]) > 1 for r in a)
     texts, labels = classify.read_jsonl(tmp_path / "cls" / "train.jsonl")
     assert len(texts) == 2 and set(labels) <= {"business", "sports", "tech"}
+    with pytest.raises(classify.ClassifyError, match="3 distinct articles; cannot take 1 valid and 3 train"):
+        classify.write_news_records(tmp_path / "news.jsonl", tmp_path / "x", 3, 1, seed=1, layout="cls")
 
 
 def test_lexical_floor_reads_the_words(tmp_path):
@@ -179,8 +181,6 @@ def test_lexical_floor_reads_the_words(tmp_path):
     assert res["accuracy"] == 100.0 and res["train"] == 6 and res["valid"] == 3
     # alpha .. market: in 3 training texts each; x, y, z (in 2 each) are single characters, not words to the vectorizer
     assert res["features"] == 6 and res["majority_class"] == pytest.approx(200 / 3)
-    with pytest.raises(classify.ClassifyError, match="3 distinct articles; cannot take 1 valid and 3 train"):
-        classify.write_news_records(tmp_path / "news.jsonl", tmp_path / "x", 3, 1, seed=1, layout="cls")
 
 
 def test_news_fetched_once_with_its_record_and_checked(tmp_path, monkeypatch):
