@@ -494,7 +494,7 @@ print(f"{sys.argv[2]}: the {len(a)} tensors of {sys.argv[1]}, unchanged")
 PY
 }
 
-news() {  # REAL labels on long inputs (classify.py --corpus bbcnews): the arms of ARMS vs the floor
+news() {  # REAL labels on long inputs (classify.py --corpus bbcnews): the arms of ARMS vs the floors
   local seed m l
   for l in sentences cls; do
     local R=$RUN_DIR/news/records-$l
