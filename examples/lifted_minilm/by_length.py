@@ -91,8 +91,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"by_length: error: {e}", file=sys.stderr)
         return 1
     res = {"records": str(a.records), "data": str(a.data), "crop": a.crop, "arms": arms}
+    from etc_fairseq.prepare.atomic import atomic_file
+
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    with atomic_file(a.out) as f:  # all at once: a killed run leaves no half-written file
+        f.write(json.dumps(res, indent=1) + "\n")
     first = next(iter(arms.values()))["per_seed"][0]
     print(f"{first['long_records']} records longer than {a.crop} long tokens, {first['short_records']} not")
     for name, arm in arms.items():

@@ -172,6 +172,11 @@ def _finetune(run_dir: Path, task: str, arms: Sequence[str], seeds: Sequence[str
     return out
 
 
+def _floors(task_dir: Path) -> Dict[str, dict]:
+    """{model name: classify.py baseline JSON} of the ``floor-<model>.json`` files in ``task_dir``."""
+    return {p.stem[len("floor-"):]: json.loads(p.read_text()) for p in sorted(task_dir.glob("floor-*.json"))}
+
+
 def continued_objective(run_dir: Path) -> str:
     """What the continued pretraining of ``run_dir`` trained: "MLM only" where its log's criterion config has
     ``cpc_weight`` 0 (run.sh's ``PRE_CPC_WEIGHT=0``), else "MLM + CPC" (also when the log is absent)."""
@@ -207,14 +212,12 @@ def collect(run_dir: Path, seeds: Sequence[str], long_len: int) -> dict:
                                            "keeppos_mean"], seeds, long_len,
                      res["unfinished"])
     if arms:
-        floors = {p.stem[len("floor-"):]: json.loads(p.read_text()) for p in sorted((run_dir / "classify").glob("floor-*.json"))}
         res["sections"]["classify"] = {"metric": "held-out polarity accuracy (%), REAL labels", "arms": arms,
-                                       "floors": floors}
+                                       "floors": _floors(run_dir / "classify")}
     arms = _finetune(run_dir, "news", list(NEWS_ARMS), seeds, long_len, res["unfinished"], NEWS_ARMS)
     if arms:
-        floors = {p.stem[len("floor-"):]: json.loads(p.read_text()) for p in sorted((run_dir / "news").glob("floor-*.json"))}
         res["sections"]["news"] = {"metric": "held-out BBC News topical-area accuracy (%), REAL labels", "arms": arms,
-                                   "floors": floors}
+                                   "floors": _floors(run_dir / "news")}
         if (run_dir / "news" / "lexical.json").is_file():
             res["sections"]["news"]["lexical"] = json.loads((run_dir / "news" / "lexical.json").read_text())
     return res
