@@ -42,7 +42,8 @@
 #               mean-pooled features (classify.py); the arms (CL_ARMS): continued / lifted (the model continued or
 #               only lifted, record head on the CLS global token), continued_mean / lifted_mean (on the mean of
 #               the long tokens), keeppos / keeppos_mean (lifted keeping the source's absolute positions, as
-#               etc-lift does by default: inputs up to the source's 512 positions, the right lift for short inputs)
+#               etc-lift does by default: inputs up to the source's 512 positions, the right lift for short inputs;
+#               its CLS global token from [SEP], CL_CLS_PIECE, and its own records, classify/data-keeppos)
 #   news        REAL labels on long inputs: BBC News articles (Greene and Cunningham 2006) by the topical area the
 #               BBC published them under (business, entertainment, politics, sport, tech; classify.py --corpus
 #               bbcnews), NEWS_TRAIN / NEWS_VALID distinct articles, through etc_structured's record level, the
@@ -74,7 +75,9 @@
 # WH_START [0; 1: also validate every wikihop arm before fine-tuning, as NS_START], HP_TRAIN [1000], HP_VALID [200],
 # HP_HEAD [linear: the task's supporting-fact head; cosine: plus each sentence's scaled cosine with the question,
 # --question-cosine], HP_START [0; 1: as NS_START], CL_START [0; 1: also each classify arm's start, one update at
-# learning rate 0 -> <arm>-start.log, and classify.py probe on it -> classify/probe-<arm>.json], NEWS_TRAIN [1000],
+# learning rate 0 -> <arm>-start.log, and classify.py probe on it -> classify/probe-<arm>.json], CL_CLS_PIECE [[SEP]:
+# the piece the CLS global token of the keeppos arms' lift starts from, etc-lift --global-token-piece cls=...; empty:
+# <s>, BERT's [CLS]], NEWS_TRAIN [1000],
 # NEWS_VALID [500], NEWS_HEAD [cls: the ETC arms' record head on the CLS global token; mean: on the mean of the long
 # tokens], JOBS [1]
 # (fine-tuning runs at once; with JOBS > 1 set OMP_NUM_THREADS so that JOBS x threads <= cores).
@@ -115,6 +118,9 @@ G2G_BIAS=${G2G_BIAS--2}
 LIFT_FIX=()  # the global side's start (README: "The fix")
 if [ -n "$GLOBAL_PIECE" ]; then LIFT_FIX+=(--global-token-piece "$GLOBAL_PIECE"); fi
 if [ -n "$G2G_BIAS" ]; then LIFT_FIX+=(--g2g-bias "$G2G_BIAS"); fi
+CL_CLS_PIECE=${CL_CLS_PIECE-[SEP]}
+CL_CLS_FIX=()  # classify's keeppos lift: the piece its CLS global token starts from (README: "The CLS head")
+if [ -n "$CL_CLS_PIECE" ]; then CL_CLS_FIX+=(--global-token-piece "cls=$CL_CLS_PIECE"); fi
 LR=${LR:-1e-4}
 NS_SHAPE=${NS_SHAPE:-}
 ARMS=${ARMS:-"etc etc512 local bert512"}
@@ -420,7 +426,7 @@ hp_arms() {  # SEED: the hotpotqa arms of one seed
 }
 
 classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured's record level vs the floor
-  local R=$RUN_DIR/classify/records D=$RUN_DIR/classify/data seed m
+  local R=$RUN_DIR/classify/records D=$RUN_DIR/classify/data DK=$RUN_DIR/classify/data-keeppos seed m
   if [ ! -f "$R/valid.jsonl" ]; then
     stage "sentence polarity records (real labels, split by movie) -> $R"
     "$VENV_BIN/python" examples/lifted_minilm/classify.py records --cache "$RUN_DIR/cache" --out "$R" \
@@ -438,9 +444,16 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
       "$VENV_BIN/python" examples/lifted_minilm/classify.py baseline --model "$m" --data "$R" --max-pieces 128 --out "$out"
     fi
   done
-  if { cl_arm keeppos || cl_arm keeppos_mean; } && [ ! -f "$LIFTED_KEEP/etc_tokenizer.json" ]; then
-    stage "etc-lift $CUT --hard-g2l ${LIFT_FIX[*]} (BERT's absolute positions kept) -> $LIFTED_KEEP"
-    "$VENV_BIN/etc-lift" "$CUT" --out "$LIFTED_KEEP/model.pt" --hard-g2l "${LIFT_FIX[@]}" --overwrite
+  if cl_arm keeppos || cl_arm keeppos_mean; then
+    if [ ! -f "$LIFTED_KEEP/etc_tokenizer.json" ]; then
+      stage "etc-lift $CUT --hard-g2l ${LIFT_FIX[*]} ${CL_CLS_FIX[*]} (BERT's absolute positions kept) -> $LIFTED_KEEP"
+      "$VENV_BIN/etc-lift" "$CUT" --out "$LIFTED_KEEP/model.pt" --hard-g2l "${LIFT_FIX[@]}" "${CL_CLS_FIX[@]}" --overwrite
+    fi
+    if [ ! -f "$DK/prepare.json" ]; then  # the same records; the CLS global token's piece is this lift's
+      stage "etc-prepare structured for the keeppos arms (the CLS global token from $LIFTED_KEEP) -> $DK"
+      "$VENV_BIN/etc-prepare" structured --train "$R/train.jsonl" --valid "$R/valid.jsonl" --label-level record \
+        --from-model "$LIFTED_KEEP" --max-long-len 128 --max-global-len 8 --out "$DK" --overwrite --no-progress-bar
+    fi
   fi
   local UPDATES=$CL_UPDATES BATCH=$CL_BATCH VALID_EVERY=$CL_VALID_EVERY  # short records: more, larger updates
   if [ "$CL_START" = 1 ]; then  # each arm's start, and what its frozen record head input carries (classify.py probe)
@@ -451,8 +464,9 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
       local out=$RUN_DIR/classify/probe-$a.json
       if [ ! -f "$out" ]; then
         stage "probe: logistic regression on the frozen record head input of $a's start"
+        local data=$D; case $a in keeppos*) data=$DK ;; esac
         "$VENV_BIN/python" examples/lifted_minilm/classify.py probe --path "$RUN_DIR/classify/ft/$a-start/checkpoint_last.pt" \
-          --data "$D" --out "$out"
+          --data "$data" --out "$out"
       fi
     done
   fi
@@ -461,15 +475,15 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
 }
 cl_arms() {  # SEED: the classify arms of one seed; the record head on the CLS global token (the paper's) or on
   # the mean of the long tokens
-  local seed=$1 D=$RUN_DIR/classify/data
+  local seed=$1 D=$RUN_DIR/classify/data DK=$RUN_DIR/classify/data-keeppos
   if cl_arm continued; then spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base; fi
   if cl_arm lifted; then spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base; fi
   if cl_arm continued_mean; then spawn finetune classify structured continued_mean "$seed" "$D" 128 "$CONTINUED" \
     --arch etc_base --record-head-input long_mean; fi
   if cl_arm lifted_mean; then spawn finetune classify structured lifted_mean "$seed" "$D" 128 "$LIFTED/model.pt" \
     --arch etc_base --record-head-input long_mean; fi
-  if cl_arm keeppos; then spawn finetune classify structured keeppos "$seed" "$D" 128 "$LIFTED_KEEP/model.pt" --arch etc_base; fi
-  if cl_arm keeppos_mean; then spawn finetune classify structured keeppos_mean "$seed" "$D" 128 "$LIFTED_KEEP/model.pt" \
+  if cl_arm keeppos; then spawn finetune classify structured keeppos "$seed" "$DK" 128 "$LIFTED_KEEP/model.pt" --arch etc_base; fi
+  if cl_arm keeppos_mean; then spawn finetune classify structured keeppos_mean "$seed" "$DK" 128 "$LIFTED_KEEP/model.pt" \
     --arch etc_base --record-head-input long_mean; fi
 }
 
