@@ -425,18 +425,25 @@ hp_arms() {  # SEED: the hotpotqa arms of one seed
   if arm flat; then spawn finetune hotpotqa hotpotqa flat "$seed" "$DF" "$LONG" "$CONTINUED" --arch etc_base --max-global-len $(( LONG / 4 )) "${HP_HEAD_FLAGS[@]}"; fi
 }
 
+cl_data() {  # ARM -> the records it reads; the keeppos arms' are cut by their own lift (its CLS global token's piece)
+  case $1 in keeppos*) echo "$RUN_DIR/classify/data-keeppos" ;; *) echo "$RUN_DIR/classify/data" ;; esac
+}
+cl_prepare() {  # MODEL OUT: etc-prepare structured on the polarity records (record level, one CLS global token)
+  local R=$RUN_DIR/classify/records
+  if [ ! -f "$2/prepare.json" ]; then
+    stage "etc-prepare structured (record level, the CLS global token's piece from $1) -> $2"
+    "$VENV_BIN/etc-prepare" structured --train "$R/train.jsonl" --valid "$R/valid.jsonl" --label-level record \
+      --from-model "$1" --max-long-len 128 --max-global-len 8 --out "$2" --overwrite --no-progress-bar
+  fi
+}
 classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured's record level vs the floor
-  local R=$RUN_DIR/classify/records D=$RUN_DIR/classify/data DK=$RUN_DIR/classify/data-keeppos seed m
+  local R=$RUN_DIR/classify/records seed m
   if [ ! -f "$R/valid.jsonl" ]; then
     stage "sentence polarity records (real labels, split by movie) -> $R"
     "$VENV_BIN/python" examples/lifted_minilm/classify.py records --cache "$RUN_DIR/cache" --out "$R" \
       --train "$CL_TRAIN" --valid "$CL_VALID" --seed 1
   fi
-  if [ ! -f "$D/prepare.json" ]; then
-    stage "etc-prepare structured (record level, CLS global token) -> $D"
-    "$VENV_BIN/etc-prepare" structured --train "$R/train.jsonl" --valid "$R/valid.jsonl" --label-level record \
-      --from-model "$LIFTED" --max-long-len 128 --max-global-len 8 --out "$D" --overwrite --no-progress-bar
-  fi
+  cl_prepare "$LIFTED" "$(cl_data lifted)"
   for m in "$CUT" "$SRC"; do
     local out=$RUN_DIR/classify/floor-$(basename "$m").json
     if [ ! -f "$out" ]; then
@@ -449,11 +456,7 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
       stage "etc-lift $CUT --hard-g2l ${LIFT_FIX[*]} ${CL_CLS_FIX[*]} (BERT's absolute positions kept) -> $LIFTED_KEEP"
       "$VENV_BIN/etc-lift" "$CUT" --out "$LIFTED_KEEP/model.pt" --hard-g2l "${LIFT_FIX[@]}" "${CL_CLS_FIX[@]}" --overwrite
     fi
-    if [ ! -f "$DK/prepare.json" ]; then  # the same records; the CLS global token's piece is this lift's
-      stage "etc-prepare structured for the keeppos arms (the CLS global token from $LIFTED_KEEP) -> $DK"
-      "$VENV_BIN/etc-prepare" structured --train "$R/train.jsonl" --valid "$R/valid.jsonl" --label-level record \
-        --from-model "$LIFTED_KEEP" --max-long-len 128 --max-global-len 8 --out "$DK" --overwrite --no-progress-bar
-    fi
+    cl_prepare "$LIFTED_KEEP" "$(cl_data keeppos)"
   fi
   local UPDATES=$CL_UPDATES BATCH=$CL_BATCH VALID_EVERY=$CL_VALID_EVERY  # short records: more, larger updates
   if [ "$CL_START" = 1 ]; then  # each arm's start, and what its frozen record head input carries (classify.py probe)
@@ -464,9 +467,8 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
       local out=$RUN_DIR/classify/probe-$a.json
       if [ ! -f "$out" ]; then
         stage "probe: logistic regression on the frozen record head input of $a's start"
-        local data=$D; case $a in keeppos*) data=$DK ;; esac
         "$VENV_BIN/python" examples/lifted_minilm/classify.py probe --path "$RUN_DIR/classify/ft/$a-start/checkpoint_last.pt" \
-          --data "$data" --out "$out"
+          --data "$(cl_data "$a")" --out "$out"
       fi
     done
   fi
@@ -475,7 +477,8 @@ classify() {  # REAL labels (classify.py): ETC fine-tuned through etc_structured
 }
 cl_arms() {  # SEED: the classify arms of one seed; the record head on the CLS global token (the paper's) or on
   # the mean of the long tokens
-  local seed=$1 D=$RUN_DIR/classify/data DK=$RUN_DIR/classify/data-keeppos
+  local seed=$1 D DK
+  D=$(cl_data lifted) DK=$(cl_data keeppos)
   if cl_arm continued; then spawn finetune classify structured continued "$seed" "$D" 128 "$CONTINUED" --arch etc_base; fi
   if cl_arm lifted; then spawn finetune classify structured lifted "$seed" "$D" 128 "$LIFTED/model.pt" --arch etc_base; fi
   if cl_arm continued_mean; then spawn finetune classify structured continued_mean "$seed" "$D" 128 "$CONTINUED" \
