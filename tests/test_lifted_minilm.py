@@ -593,6 +593,37 @@ def test_wikihop_reach_on_exact_arrays_and_a_cropped_record(pretrain_data):
     assert wr.reach([rec], tok, 64) == {"records": 1, "word_kept": 0, "reachable": 0}
 
 
+def test_wikihop_reach_scores_arms_on_the_records_each_length_reaches(tmp_path, pretrain_data):
+    """wikihop_reach.py --arm: the records are split into reachable at the short length, at the long one only,
+    at neither; each arm's prediction files are scored on each set (a record not predicted counts wrong)."""
+    from etc_fairseq.finetune.wikihop.schema import WikiHopRecord
+
+    wr = _load("wikihop_reach")
+    assert wr.subsets(["a", "b", "c", "d"], ["b"], ["a", "b"]) == {"short": ["b"], "long_only": ["a"], "neither": ["c", "d"]}
+    gold = {"a": "x", "b": "y", "c": "z"}
+    assert wr.accuracy(gold, ["a", "b", "c"], {"a": "x", "b": "x"}) == pytest.approx(100 / 3)
+    assert wr.accuracy(gold, [], {"a": "x"}) is None
+    filler = " ".join(["The river runs through the valley and the town."] * 6)
+    recs = [WikiHopRecord("far", "paragraph_mentions sailing", ["alpha", "beta"],
+                          [f"Alpha is a town. {filler} Alpha people like sailing.", "Beta is a village."], "alpha"),
+            WikiHopRecord("near", "paragraph_mentions sailing", ["alpha", "beta"],
+                          ["Alpha people like sailing.", "Beta is a village."], "alpha"),
+            WikiHopRecord("none", "paragraph_mentions sailing", ["alpha", "beta"],
+                          ["Sailing is fun.", "Beta is a village."], "alpha")]
+    (tmp_path / "dev.json").write_text(json.dumps([{"id": r.id, "query": r.query, "candidates": r.candidates,
+                                                    "supports": r.supports, "answer": r.answer} for r in recs]))
+    (tmp_path / "p1.json").write_text(json.dumps({"far": "alpha", "near": "beta", "none": "alpha"}))
+    (tmp_path / "p2.json").write_text(json.dumps({"far": "alpha", "near": "alpha"}))
+    assert wr.main(["--records", str(tmp_path / "dev.json"), "--pretrain-dir", str(pretrain_data), "--lengths", "512", "64",
+                    "--arm", "etc", str(tmp_path / "p1.json"), str(tmp_path / "p2.json"), "--out", str(tmp_path / "o.json")]) == 0
+    out = json.loads((tmp_path / "o.json").read_text())
+    assert out["subsets"]["ids"] == {"short": ["near"], "long_only": ["far"], "neither": ["none"]}
+    arm = out["arms"]["etc"]
+    assert [arm[k]["per_seed"] for k in ("short", "long_only", "neither")] == [[0.0, 100.0], [100.0, 100.0], [100.0, 0.0]]
+    assert arm["long"]["per_seed"] == [50.0, 100.0]  # near and far, reachable at 512
+    assert arm["all"]["mean"] == pytest.approx(100 * 2 / 3) and out["512"]["reachable"] == 2 and out["64"]["reachable"] == 1
+
+
 @pytest.mark.parametrize("made", ["mentioned_as", None])
 def test_run_refuses_a_run_dir_made_with_another_wikihop_query(tmp_path, made):
     """run.sh: a RUN_DIR whose WikiHop records were constructed with one query (``raw/query``; none written:
@@ -700,3 +731,4 @@ def test_by_length_splits_accuracy_at_the_crop(tmp_path, pretrain_prepared):
     (tmp_path / "bad.jsonl").write_text('{"id": "valid_0"}\n')
     with pytest.raises(by_length.ByLengthError, match=r"bad.jsonl:1: expected string fields 'id' and 'label'"):
         by_length.gold_labels(tmp_path / "bad.jsonl")
+

@@ -11,6 +11,11 @@ failing to follow it.
     python examples/lifted_minilm/wikihop_reach.py --records RAW/dev.json --pretrain-dir PRE/data/bin \
         --lengths 2048 512 --out reach.json
 
+With ``--arm NAME FILE...`` (``etc-predict wikihop`` outputs, {id: candidate}, one per seed) it also scores
+each arm on three disjoint sets of records: reachable at the shortest length given (``short``), reachable at
+the longest only (``long_only``), and at neither (``neither``): what the longer input adds is the second set;
+``long`` (every record reachable at the longest length) and ``all`` too.
+
 The global length at long length L is L / 4, as ``run.sh`` prepares the arms.
 """
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -35,13 +40,13 @@ def word_and_answer_kept(arrays: Dict[str, np.ndarray], word_pieces: Sequence[in
     return bool(word_supports), bool(word_supports & mention_supports)
 
 
-def reach(records, tokenizer, long_len: int) -> Dict[str, int]:
-    """Counts over ``records`` (:class:`~etc_fairseq.finetune.wikihop.schema.WikiHopRecord`, default query)
-    laid out at ``long_len``: ``word_kept`` and ``reachable`` (:func:`word_and_answer_kept`)."""
+def reachable_ids(records, tokenizer, long_len: int) -> Tuple[List[str], List[str]]:
+    """(ids of the records whose WORD is kept, ids of the reachable ones; :func:`word_and_answer_kept`) over
+    ``records`` (:class:`~etc_fairseq.finetune.wikihop.schema.WikiHopRecord`, default query) laid out at ``long_len``."""
     from etc_fairseq.finetune.wikihop.convert import LayoutOptions, build_example
 
     opts = LayoutOptions(max_long_len=long_len, max_global_len=long_len // 4)
-    word_kept = reachable = 0
+    word_kept, reachable = [], []
     for rec in records:
         kind, word = rec.query.split(maxsplit=1)
         if kind != "paragraph_mentions":
@@ -49,8 +54,33 @@ def reach(records, tokenizer, long_len: int) -> Dict[str, int]:
         pieces, _ = tokenizer.encode_words([word])
         kept, reached = word_and_answer_kept(build_example(rec, tokenizer, opts),
                                              pieces, rec.candidates.index(rec.answer))
-        word_kept, reachable = word_kept + kept, reachable + reached
-    return {"records": len(records), "word_kept": word_kept, "reachable": reachable}
+        if kept:
+            word_kept.append(rec.id)
+        if reached:
+            reachable.append(rec.id)
+    return word_kept, reachable
+
+
+def reach(records, tokenizer, long_len: int) -> Dict[str, int]:
+    """Counts of :func:`reachable_ids` at ``long_len``: ``records``, ``word_kept``, ``reachable``."""
+    word_kept, reachable = reachable_ids(records, tokenizer, long_len)
+    return {"records": len(records), "word_kept": len(word_kept), "reachable": len(reachable)}
+
+
+def subsets(all_ids: Sequence[str], short_reachable: Sequence[str], long_reachable: Sequence[str]) -> Dict[str, List[str]]:
+    """The three disjoint sets, in ``all_ids``' order: reachable at the short length, at the long one only, at neither."""
+    short, long_ = set(short_reachable), set(long_reachable)
+    return {"short": [i for i in all_ids if i in short],
+            "long_only": [i for i in all_ids if i in long_ and i not in short],
+            "neither": [i for i in all_ids if i not in long_ and i not in short]}
+
+
+def accuracy(gold: Dict[str, str], ids: Sequence[str], predictions: Dict[str, str]) -> Optional[float]:
+    """Percent of ``ids`` whose predicted candidate is the gold answer (a record not predicted counts wrong);
+    None for no ids."""
+    if not ids:
+        return None
+    return 100.0 * sum(predictions.get(i) == gold[i] for i in ids) / len(ids)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -61,15 +91,41 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--records", type=Path, required=True, help="construct.py's dev.json (default query)")
     p.add_argument("--pretrain-dir", type=Path, required=True, help="the tokenizer, as etc-prepare wikihop's")
     p.add_argument("--lengths", type=int, nargs="+", default=[2048, 512])
+    p.add_argument("--arm", nargs="+", action="append", default=[], metavar=("NAME", "FILE"),
+                   help="an arm's name and its prediction files (etc-predict wikihop, one per seed); repeatable")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     records = read_wikihop(args.records)
     tokenizer = WordPieceTokenizer.from_pretrain_dir(args.pretrain_dir)
-    out = {str(n): reach(records, tokenizer, n) for n in args.lengths}
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    ids = {n: reachable_ids(records, tokenizer, n) for n in args.lengths}
+    out = {str(n): {"records": len(records), "word_kept": len(kept), "reachable": len(reached)}
+           for n, (kept, reached) in ids.items()}
     for n, c in out.items():
         print(f"long {n}: WORD kept in {c['word_kept']}, reachable (WORD and an answer mention in one support) "
               f"{c['reachable']} of {c['records']}")
+    if args.arm:
+        if len(args.lengths) < 2:
+            p.error("--arm needs two --lengths: the sets are reachable at the shortest, at the longest only, at neither")
+        short, long_ = min(args.lengths), max(args.lengths)
+        sets = subsets([r.id for r in records], ids[short][1], ids[long_][1])
+        gold = {r.id: r.answer for r in records}
+        out["subsets"] = {"short": short, "long": long_, "ids": sets}
+        out["arms"] = {}
+        for name, *files in args.arm:
+            if not files:
+                p.error(f"--arm {name}: expected prediction files after the name")
+            preds = [json.loads(Path(f).read_text(encoding="utf-8")) for f in files]
+            arm = {"files": files}
+            every = {"all": [r.id for r in records], "long": [r.id for r in records if r.id in set(ids[long_][1])]}
+            for key in ("all", "long", *sets):
+                sel = every[key] if key in every else sets[key]
+                per_seed = [accuracy(gold, sel, pr) for pr in preds]
+                arm[key] = {"records": len(sel), "per_seed": per_seed,
+                            "mean": None if not sel else sum(per_seed) / len(per_seed)}
+            out["arms"][name] = arm
+            print(f"{name}: " + "; ".join(f"{k} ({arm[k]['records']}) {arm[k]['mean']:.1f}" for k in ("all", "long", *sets)
+                                          if arm[k]["mean"] is not None))
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 
