@@ -732,3 +732,28 @@ def test_by_length_splits_accuracy_at_the_crop(tmp_path, pretrain_prepared):
     with pytest.raises(by_length.ByLengthError, match=r"bad.jsonl:1: expected string fields 'id' and 'label'"):
         by_length.gold_labels(tmp_path / "bad.jsonl")
 
+
+def test_summary_rules_on_exact_values():
+    summary = _load("summary")
+    assert summary.spread([1.0, 2.0, 3.0]) == "2.0 +- 1.0" and summary.spread([1.0, 3.0]) == "2.0 +- 1.4 (2 seeds)"
+    assert summary.spread([4.25]) == "4.2 (1 seed)"
+    assert summary.above_all([5.0, 7.0], 4.9) == "every seed above" and summary.above_all([5.0, 7.0], 5.0) != "every seed above"
+    assert [summary.by_seeds(a, [2.0, 3.0]) for a in ([3.5, 4.0], [1.0, 1.5], [2.5, 9.0])] == ["separated", "reversed", "overlap"]
+    assert [summary.clear({"difference": d, "low": lo, "high": hi}) for d, lo, hi in ((1, 0.1, 2), (-1, -2, -0.1), (0, -1, 1))] \
+        == ["clear of zero", "reversed", "across zero"]
+    result = {"pairs": [{"a": "etc", "b": "local", "mrr": {"difference": 3.5, "records_interval": [1.4, 5.6]}}]}
+    assert summary.interval(summary.paired(result, "etc", "local", "mrr")) == "+3.5 [+1.4, +5.6]"
+    with pytest.raises(KeyError):
+        summary.paired(result, "local", "etc", "mrr")
+
+
+def test_readme_summary_is_the_scripts_output_on_the_committed_results():
+    """The table in examples/lifted_minilm/README.md is what `python examples/lifted_minilm/summary.py` prints now."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "lifted_minilm" / "summary.py")], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    assert out.count("\n") >= 10, out
+    readme = (ROOT / "examples" / "lifted_minilm" / "README.md").read_text(encoding="utf-8")
+    assert out in readme, "the README's summary table differs from summary.py's output: paste the output in"
