@@ -76,11 +76,13 @@ def subsets(all_ids: Sequence[str], short_reachable: Sequence[str], long_reachab
 
 
 def accuracy(gold: Dict[str, str], ids: Sequence[str], predictions: Dict[str, str]) -> Optional[float]:
-    """Percent of ``ids`` whose predicted candidate is the gold answer (a record not predicted counts wrong);
-    None for no ids."""
+    """Percent of ``ids`` whose predicted candidate is the gold answer, as ``etc-evaluate wikihop`` compares them
+    (a record not predicted counts wrong); None for no ids."""
+    from etc_fairseq.finetune.wikihop.schema import is_correct
+
     if not ids:
         return None
-    return 100.0 * sum(predictions.get(i) == gold[i] for i in ids) / len(ids)
+    return 100.0 * sum(is_correct(predictions.get(i), gold[i]) for i in ids) / len(ids)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -109,6 +111,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         short, long_ = min(args.lengths), max(args.lengths)
         sets = subsets([r.id for r in records], ids[short][1], ids[long_][1])
         gold = {r.id: r.answer for r in records}
+        long_reachable = set(ids[long_][1])
+        every = {"all": [r.id for r in records], "long": [r.id for r in records if r.id in long_reachable]}
         out["subsets"] = {"short": short, "long": long_, "ids": sets}
         out["arms"] = {}
         for name, *files in args.arm:
@@ -116,7 +120,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 p.error(f"--arm {name}: expected prediction files after the name")
             preds = [json.loads(Path(f).read_text(encoding="utf-8")) for f in files]
             arm = {"files": files}
-            every = {"all": [r.id for r in records], "long": [r.id for r in records if r.id in set(ids[long_][1])]}
             for key in ("all", "long", *sets):
                 sel = every[key] if key in every else sets[key]
                 per_seed = [accuracy(gold, sel, pr) for pr in preds]
