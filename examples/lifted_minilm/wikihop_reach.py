@@ -61,10 +61,14 @@ def reachable_ids(records, tokenizer, long_len: int) -> Tuple[List[str], List[st
     return word_kept, reachable
 
 
-def reach(records, tokenizer, long_len: int) -> Dict[str, int]:
-    """Counts of :func:`reachable_ids` at ``long_len``: ``records``, ``word_kept``, ``reachable``."""
-    word_kept, reachable = reachable_ids(records, tokenizer, long_len)
+def counts(records: Sequence, word_kept: Sequence[str], reachable: Sequence[str]) -> Dict[str, int]:
+    """The counts written per length: ``records``, ``word_kept``, ``reachable``."""
     return {"records": len(records), "word_kept": len(word_kept), "reachable": len(reachable)}
+
+
+def reach(records, tokenizer, long_len: int) -> Dict[str, int]:
+    """:func:`counts` of :func:`reachable_ids` at ``long_len``."""
+    return counts(records, *reachable_ids(records, tokenizer, long_len))
 
 
 def subsets(all_ids: Sequence[str], short_reachable: Sequence[str], long_reachable: Sequence[str]) -> Dict[str, List[str]]:
@@ -76,16 +80,17 @@ def subsets(all_ids: Sequence[str], short_reachable: Sequence[str], long_reachab
 
 
 def accuracy(gold: Dict[str, str], ids: Sequence[str], predictions: Dict[str, str]) -> Optional[float]:
-    """Percent of ``ids`` whose predicted candidate is the gold answer, as ``etc-evaluate wikihop`` compares them
-    (a record not predicted counts wrong); None for no ids."""
-    from etc_fairseq.finetune.wikihop.schema import is_correct
+    """``etc-evaluate wikihop``'s accuracy (percent; a record not predicted counts wrong) over ``ids`` only;
+    None for no ids."""
+    from etc_fairseq.finetune.wikihop.metrics import evaluate
 
     if not ids:
         return None
-    return 100.0 * sum(is_correct(predictions.get(i), gold[i]) for i in ids) / len(ids)
+    return evaluate(predictions, [(i, gold[i]) for i in ids]).accuracy
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from etc_fairseq.finetune.wikihop.metrics import load_predictions
     from etc_fairseq.finetune.wikihop.schema import read_wikihop
     from etc_fairseq.prepare.tokenizer import WordPieceTokenizer
 
@@ -100,8 +105,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     records = read_wikihop(args.records)
     tokenizer = WordPieceTokenizer.from_pretrain_dir(args.pretrain_dir)
     ids = {n: reachable_ids(records, tokenizer, n) for n in args.lengths}
-    out = {str(n): {"records": len(records), "word_kept": len(kept), "reachable": len(reached)}
-           for n, (kept, reached) in ids.items()}
+    out = {str(n): counts(records, kept, reached) for n, (kept, reached) in ids.items()}
     for n, c in out.items():
         print(f"long {n}: WORD kept in {c['word_kept']}, reachable (WORD and an answer mention in one support) "
               f"{c['reachable']} of {c['records']}")
@@ -118,7 +122,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for name, *files in args.arm:
             if not files:
                 p.error(f"--arm {name}: expected prediction files after the name")
-            preds = [json.loads(Path(f).read_text(encoding="utf-8")) for f in files]
+            preds = [load_predictions(Path(f)) for f in files]
             arm = {"files": files}
             for key in ("all", "long", *sets):
                 sel = every[key] if key in every else sets[key]
