@@ -622,6 +622,35 @@ def test_wikihop_reach_scores_arms_on_the_records_each_length_reaches(tmp_path, 
     assert [arm[k]["per_seed"] for k in ("short", "long_only", "neither")] == [[0.0, 100.0], [100.0, 100.0], [100.0, 0.0]]
     assert arm["long"]["per_seed"] == [50.0, 100.0]  # near and far, reachable at 512
     assert arm["all"]["mean"] == pytest.approx(100 * 2 / 3) and out["512"]["reachable"] == 2 and out["64"]["reachable"] == 1
+    # --pairs: etc (p1, p2) minus other (p2 alone) per record: far 1 - 1, near 0.5 - 1, none 0.5 - 0
+    assert wr.main(["--records", str(tmp_path / "dev.json"), "--pretrain-dir", str(pretrain_data), "--lengths", "512", "64",
+                    "--arm", "etc", str(tmp_path / "p1.json"), str(tmp_path / "p2.json"), "--arm", "other", str(tmp_path / "p2.json"),
+                    "--pairs", "etc:other", "--resamples", "100", "--out", str(tmp_path / "o.json")]) == 0
+    (pair,) = json.loads((tmp_path / "o.json").read_text())["pairs"]
+    assert (pair["a"], pair["b"], pair["all"]["difference"]) == ("etc", "other", 0.0)
+    assert [(pair[k]["difference"], pair[k]["records_interval"]) for k in ("short", "long_only", "neither")] == [
+        (-50.0, [-50.0, -50.0]), (0.0, [0.0, 0.0]), (50.0, [50.0, 50.0])]
+    with pytest.raises(SystemExit):
+        wr.main(["--records", str(tmp_path / "dev.json"), "--pretrain-dir", str(pretrain_data), "--lengths", "512", "64",
+                 "--arm", "etc", str(tmp_path / "p1.json"), "--pairs", "etc:local", "--out", str(tmp_path / "o.json")])
+
+
+def test_wikihop_reach_paired_difference_on_exact_predictions():
+    """wikihop_reach.paired_difference: per record each arm's correctness averaged over its seeds (a missing
+    prediction wrong), the mean difference in points, a percentile interval over records inside the values."""
+    import random
+
+    wr = _load("wikihop_reach")
+    gold = {"a": "x", "b": "y", "c": "z"}
+    two_seeds = [{"a": "x", "b": "y", "c": "q"}, {"a": "x", "b": "q", "c": "q"}]  # per record 1, 0.5, 0
+    one_seed = [{"a": "q", "b": "y"}]  # per record 0, 1, 0 (c not predicted)
+    d = wr.paired_difference(gold, ["a", "b", "c"], two_seeds, one_seed, 500, random.Random(0))
+    assert d["records"] == 3 and d["difference"] == pytest.approx(100 / 6)  # (100 - 50 + 0) / 3
+    low, high = d["records_interval"]
+    assert -50 <= low < d["difference"] < high <= 100
+    same = wr.paired_difference(gold, ["a", "b"], [{"a": "x", "b": "y"}], [{}], 50, random.Random(1))
+    assert same == {"records": 2, "difference": 100.0, "records_interval": [100.0, 100.0]}
+    assert wr.paired_difference(gold, [], two_seeds, one_seed, 10, random.Random(0)) is None
 
 
 @pytest.mark.parametrize("made", ["mentioned_as", None])
@@ -743,6 +772,7 @@ def test_summary_rules_on_exact_values():
         == ["clear of zero", "reversed", "across zero"]
     result = {"pairs": [{"a": "etc", "b": "local", "mrr": {"difference": 3.5, "records_interval": [1.4, 5.6]}}]}
     assert summary.interval(summary.paired(result, "etc", "local", "mrr")) == "+3.5 [+1.4, +5.6]"
+    assert summary.interval({"difference": -1e-15, "low": -7.44, "high": 6.96}) == "+0.0 [-7.4, +7.0]"
     with pytest.raises(KeyError):
         summary.paired(result, "local", "etc", "mrr")
 

@@ -14,14 +14,17 @@ failing to follow it.
 With ``--arm NAME FILE...`` (``etc-predict wikihop`` outputs, {id: candidate}, one per seed) it also scores
 each arm on three disjoint sets of records: reachable at the shortest length given (``short``), reachable at
 the longest only (``long_only``), and at neither (``neither``): what the longer input adds is the second set;
-``long`` (every record reachable at the longest length) and ``all`` too.
+``long`` (every record reachable at the longest length) and ``all`` too. With ``--pairs A:B...`` each pair of
+arms is compared record by record on every set (:func:`paired_difference`).
 
 The global length at long length L is L / 4, as ``run.sh`` prepares the arms.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import random
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -89,6 +92,29 @@ def accuracy(gold: Dict[str, str], ids: Sequence[str], predictions: Dict[str, st
     return evaluate(predictions, [(i, gold[i]) for i in ids]).accuracy
 
 
+def _bootstrap_interval():
+    spec = importlib.util.spec_from_file_location("lifted_minilm_paired", Path(__file__).with_name("paired.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.bootstrap_interval
+
+
+def paired_difference(gold: Dict[str, str], ids: Sequence[str], a: Sequence[Dict[str, str]],
+                      b: Sequence[Dict[str, str]], resamples: int, rng: random.Random) -> Optional[Dict[str, object]]:
+    """Arm ``a`` minus arm ``b`` over ``ids`` (each a list of prediction files, one per seed): per record, each
+    arm's correctness (the schema's ``is_correct``, a missing prediction wrong) averaged over its files; the
+    mean difference in points and its 95 % percentile interval from resampling the records; None for no ids."""
+    from etc_fairseq.finetune.wikihop.schema import is_correct
+
+    if not ids:
+        return None
+    def mean_correct(files, i):
+        return sum(is_correct(f.get(i), gold[i]) for f in files) / len(files)
+    diffs = [100.0 * (mean_correct(a, i) - mean_correct(b, i)) for i in ids]
+    low, high = _bootstrap_interval()(diffs, resamples, rng)
+    return {"records": len(ids), "difference": sum(diffs) / len(diffs), "records_interval": [low, high]}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from etc_fairseq.finetune.wikihop.metrics import load_predictions
     from etc_fairseq.finetune.wikihop.schema import read_wikihop
@@ -100,6 +126,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--lengths", type=int, nargs="+", default=[2048, 512])
     p.add_argument("--arm", nargs="+", action="append", default=[], metavar=("NAME", "FILE"),
                    help="an arm's name and its prediction files (etc-predict wikihop, one per seed); repeatable")
+    p.add_argument("--pairs", nargs="+", default=[], metavar="A:B",
+                   help="arms compared record by record on every set: A minus B, with a 95 %% interval over records")
+    p.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples of --pairs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap of --pairs")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     records = read_wikihop(args.records)
@@ -118,20 +148,38 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         long_reachable = set(ids[long_][1])
         every = {"all": [r.id for r in records], "long": [r.id for r in records if r.id in long_reachable]}
         out["subsets"] = {"short": short, "long": long_, "ids": sets}
-        out["arms"] = {}
+        out["arms"], preds_of = {}, {}
+        chosen = {**every, **sets}
         for name, *files in args.arm:
             if not files:
                 p.error(f"--arm {name}: expected prediction files after the name")
-            preds = [load_predictions(Path(f)) for f in files]
+            preds = preds_of[name] = [load_predictions(Path(f)) for f in files]
             arm = {"files": files}
             for key in ("all", "long", *sets):
-                sel = every[key] if key in every else sets[key]
+                sel = chosen[key]
                 per_seed = [accuracy(gold, sel, pr) for pr in preds]
                 arm[key] = {"records": len(sel), "per_seed": per_seed,
                             "mean": None if not sel else sum(per_seed) / len(per_seed)}
             out["arms"][name] = arm
             print(f"{name}: " + "; ".join(f"{k} ({arm[k]['records']}) {arm[k]['mean']:.1f}" for k in ("all", "long", *sets)
                                           if arm[k]["mean"] is not None))
+        pairs = [pair.split(":") for pair in args.pairs]
+        for pair in pairs:
+            if len(pair) != 2 or not all(n in preds_of for n in pair):
+                p.error(f"--pairs {':'.join(pair)}: expected A:B, two names given to --arm ({', '.join(preds_of)})")
+        if pairs:
+            rng = random.Random(args.seed)
+            out["pairs"] = []
+            for a, b in pairs:
+                pair = {"a": a, "b": b}
+                for key in ("all", "long", *sets):
+                    pair[key] = paired_difference(gold, chosen[key], preds_of[a], preds_of[b], args.resamples, rng)
+                out["pairs"].append(pair)
+                print(f"{a} - {b}: " + "; ".join(
+                    f"{k} {d['difference']:+.1f} [{d['records_interval'][0]:+.1f}, {d['records_interval'][1]:+.1f}]"
+                    for k in ("all", "long", *sets) if (d := pair[k]) is not None))
+    elif args.pairs:
+        p.error("--pairs compares arms: give them with --arm")
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
