@@ -22,6 +22,7 @@ The global length at long length L is L / 4, as ``run.sh`` prepares the arms.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import random
@@ -92,7 +93,9 @@ def accuracy(gold: Dict[str, str], ids: Sequence[str], predictions: Dict[str, st
     return evaluate(predictions, [(i, gold[i]) for i in ids]).accuracy
 
 
+@functools.lru_cache(maxsize=None)
 def _bootstrap_interval():
+    """paired.py's bootstrap_interval (the scripts of this folder are files, not a package)."""
     spec = importlib.util.spec_from_file_location("lifted_minilm_paired", Path(__file__).with_name("paired.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
