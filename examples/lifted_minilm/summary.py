@@ -158,9 +158,8 @@ def wikihop_reach() -> List[dict]:
         row = {"item": f"2: {direction}",
                "task": f"WikiHop-format, 200 updates, the {n} records reachable at 2,048 only, `{mine}` against `{other}`",
                "figures": f"{spread(a)} against {spread(o)}", "verdict": by_seeds(a, o)}
-        pair = next((q["long_only"] for q in r.get("pairs", []) if (q["a"], q["b"]) == (mine, other)), None)
-        if pair is not None:  # per record, seeds averaged
-            d = {"difference": pair["difference"], "low": pair["records_interval"][0], "high": pair["records_interval"][1]}
+        if any((q["a"], q["b"]) == (mine, other) for q in r.get("pairs", [])):  # per record, seeds averaged
+            d = paired(r, mine, other, "long_only")
             row["figures"] += f"; paired over records {interval(d)}"
             row["verdict"] += f"; paired {clear(d)}"
         rows.append(row)

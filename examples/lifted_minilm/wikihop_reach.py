@@ -152,19 +152,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         every = {"all": [r.id for r in records], "long": [r.id for r in records if r.id in long_reachable]}
         out["subsets"] = {"short": short, "long": long_, "ids": sets}
         out["arms"], preds_of = {}, {}
-        chosen = {**every, **sets}
+        chosen = {**every, **sets}  # every set an arm is scored on, in the order written
         for name, *files in args.arm:
             if not files:
                 p.error(f"--arm {name}: expected prediction files after the name")
             preds = preds_of[name] = [load_predictions(Path(f)) for f in files]
             arm = {"files": files}
-            for key in ("all", "long", *sets):
-                sel = chosen[key]
+            for key, sel in chosen.items():
                 per_seed = [accuracy(gold, sel, pr) for pr in preds]
                 arm[key] = {"records": len(sel), "per_seed": per_seed,
                             "mean": None if not sel else sum(per_seed) / len(per_seed)}
             out["arms"][name] = arm
-            print(f"{name}: " + "; ".join(f"{k} ({arm[k]['records']}) {arm[k]['mean']:.1f}" for k in ("all", "long", *sets)
+            print(f"{name}: " + "; ".join(f"{k} ({arm[k]['records']}) {arm[k]['mean']:.1f}" for k in chosen
                                           if arm[k]["mean"] is not None))
         pairs = [pair.split(":") for pair in args.pairs]
         for pair in pairs:
@@ -175,12 +174,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             out["pairs"] = []
             for a, b in pairs:
                 pair = {"a": a, "b": b}
-                for key in ("all", "long", *sets):
-                    pair[key] = paired_difference(gold, chosen[key], preds_of[a], preds_of[b], args.resamples, rng)
+                for key, sel in chosen.items():
+                    pair[key] = paired_difference(gold, sel, preds_of[a], preds_of[b], args.resamples, rng)
                 out["pairs"].append(pair)
                 print(f"{a} - {b}: " + "; ".join(
                     f"{k} {d['difference']:+.1f} [{d['records_interval'][0]:+.1f}, {d['records_interval'][1]:+.1f}]"
-                    for k in ("all", "long", *sets) if (d := pair[k]) is not None))
+                    for k in chosen if (d := pair[k]) is not None))
     elif args.pairs:
         p.error("--pairs compares arms: give them with --arm")
     args.out.write_text(json.dumps(out, indent=1) + "\n")
