@@ -63,7 +63,8 @@
 # Knobs (environment): STAGES, RUN_DIR [runs/lifted_minilm], ETC_VENV [.venv], LAYERS [3], GLOBAL_PIECE [[SEP]: the
 # piece the summary global tokens start from, etc-lift --global-token-piece; empty: <s>, BERT's [CLS]], G2G_BIAS [-2:
 # etc-lift --g2g-bias; empty: none] (GLOBAL_PIECE= G2G_BIAS= gives the lift of the first measured run), PRE_UPDATES [300],
-# PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], PRE_CPC_WEIGHT [0.2: the criterion's --cpc-weight; 0: MLM only, the
+# PRE_WARMUP [PRE_UPDATES / 10 + 1; a finished run resumed to a larger PRE_UPDATES continues its own learning-rate
+# schedule (inverse square root) when PRE_WARMUP is the finished run's], PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], PRE_CPC_WEIGHT [0.2: the criterion's --cpc-weight; 0: MLM only, the
 # CPC encoder pass skipped], SEEDS [1 2 3; empty: no fine-tuning run, only the starts of
 # NS_START / WH_START], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
 # VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], NS_HEAD [linear: one
@@ -112,6 +113,7 @@ else
   CL_BATCH=${CL_BATCH:-16}; CL_VALID_EVERY=${CL_VALID_EVERY:-100}; NEWS_TRAIN=${NEWS_TRAIN:-1000}; NEWS_VALID=${NEWS_VALID:-500}
 fi
 PRE_LR=${PRE_LR:-2e-4}
+PRE_WARMUP=${PRE_WARMUP:-$(( PRE_UPDATES / 10 + 1 ))}
 PRE_CPC_WEIGHT=${PRE_CPC_WEIGHT:-0.2}
 GLOBAL_PIECE=${GLOBAL_PIECE-[SEP]}
 G2G_BIAS=${G2G_BIAS--2}
@@ -228,7 +230,7 @@ pretrain_data() {
 }
 PRE_ARGS=(--user-dir user_dir --task etc_pretraining --criterion cpc_mlm --max-long-len "$PRE_LONG"
           --max-global-len $(( PRE_LONG / 16 )) --batch-size "$PRE_BATCH" --required-batch-size-multiple 1
-          --warmup-updates $(( PRE_UPDATES / 10 + 1 )) --max-update "$PRE_UPDATES" --seed 1 --log-interval 10
+          --warmup-updates "$PRE_WARMUP" --max-update "$PRE_UPDATES" --seed 1 --log-interval 10
           --mlm-weight 0.8 --cpc-weight "$PRE_CPC_WEIGHT"
           --disable-validation --no-epoch-checkpoints --save-interval-updates 25 --keep-interval-updates 1)
 pretrain() {  # continued pretraining of the lifted model, and etc_tiny from scratch on the same data and budget
