@@ -122,6 +122,37 @@ def nextsent() -> List[dict]:
     return rows
 
 
+def pretraining600() -> List[dict]:
+    """The 300-update continued pretraining carried on to 600 updates: held-out MLM / CPC against 300, and nextsent
+    fine-tuned from it (the seeds run; the paired result pools them)."""
+    short, long_, p = load("fix/results.json"), load("pre600/results.json"), load("pre600/paired-v1000.json")
+    rows = []
+    for metric, name in (("mlm_accuracy", "MLM"), ("cpc_accuracy", "CPC")):
+        a, b = seeds(long_, "mlm", "continued", metric), seeds(short, "mlm", "continued", metric)
+        rows.append({
+            "item": "1: longer continued pretraining", "task": f"held-out Wikipedia, {name} accuracy (3 masking seeds)",
+            "figures": f"600 updates {spread(a)}; 300 updates {spread(b)}", "verdict": by_seeds(a, b),
+        })
+    zero_shot = {"150": long_["sections"]["nextsent"]["similarity"]["all-MiniLM-L6-v2-3L"]["answer_accuracy"],
+                 "1,000": load("qcos/similarity-v1000.json")["answer_accuracy"]}
+    etc = {"150": seeds(long_, "nextsent", "etc"), "1,000": [s["accuracy"] for s in p["arms"]["etc"]["per_seed"]]}
+    for n in ("150", "1,000"):
+        rows.append({
+            "item": "2: beyond the source model", "task": f"nextsent, {n} records, accuracy, pretraining 600 updates",
+            "figures": f"`etc` {spread(etc[n])}; the source model zero-shot (3 layers, frozen, cosine) {zero_shot[n]:.1f}",
+            "verdict": above_all(etc[n], zero_shot[n]),
+        })
+    acc, mrr = paired(p, "etc", "local", "accuracy"), paired(p, "etc", "local", "mrr")
+    n = len(p["arms"]["etc"]["files"])
+    rows.append({
+        "item": "2: global beats local",
+        "task": f"nextsent, 1,000 records, pretraining 600 updates, `etc` minus `local` (paired, {n} seeds pooled)",
+        "figures": f"accuracy {interval(acc)}, MRR {interval(mrr)}",
+        "verdict": f"accuracy {clear(acc)}, MRR {clear(mrr)}",
+    })
+    return rows
+
+
 def wikihop(name: str, updates: int, local_arms: Sequence[str]) -> List[dict]:
     """``local_arms``: the ETC arms compared with ``local`` and with ``bert512`` (the source model), those the result
     has (``etc_strings`` sees the candidate strings, as both of those do)."""
@@ -192,7 +223,7 @@ def news() -> List[dict]:
 
 
 SECTIONS: Sequence[Callable[[], List[dict]]] = (
-    pretraining, floor_classify, nextsent,
+    pretraining, floor_classify, nextsent, pretraining600,
     lambda: wikihop("wikihop/cosine.json", 100, ("etc_strings",)),
     lambda: wikihop("wikihop200/cosine.json", 200, ("etc", "etc_strings")),
     wikihop_reach, hotpotqa, news)
