@@ -64,9 +64,9 @@
 # piece the summary global tokens start from, etc-lift --global-token-piece; empty: <s>, BERT's [CLS]], G2G_BIAS [-2:
 # etc-lift --g2g-bias; empty: none] (GLOBAL_PIECE= G2G_BIAS= gives the lift of the first measured run), PRE_UPDATES [300],
 # PRE_WARMUP [PRE_UPDATES / 10 + 1; a finished run resumed to a larger PRE_UPDATES continues its own learning-rate
-# schedule (inverse square root) when PRE_WARMUP is the finished run's], PRE_BATCH [4], PRE_LONG [2048], PRE_LR [2e-4], PRE_CPC_WEIGHT [0.2: the criterion's --cpc-weight; 0: MLM only, the
-# CPC encoder pass skipped], SEEDS [1 2 3; empty: no fine-tuning run, only the starts of
-# NS_START / WH_START], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
+# schedule (inverse square root) when PRE_WARMUP is the finished run's], PRE_BATCH [4], PRE_LONG [2048], PRE_LR
+# [2e-4], PRE_CPC_WEIGHT [0.2: the criterion's --cpc-weight; 0: MLM only, the CPC encoder pass skipped],
+# SEEDS [1 2 3; empty: no fine-tuning run, only the starts of NS_START / WH_START], LONG [2048], UPDATES [60], BATCH [8], LR [1e-4],
 # VALID_EVERY [30], NS_TRAIN [1000], NS_VALID [150], NS_SHAPE [etc-prepare nextsent's defaults], NS_HEAD [linear: one
 # logit per sentence vector; cosine: plus its scaled cosine with the question, --question-cosine], NS_START [0; 1: also
 # validate every nextsent arm before fine-tuning, one update at learning rate 0 -> <arm>-start.log], ARMS

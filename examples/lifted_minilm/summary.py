@@ -13,6 +13,7 @@ a paired difference: ``clear of zero`` when its interval over records excludes z
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 from pathlib import Path
@@ -21,7 +22,9 @@ from typing import Callable, Dict, List, Sequence
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+@functools.lru_cache(maxsize=None)
 def load(name: str) -> dict:
+    """One committed result, read once however many sections use it (no caller changes it)."""
     return json.loads((RESULTS / name).read_text(encoding="utf-8"))
 
 
