@@ -358,12 +358,29 @@ def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):
     q = "w3 w9 w4 w1"
     para = lambda *s: {"title": "t", "sentences": list(s)}  # noqa: E731
     records = [  # the answer is a copy of the question: the most similar sentence (cosine 1)
-        {"question": q, "paragraphs": [para("w5 w6", "w7 w8 w2"), para("w11 w12", q)], "answer": [1, 1]},
+        {"id": "a", "question": q, "paragraphs": [para("w5 w6", "w7 w8 w2"), para("w11 w12", q)], "answer": [1, 1]},
         # the copy sits just before the answer: counted as "before the gap", not as the answer
-        {"question": q, "paragraphs": [para(q, "w5 w6 w7"), para("w11")], "answer": [0, 1]},
+        {"id": "b", "question": q, "paragraphs": [para(q, "w5 w6 w7"), para("w11")], "answer": [0, 1]},
     ]
     res = similarity.similarity_baseline(similarity.hf_embedder(tmp_path / "bert"), records)
     assert res == {"records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}
+    # --predictions: each record's cosines in input order (etc-predict nextsent's format), which paired.py scores
+    # as the accuracy above
+    (tmp_path / "valid.records.json").write_text(json.dumps(
+        [dict(r, paragraphs=[dict(x) for x in r["paragraphs"]], article=r["id"]) for r in records]))
+    assert similarity.main(["--model", str(tmp_path / "bert"), "--records", str(tmp_path / "valid.records.json"),
+                            "--out", str(tmp_path / "sim.json"), "--predictions", str(tmp_path / "scores.json")]) == 0
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    assert [len(scores[i]) for i in "ab"] == [4, 3]
+    assert scores["a"][3] == pytest.approx(1.0, abs=1e-5) and max(scores["a"][:3]) < 1 - 1e-3
+    assert scores["b"][0] == pytest.approx(1.0, abs=1e-5)
+    from etc_fairseq.finetune.nextsent.schema import record_from_json
+
+    gold = [record_from_json(r, "record") for r in json.loads((tmp_path / "valid.records.json").read_text())]
+    assert [acc for acc, _ in _load("paired").per_record(gold, [scores])] == [1.0, 0.0]
+    with pytest.raises(SystemExit):
+        similarity.main(["--model", str(tmp_path / "bert"), "--records", str(tmp_path / "valid.records.json"),
+                         "--out", str(tmp_path / "sim.json"), "--predictions", "x.json", "--source-check", "2"])
 
 
 def test_candidate_string_baseline_picks_the_candidate_equal_to_the_query(tmp_path):

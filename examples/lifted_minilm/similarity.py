@@ -11,7 +11,8 @@ source did? ``--summary-check N``: whether the SENTENCE token summarises its sen
 (:func:`summary_token_check`); ``--model HF_DIR --source-check N``: whether the source model's own
 ``[CLS]`` and ``[SEP]`` read their sentence (:func:`source_token_check`).
 
-    python examples/lifted_minilm/similarity.py --model HF_DIR --records DATA/valid.records.json --out sim.json
+    python examples/lifted_minilm/similarity.py --model HF_DIR --records DATA/valid.records.json --out sim.json \
+        [--predictions sim-scores.json]
     python examples/lifted_minilm/similarity.py --etc RUN/pre/continued/checkpoint_last.pt \
         --etc-data RUN/pre/data/bin --records DATA/valid.records.json --out sim-etc.json
 """
@@ -177,11 +178,14 @@ def source_token_check(model_dir: Path, texts: Sequence[str], max_pieces: int = 
     return {"model": str(model_dir), "texts": len(texts), "layers": layers}
 
 
-def similarity_baseline(embed: Callable[[Sequence[str]], "np.ndarray"], records: Sequence[dict]) -> Dict[str, float]:
+def similarity_baseline(embed: Callable[[Sequence[str]], "np.ndarray"], records: Sequence[dict],
+                        scores: Optional[Dict[str, list]] = None) -> Dict[str, float]:
     """Accuracy (%) of the most similar sentence as the answer (``record["answer"]`` = [paragraph, sentence])
     and as the sentence before the gap (the answer's predecessor in its paragraph, where there is one), over
     ``records`` (etc-prepare nextsent's ``*.records.json``); ``embed``: texts -> float [N, D]. Ties cannot
-    occur in practice (float cosines)."""
+    occur in practice (float cosines). ``scores``, if given, receives {record id: [cosine to the question
+    per sentence, in input order]}: the format ``etc-predict nextsent`` writes, so paired.py can compare a
+    fine-tuned arm with this baseline record by record."""
     import numpy as np
 
     answer = before = 0
@@ -190,7 +194,10 @@ def similarity_baseline(embed: Callable[[Sequence[str]], "np.ndarray"], records:
         texts = [r["question"]] + [r["paragraphs"][p]["sentences"][s] for p, s in where]
         e = embed(texts)  # [1 + sentences, D]
         e = e / np.linalg.norm(e, axis=1, keepdims=True)
-        top = where[int(np.argmax(e[1:] @ e[0]))]
+        cos = e[1:] @ e[0]  # [sentences]
+        if scores is not None:
+            scores[r["id"]] = [float(c) for c in cos]
+        top = where[int(np.argmax(cos))]
         p, s = r["answer"]
         answer += top == (p, s)
         before += s > 0 and top == (p, s - 1)
@@ -228,6 +235,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="instead, the WikiHop candidate most similar to the query, no support read "
                    "(candidate_string_baseline)")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--predictions", type=Path, metavar="FILE",
+                   help="nextsent: also write each record's cosines ({id: [score per sentence]}, etc-predict "
+                   "nextsent's format) for paired.py")
     p.add_argument("--summary-check", type=int, default=0, metavar="N",
                    help="with --etc: instead, check whether the SENTENCE token summarises its sentence "
                    "(summary_token_check) on the first N sentences of the records")
@@ -241,6 +251,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = p.parse_args(argv)
     if a.etc is not None and a.etc_data is None:
         p.error("--etc needs --etc-data")
+    if a.predictions is not None and (a.wikihop_candidates or a.summary_check or a.source_check):
+        p.error("--predictions goes with the nextsent baseline only")
     records = json.loads(a.records.read_text(encoding="utf-8"))
     sentences = [] if a.wikihop_candidates else [t for r in records for para in r["paragraphs"] for t in para["sentences"]]
     if a.source_check:
@@ -275,9 +287,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{res['model']}: the candidate most similar to the query, no support read: "
               f"{res['candidate_accuracy']:.1f} % ({res['records']} records)")
         return 0
-    res = dict(similarity_baseline(embed, records),
+    scores = {} if a.predictions is not None else None
+    res = dict(similarity_baseline(embed, records, scores),
                model=str(a.model or a.etc), pool="long" if a.model is not None else a.etc_pool)
     a.out.write_text(json.dumps(res, indent=1) + "\n")
+    if scores is not None:
+        a.predictions.write_text(json.dumps(scores) + "\n")
     print(f"{res['model']} ({res['pool']}): most similar sentence = answer {res['answer_accuracy']:.1f} %, = the "
           f"sentence before the gap {res['before_gap_accuracy']:.1f} % ({res['records']} records)")
     return 0
