@@ -366,8 +366,7 @@ def test_similarity_baseline_finds_a_copy_of_the_question(tmp_path):
     assert res == {"records": 2, "answer_accuracy": 50.0, "before_gap_accuracy": 50.0}
     # --predictions: each record's cosines in input order (etc-predict nextsent's format), which paired.py scores
     # as the accuracy above
-    (tmp_path / "valid.records.json").write_text(json.dumps(
-        [dict(r, paragraphs=[dict(x) for x in r["paragraphs"]], article=r["id"]) for r in records]))
+    (tmp_path / "valid.records.json").write_text(json.dumps([dict(r, article=r["id"]) for r in records]))
     assert similarity.main(["--model", str(tmp_path / "bert"), "--records", str(tmp_path / "valid.records.json"),
                             "--out", str(tmp_path / "sim.json"), "--predictions", str(tmp_path / "scores.json")]) == 0
     scores = json.loads((tmp_path / "scores.json").read_text())
