@@ -130,8 +130,7 @@ def longer_pretraining(updates: int, before: int) -> List[dict]:
     ``results/fix``): held-out MLM / CPC against ``before``, and nextsent fine-tuned from it (the seeds run; the
     paired result on the 1,000 records pools them, and pairs ``etc`` with the source model's zero-shot cosines
     where it has them)."""
-    folder = {300: "fix"}
-    short = load(f"{folder.get(before, f'pre{before}')}/results.json")
+    short = load(("fix" if before == 300 else f"pre{before}") + "/results.json")
     long_, p = load(f"pre{updates}/results.json"), load(f"pre{updates}/paired-v1000.json")
     rows = []
     for metric, name in (("mlm_accuracy", "MLM"), ("cpc_accuracy", "CPC")):
