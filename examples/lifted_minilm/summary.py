@@ -143,6 +143,7 @@ def longer_pretraining(updates: int, before: int) -> List[dict]:
                  "1,000": load("qcos/similarity-v1000.json")["answer_accuracy"]}
     etc = {"150": seeds(long_, "nextsent", "etc"), "1,000": [s["accuracy"] for s in p["arms"]["etc"]["per_seed"]]}
     n = len(p["arms"]["etc"]["files"])
+    pooled = "1 seed" if n == 1 else f"{n} seeds pooled"
     for k in ("150", "1,000"):
         rows.append({
             "item": "2: beyond the source model",
@@ -157,7 +158,7 @@ def longer_pretraining(updates: int, before: int) -> List[dict]:
         acc, mrr = paired(p, "etc", other, "accuracy"), paired(p, "etc", other, "mrr")
         rows.append({
             "item": f"2: {direction}",
-            "task": f"nextsent, 1,000 records, pretraining {updates} updates, `etc` minus {name} (paired, {n} seeds pooled)",
+            "task": f"nextsent, 1,000 records, pretraining {updates} updates, `etc` minus {name} (paired, {pooled})",
             "figures": f"accuracy {interval(acc)}, MRR {interval(mrr)}",
             "verdict": f"accuracy {clear(acc)}, MRR {clear(mrr)}",
         })
