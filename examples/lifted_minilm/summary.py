@@ -236,6 +236,7 @@ def news() -> List[dict]:
 
 SECTIONS: Sequence[Callable[[], List[dict]]] = (
     pretraining, floor_classify, nextsent, lambda: longer_pretraining(600, 300), lambda: longer_pretraining(900, 600),
+    lambda: longer_pretraining(1200, 900),
     lambda: wikihop("wikihop/cosine.json", 100, ("etc_strings",)),
     lambda: wikihop("wikihop200/cosine.json", 200, ("etc", "etc_strings")),
     wikihop_reach, hotpotqa, news)
