@@ -235,8 +235,8 @@ def news() -> List[dict]:
 
 
 SECTIONS: Sequence[Callable[[], List[dict]]] = (
-    pretraining, floor_classify, nextsent, lambda: longer_pretraining(600, 300), lambda: longer_pretraining(900, 600),
-    lambda: longer_pretraining(1200, 900),
+    pretraining, floor_classify, nextsent,
+    *(functools.partial(longer_pretraining, updates, updates - 300) for updates in (600, 900, 1200)),
     lambda: wikihop("wikihop/cosine.json", 100, ("etc_strings",)),
     lambda: wikihop("wikihop200/cosine.json", 200, ("etc", "etc_strings")),
     wikihop_reach, hotpotqa, news)
